@@ -1,0 +1,1 @@
+"""One Pyomo model per problem; no solver calls here."""

@@ -1,0 +1,1 @@
+"""One program per tool over the shared core: build, solve, check, report."""

@@ -128,7 +128,122 @@ def _run_partition(args: argparse.Namespace) -> object:
     return partition.run(args)
 
 
-_COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (_add_info, _add_partition)
+def _add_hail(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hail", help="IAllocator: answer a Ganeti allocation request, like hail")
+    p.add_argument("request", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)")
+    p.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        metavar="FILE",
+        help="take the cluster from this text snapshot instead of the request",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the real hail and show both answers side by side",
+    )
+    p.add_argument(
+        "--static-kvm-node-memory",
+        dest="static_kvm_node_memory",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help="node memory assumed on kvm (default 4096)",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_run_hail)
+
+
+def _run_hail(args: argparse.Namespace) -> object:
+    from programs import hail
+
+    return hail.run(args)
+
+
+def _add_squeeze(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("squeeze", help="power nodes down (or standby nodes up), like hsqueeze")
+    p.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        required=True,
+        metavar="FILE",
+        help="cluster snapshot in the htools text format",
+    )
+    p.add_argument(
+        "--minimal-resources",
+        dest="minimal_resources",
+        type=float,
+        default=2.0,
+        metavar="F",
+        help="every node must host F x std spec, else expand (default 2.0)",
+    )
+    p.add_argument(
+        "--target-resources",
+        dest="target_resources",
+        type=float,
+        default=2.0,
+        metavar="F",
+        help="after shrinking every node hosts F x std spec (default 2.0)",
+    )
+    p.add_argument(
+        "--move",
+        choices=("ext", "drbd", "all"),
+        default="ext",
+        help="which instances may move (default ext: externally mirrored only)",
+    )
+    p.add_argument(
+        "-C",
+        "--print-commands",
+        dest="print_commands",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="print the commands (or write a script to FILE)",
+    )
+    p.add_argument(
+        "-S",
+        "--save",
+        dest="save",
+        metavar="FILE",
+        help="write FILE.original and FILE.squeezed in the text format",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbose",
+        action="count",
+        default=1,
+        help="more output (-v shows the candidates)",
+    )
+    p.add_argument(
+        "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
+    )
+    p.add_argument(
+        "--static-kvm-node-memory",
+        dest="static_kvm_node_memory",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help="node memory assumed on kvm (default 4096)",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_run_squeeze)
+
+
+def _run_squeeze(args: argparse.Namespace) -> object:
+    from programs import squeeze
+
+    return squeeze.run(args)
+
+
+_COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
+    _add_info,
+    _add_hail,
+    _add_squeeze,
+    _add_partition,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return getattr(report, "exit_code", EXIT_OK)
+
+
+def hail_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point Ganeti calls as an iallocator: `exalloc-hail [OPTIONS] REQUEST.json`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return main(["hail", *args])
 
 
 if __name__ == "__main__":

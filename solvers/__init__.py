@@ -1,1 +1,58 @@
+"""Exact solving of Pyomo models with HiGHS or OR-Tools CP-SAT behind one result type.
 
+`solve()` runs one objective; `solve_lexicographic()` runs preemptive multi-objective stages.
+Both return statuses instead of raising for infeasible, unbounded or timed-out runs; they raise
+`model.errors.SolverError` only when the backend cannot take the model at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solvers.lexicographic import solve_lexicographic
+from solvers.result import LexResult, Objective, SolveResult, Status, Stopwatch
+
+__all__ = [
+    "LexResult",
+    "Objective",
+    "SolveResult",
+    "Status",
+    "Stopwatch",
+    "solve",
+    "solve_lexicographic",
+]
+
+SOLVERS = ("highs", "cpsat")
+
+
+def solve(
+    model: Any,
+    solver: str = "highs",
+    *,
+    time_limit: float | None = None,
+    mip_gap: float = 0.0,
+    threads: int = 1,
+    seed: int = 0,
+    build_s: float = 0.0,
+) -> SolveResult:
+    """Solve a model with exactly one active objective; load the solution into its Vars.
+
+    build_s is the caller's Pyomo build time (see Stopwatch), carried into the result.
+    """
+    kw = {
+        "time_limit": time_limit,
+        "mip_gap": mip_gap,
+        "threads": threads,
+        "seed": seed,
+        "build_s": build_s,
+    }
+    # Backends are imported lazily so that a HiGHS-only caller never loads ortools, and back.
+    if solver == "highs":
+        from solvers.highs_backend import solve_highs
+
+        return solve_highs(model, **kw)
+    if solver == "cpsat":
+        from solvers.cpsat_backend import solve_cpsat
+
+        return solve_cpsat(model, **kw)
+    raise ValueError(f"unknown solver {solver!r} (expected one of {', '.join(SOLVERS)})")

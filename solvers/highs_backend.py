@@ -1,0 +1,249 @@
+"""HiGHS through Pyomo's contrib (persistent) interface.
+
+One `HighsSession` wraps one persistent `pyomo.contrib.solver` Highs object: `solve()` uses it
+once, the lexicographic driver re-uses it across stages with explicit `add_constraints` /
+`set_objective` (auto-updates are off, so Pyomo does not rescan the model every stage).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import highspy
+import pyomo.environ as pyo
+from pyomo.contrib.solver.common.factory import SolverFactory
+from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+from pyomo.core.base.objective import ObjectiveData
+
+from model.errors import SolverError
+from solvers.result import (
+    SolveResult,
+    Status,
+    classify,
+    finite_or_none,
+)
+
+# HiGHS runs one scheduler per process and fixes its thread count at the first solve; a later
+# solve asking for another count only logs an error and is ignored. This is the one piece of
+# module state: the count the scheduler currently has, so it is reset only when it must change.
+_highs_scheduler_threads: int | None = None
+
+_NO_SOLUTION_STOPS = {
+    TerminationCondition.maxTimeLimit,
+    TerminationCondition.iterationLimit,
+    TerminationCondition.objectiveLimit,
+    TerminationCondition.interrupted,
+    TerminationCondition.unknown,
+}
+
+_AUTO_UPDATE_FLAGS = (
+    "check_for_new_or_removed_constraints",
+    "check_for_new_or_removed_vars",
+    "check_for_new_or_removed_params",
+    "check_for_new_objective",
+    "update_constraints",
+    "update_vars",
+    "update_parameters",
+    "update_named_expressions",
+    "update_objective",
+)
+
+INTEGRALITY_TOL = 1e-6
+
+
+def _ensure_threads(threads: int) -> None:
+    """Reset HiGHS's process-global scheduler when the requested thread count changes."""
+    global _highs_scheduler_threads
+    if _highs_scheduler_threads is not None and _highs_scheduler_threads != threads:
+        highspy.Highs.resetGlobalScheduler(True)
+    _highs_scheduler_threads = threads
+
+
+def _clean_value(var: Any, x: float) -> float:
+    """Snap integer variables to the integer HiGHS meant (it returns e.g. 0.9999999997)."""
+    if var.is_integer():
+        r = round(x)
+        if abs(x - r) <= INTEGRALITY_TOL:
+            return float(r)
+    return float(x)
+
+
+class HighsSession:
+    """A persistent HiGHS instance bound to one Pyomo model."""
+
+    solver_name = "highs"
+
+    def __init__(self, model: Any, *, mip_gap: float, threads: int, seed: int) -> None:
+        self._model = model
+        self._opt = SolverFactory("highs")
+        if not self._opt.available():
+            raise SolverError("HiGHS is not available (is highspy==1.12.0 installed?)")
+        for flag in _AUTO_UPDATE_FLAGS:
+            setattr(self._opt.config.auto_updates, flag, False)
+        self._threads = threads
+        self._options: dict[str, Any] = {
+            "rel_gap": mip_gap,
+            "threads": threads,
+            "solver_options": {"random_seed": seed},
+            "load_solutions": False,
+            "raise_exception_on_nonoptimal_result": False,
+        }
+        self._instance_ready = False
+        self._objective: ObjectiveData | None = None
+        self._scratch: pyo.Block | None = None
+        self._deactivated: list[ObjectiveData] = []
+
+    # -- model edits (lexicographic stages) -------------------------------------------------
+
+    def _scratch_block(self) -> pyo.Block:
+        """A block holding the stage objectives and fixing rows, removed again by close()."""
+        if self._scratch is None:
+            name = "_exalloc_lex"
+            while self._model.component(name) is not None:
+                name += "_"
+            self._deactivated = [
+                o
+                for o in self._model.component_data_objects(pyo.Objective, active=True)
+                if o.active
+            ]
+            for o in self._deactivated:
+                o.deactivate()
+            block = pyo.Block(concrete=True)
+            self._model.add_component(name, block)
+            block.fix = pyo.ConstraintList()
+            self._scratch = block
+        return self._scratch
+
+    def set_objective(self, expr: Any, sense: str) -> None:
+        block = self._scratch_block()
+        if self._objective is not None:
+            self._objective.deactivate()
+        k = len(list(block.component_objects(pyo.Objective)))
+        obj = pyo.Objective(expr=expr, sense=pyo.minimize if sense == "min" else pyo.maximize)
+        block.add_component(f"stage{k}", obj)
+        self._objective = obj
+        if self._instance_ready:
+            self._opt.set_objective(obj)
+
+    def add_bound(self, expr: Any, lb: float | None, ub: float | None) -> None:
+        con = self._scratch_block().fix.add(pyo.inequality(lb, expr, ub))
+        if self._instance_ready:
+            self._opt.add_constraints([con])
+
+    def close(self) -> None:
+        """Leave the model as it was given (apart from loaded variable values)."""
+        if self._scratch is not None:
+            self._model.del_component(self._scratch)
+            self._scratch = None
+        for o in self._deactivated:
+            o.activate()
+        self._deactivated = []
+
+    # -- solving ----------------------------------------------------------------------------
+
+    def _run(self, time_limit: float | None, **extra: Any) -> Any:
+        _ensure_threads(self._threads)
+        kw = dict(self._options, **extra)
+        if time_limit is not None:
+            kw["time_limit"] = max(float(time_limit), 0.0)
+        try:
+            res = self._opt.solve(self._model, **kw)
+        except ValueError as e:  # e.g. "Multiple active objectives found."
+            raise SolverError(f"HiGHS cannot take this model: {e}") from e
+        self._instance_ready = True
+        return res
+
+    def _feasible(self, time_limit: float | None) -> bool | None:
+        """Solve without objective: tells unbounded from infeasible after presolve's
+        'infeasible or unbounded' (None when even that stops on the time limit)."""
+        self._opt.set_objective(None)
+        try:
+            res = self._run(time_limit)
+        finally:
+            self._opt.set_objective(self._objective)
+        if res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible):
+            return True
+        if res.termination_condition == TerminationCondition.provenInfeasible:
+            return False
+        return None
+
+    def solve(self, *, time_limit: float | None, build_s: float) -> SolveResult:
+        """Solve the current objective; load the solution into the model's variables."""
+        t0 = time.perf_counter()
+        if self._objective is None:
+            self._objective = self._single_objective()
+        res = self._run(time_limit)
+        tc = res.termination_condition
+        has_solution = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
+        objective = finite_or_none(res.incumbent_objective) if has_solution else None
+        bound = finite_or_none(res.objective_bound)
+        values: Mapping[str, float] = {}
+
+        if tc == TerminationCondition.error:
+            raise SolverError(f"HiGHS failed: {res.solver_log.strip().splitlines()[-1:]}")
+        if tc == TerminationCondition.infeasibleOrUnbounded:
+            left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+            feasible = self._feasible(left)
+            status = {True: Status.UNBOUNDED, False: Status.INFEASIBLE}.get(
+                feasible, Status.TIME_LIMIT
+            )
+            objective, bound, gap = None, None, None
+        elif tc == TerminationCondition.provenInfeasible:
+            status, objective, bound, gap = Status.INFEASIBLE, None, None, None
+        elif tc == TerminationCondition.unbounded:
+            status, objective, bound, gap = Status.UNBOUNDED, None, None, None
+        elif has_solution and objective is not None:
+            converged = tc == TerminationCondition.convergenceCriteriaSatisfied
+            status, gap = classify(converged=converged, objective=objective, bound=bound)
+            values = self._load(res)
+        elif tc in _NO_SOLUTION_STOPS or not has_solution:
+            status, objective, gap = Status.TIME_LIMIT, None, None
+        else:  # a solution without a finite objective value
+            raise SolverError(f"HiGHS returned {tc.name} without a usable objective value")
+
+        return SolveResult(
+            status=status,
+            objective=objective,
+            bound=bound,
+            gap=gap,
+            build_s=build_s,
+            solve_s=time.perf_counter() - t0,
+            solver=self.solver_name,
+            values=values,
+        )
+
+    def _single_objective(self) -> ObjectiveData:
+        objs = list(self._model.component_data_objects(pyo.Objective, active=True))
+        if len(objs) != 1:
+            raise SolverError(
+                f"the model needs exactly one active objective, found {len(objs)}"
+                + (f" ({', '.join(o.name for o in objs)})" if objs else "")
+            )
+        return objs[0]
+
+    def _load(self, res: Any) -> dict[str, float]:
+        values: dict[str, float] = {}
+        for var, x in res.solution_loader.get_vars().items():
+            if x is None or not math.isfinite(x):
+                continue
+            v = _clean_value(var, x)
+            var.set_value(v, skip_validation=True)
+            values[var.name] = v
+        return values
+
+
+def solve_highs(
+    model: Any,
+    *,
+    time_limit: float | None,
+    mip_gap: float,
+    threads: int,
+    seed: int,
+    build_s: float,
+) -> SolveResult:
+    """Solve `model` (exactly one active objective) once with HiGHS."""
+    session = HighsSession(model, mip_gap=mip_gap, threads=threads, seed=seed)
+    return session.solve(time_limit=time_limit, build_s=build_s)

@@ -1,0 +1,357 @@
+"""Tests of the solvers package: the same small models, solved by hand, on both backends."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyomo.environ as pyo
+import pytest
+
+from model.errors import SolverError
+from solvers import (
+    LexResult,
+    Objective,
+    SolveResult,
+    Status,
+    Stopwatch,
+    solve,
+    solve_lexicographic,
+)
+from solvers.cpsat_backend import integer_scale
+
+BACKENDS = ("highs", "cpsat")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def assignment_model() -> pyo.ConcreteModel:
+    """3x3 assignment; by enumerating the 6 permutations the optimum is 1 + 2 + 2 = 5."""
+    cost = [[4, 1, 3], [2, 0, 5], [3, 2, 2]]
+    m = pyo.ConcreteModel()
+    r = range(3)
+    m.x = pyo.Var(r, r, domain=pyo.Binary)
+    m.row = pyo.Constraint(r, rule=lambda m, i: sum(m.x[i, j] for j in r) == 1)
+    m.col = pyo.Constraint(r, rule=lambda m, j: sum(m.x[i, j] for i in r) == 1)
+    m.obj = pyo.Objective(expr=sum(cost[i][j] * m.x[i, j] for i in r for j in r))
+    return m
+
+
+def knapsack_model() -> pyo.ConcreteModel:
+    """Capacity 10: the best pair is items 1 and 3 (weight 6+4, value 13+8 = 21)."""
+    value, weight = [10, 13, 7, 8], [5, 6, 3, 4]
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(4), domain=pyo.Binary)
+    m.cap = pyo.Constraint(expr=sum(weight[i] * m.x[i] for i in range(4)) <= 10)
+    m.obj = pyo.Objective(expr=sum(value[i] * m.x[i] for i in range(4)), sense=pyo.maximize)
+    return m
+
+
+def hard_knapsack_model(seed: int = 0) -> pyo.ConcreteModel:
+    """10-dimensional knapsack with 200 items: neither solver proves it in 0.05 s."""
+    rng = random.Random(seed)
+    items, dims = range(200), range(10)
+    w = [[rng.randint(100, 1000) for _ in items] for _ in dims]
+    v = [rng.randint(100, 1000) for _ in items]
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(items, domain=pyo.Binary)
+    m.cap = pyo.Constraint(
+        dims, rule=lambda m, d: sum(w[d][i] * m.x[i] for i in items) <= sum(w[d]) // 2
+    )
+    m.obj = pyo.Objective(expr=sum(v[i] * m.x[i] for i in items), sense=pyo.maximize)
+    return m
+
+
+def lex_model() -> pyo.ConcreteModel:
+    """Choose one of three options; y may reach 4 only with option 1, else 1.
+
+    cost = (3, 1, 1), value = (10, 2, 5). Lexicographic (min cost, max value, max y/2) gives
+    (1, 5, 0.5) with option 3; maximising value alone would pick option 1 at cost 3.
+    """
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var([1, 2, 3], domain=pyo.Binary)
+    m.y = pyo.Var(domain=pyo.Integers, bounds=(0, 4))
+    m.one = pyo.Constraint(expr=m.x[1] + m.x[2] + m.x[3] == 1)
+    m.ylim = pyo.Constraint(expr=m.y <= 1 + 3 * m.x[1])
+    m.cost = pyo.Expression(expr=3 * m.x[1] + m.x[2] + m.x[3])
+    m.value = pyo.Expression(expr=10 * m.x[1] + 2 * m.x[2] + 5 * m.x[3])
+    m.obj = pyo.Objective(expr=m.value, sense=pyo.maximize)
+    return m
+
+
+def lex_objectives(m: pyo.ConcreteModel) -> list[Objective]:
+    return [
+        Objective("cost", m.cost, "min"),
+        Objective("value", m.value, "max"),
+        Objective("half_y", 0.5 * m.y, "max", integral=False),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_assignment_optimum_and_values_loaded(backend: str) -> None:
+    m = assignment_model()
+    res = solve(m, backend, build_s=0.25)
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(5.0)
+    assert res.bound == pytest.approx(5.0)
+    assert res.gap == 0.0
+    assert res.solver == backend
+    assert res.build_s == 0.25 and res.solve_s > 0
+    # the unique optimum: 0->1, 1->0, 2->2
+    chosen = {(i, j) for i in range(3) for j in range(3) if pyo.value(m.x[i, j]) > 0.5}
+    assert chosen == {(0, 1), (1, 0), (2, 2)}
+    assert res.values["x[0,1]"] == 1.0 and res.values["x[0,0]"] == 0.0
+    assert len(res.values) == 9
+    assert res.has_solution
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_knapsack(backend: str) -> None:
+    m = knapsack_model()
+    res = solve(m, backend)
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(21.0)
+    assert [round(pyo.value(m.x[i])) for i in range(4)] == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_infeasible(backend: str) -> None:
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Binary)
+    m.y = pyo.Var(domain=pyo.Binary)
+    m.c = pyo.Constraint(expr=m.x + m.y >= 3)
+    m.obj = pyo.Objective(expr=m.x + m.y)
+    res = solve(m, backend)
+    assert res.status is Status.INFEASIBLE
+    assert not res.has_solution
+    assert res.objective is None and res.values == {}
+    assert pyo.value(m.x, exception=False) is None  # nothing loaded
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_stops_early(backend: str) -> None:
+    m = hard_knapsack_model()
+    res = solve(m, backend, time_limit=0.05)
+    assert res.status in (Status.FEASIBLE, Status.TIME_LIMIT)
+    assert res.solve_s < 2.0
+    if res.status is Status.FEASIBLE:
+        assert res.gap is not None and res.gap > 0
+        assert res.bound is not None and res.bound > res.objective  # maximisation
+        assert res.gap == pytest.approx(abs(res.objective - res.bound) / abs(res.objective))
+        assert pyo.value(m.obj.expr) == pytest.approx(res.objective)  # incumbent is loaded
+    else:
+        assert res.objective is None and res.values == {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loose_gap_is_feasible_not_optimal(backend: str) -> None:
+    """A run stopped by mip_gap is reported feasible unless the gap is actually closed."""
+    res = solve(hard_knapsack_model(1), backend, mip_gap=0.05, time_limit=5)
+    assert res.has_solution
+    if res.status is Status.FEASIBLE:
+        assert 0 < res.gap <= 0.05 + 1e-9
+    else:
+        assert res.gap == 0.0
+
+
+def test_unbounded_highs() -> None:
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.NonNegativeIntegers)
+    m.y = pyo.Var(domain=pyo.Binary)
+    m.c = pyo.Constraint(expr=m.x >= 1 + m.y)
+    m.obj = pyo.Objective(expr=m.x + m.y, sense=pyo.maximize)
+    res = solve(m, "highs")
+    assert res.status is Status.UNBOUNDED
+    assert not res.has_solution and res.objective is None
+
+
+def test_highs_thread_count_can_change_between_calls() -> None:
+    assert solve(knapsack_model(), "highs", threads=1).objective == pytest.approx(21.0)
+    res = solve(knapsack_model(), "highs", threads=2)  # without a reset HiGHS ignores this
+    assert res.status is Status.OPTIMAL and res.objective == pytest.approx(21.0)
+    assert solve(knapsack_model(), "highs", threads=1).objective == pytest.approx(21.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fractional_coefficients(backend: str) -> None:
+    """0.5x + 0.25y >= 1.3 is 2x + y >= 5.2, i.e. >= 6 over integers; min 0.3x + 0.2y is
+    0.9 at (3, 0) (against 1.0 at (2, 2) and 1.2 at (0, 6))."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Integers, bounds=(0, 10))
+    m.y = pyo.Var(domain=pyo.Integers, bounds=(0, 10))
+    m.c = pyo.Constraint(expr=0.5 * m.x + 0.25 * m.y >= 1.3)
+    m.obj = pyo.Objective(expr=0.3 * m.x + 0.2 * m.y + 7)
+    res = solve(m, backend)
+    assert res.status is Status.OPTIMAL
+    assert res.objective == pytest.approx(7.9)
+    assert (pyo.value(m.x), pyo.value(m.y)) == (3, 0)
+
+
+def test_integer_scale() -> None:
+    assert integer_scale([0.5, 0.25], "row") == (4, [2, 1])
+    assert integer_scale([1 / 3, 2.0], "row") == (3, [1, 6])
+    assert integer_scale([0.3, 0.2], "objective") == (10, [3, 2])
+    assert integer_scale([0.1 + 0.2, 7], "row") == (10, [3, 70])  # float noise tolerated
+    with pytest.raises(SolverError, match="row 'r'.*scale above"):
+        integer_scale([math.pi, math.e], "row 'r'")  # each alone is a fine p/q, not together
+
+
+def test_cpsat_fractional_bound_is_rounded_inwards() -> None:
+    """x/3 + y/3 <= 1.9 means x + y <= 5.7, so x + y <= 5 for integers; max x + y = 5."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Integers, bounds=(-0.5, 4.5))  # effective [0, 4]
+    m.y = pyo.Var(domain=pyo.Integers, bounds=(0, 4))
+    m.c = pyo.Constraint(expr=m.x / 3 + m.y / 3 <= 1.9)
+    m.obj = pyo.Objective(expr=m.x + m.y, sense=pyo.maximize)
+    for backend in BACKENDS:
+        res = solve(m, backend)
+        assert res.status is Status.OPTIMAL and res.objective == pytest.approx(5.0), backend
+        assert 0 <= pyo.value(m.x) <= 4
+
+
+def test_cpsat_rejects_continuous_variable() -> None:
+    m = pyo.ConcreteModel()
+    m.n = pyo.Var(domain=pyo.Binary)
+    m.flow = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, 10))
+    m.c = pyo.Constraint(expr=m.flow <= 10 * m.n)
+    m.obj = pyo.Objective(expr=m.n - m.flow)
+    with pytest.raises(SolverError, match=r"continuous variable 'flow'"):
+        solve(m, "cpsat")
+    assert solve(m, "highs").objective == pytest.approx(-9.0)  # HiGHS takes it: n=1, flow=10
+
+
+def test_cpsat_rejects_unbounded_integer_and_nonlinear() -> None:
+    m = pyo.ConcreteModel()
+    m.k = pyo.Var(domain=pyo.NonNegativeIntegers)
+    m.c = pyo.Constraint(expr=m.k >= 2)
+    m.obj = pyo.Objective(expr=m.k)
+    with pytest.raises(SolverError, match=r"finite bounds on integer variable 'k'"):
+        solve(m, "cpsat")
+
+    q = pyo.ConcreteModel()
+    q.a = pyo.Var(domain=pyo.Integers, bounds=(0, 3))
+    q.b = pyo.Var(domain=pyo.Integers, bounds=(0, 3))
+    q.prod = pyo.Constraint(expr=q.a * q.b >= 2)
+    q.obj = pyo.Objective(expr=q.a + q.b)
+    with pytest.raises(SolverError, match=r"constraint 'prod'.*not linear"):
+        solve(q, "cpsat")
+
+
+def test_objective_count_is_checked() -> None:
+    m = knapsack_model()
+    m.obj2 = pyo.Objective(expr=m.x[0])
+    for backend in BACKENDS:
+        with pytest.raises(SolverError, match="exactly one active objective"):
+            solve(m, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lexicographic_order_matters(backend: str) -> None:
+    m = lex_model()
+    n_components = len(list(m.component_objects()))
+    res = solve_lexicographic(m, lex_objectives(m), backend, build_s=0.5)
+
+    assert isinstance(res, LexResult)
+    assert res.status is Status.OPTIMAL
+    assert res.names == ("cost", "value", "half_y")
+    assert res.objective == pytest.approx((1.0, 5.0, 0.5))
+    assert res.gap == (0.0, 0.0, 0.0)
+    assert len(res.stages) == 3 and all(s.solver == backend for s in res.stages)
+    assert res.build_s == 0.5 and res.stages[0].build_s == 0.5
+    assert res.solve_s == pytest.approx(sum(s.solve_s for s in res.stages))
+    assert res.values["x[3]"] == 1.0 and res.values["y"] == 1.0
+    assert (pyo.value(m.x[3]), pyo.value(m.y)) == (1, 1)
+
+    # the model is left as given: no extra components, its own objective active again
+    assert len(list(m.component_objects())) == n_components
+    assert m.obj.active
+    assert [c.name for c in m.component_data_objects(pyo.Constraint)] == ["one", "ylim"]
+
+    # optimising stage 2 alone takes option 1 and worsens stage 1 (cost 3)
+    alone = solve(m, backend)
+    assert alone.objective == pytest.approx(10.0) and pyo.value(m.cost) == pytest.approx(3.0)
+
+    d = res.to_dict()
+    assert d["status"] == "optimal" and d["objective"] == pytest.approx([1.0, 5.0, 0.5])
+    assert [s["name"] for s in d["stages"]] == ["cost", "value", "half_y"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lexicographic_stops_at_infeasible_stage(backend: str) -> None:
+    m = lex_model()
+    m.bad = pyo.Constraint(expr=m.x[1] + m.x[2] + m.x[3] >= 2)
+    res = solve_lexicographic(m, lex_objectives(m), backend)
+    assert res.status is Status.INFEASIBLE
+    assert len(res.stages) == 1 and res.names == ("cost",)
+    assert not res.has_solution and res.values == {}
+    assert m.obj.active and len(list(m.component_data_objects(pyo.Constraint))) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lexicographic_under_time_limit_keeps_a_solution(backend: str) -> None:
+    """Stage 1 stops early; stage 2 is fixed to the incumbent, so it stays feasible (if its
+    own search finds nothing in time, stage 1's solution is reported as its incumbent)."""
+    m = hard_knapsack_model(2)
+    m.total = pyo.Expression(expr=sum(m.x[i] for i in m.x))
+    objs = [Objective("value", m.obj.expr, "max"), Objective("count", m.total, "min")]
+    res = solve_lexicographic(m, objs, backend, time_limit=0.1)
+    assert res.stages[0].status in (Status.FEASIBLE, Status.TIME_LIMIT)
+    if res.stages[0].has_solution:
+        assert len(res.stages) == 2 and res.stages[1].has_solution
+        assert res.status is Status.FEASIBLE
+        # the final solution still reaches stage 1's incumbent value
+        assert pyo.value(m.obj.expr) >= res.objective[0] - 1e-6
+    assert res.solve_s < 2.0
+
+
+def test_result_to_dict_and_stopwatch() -> None:
+    with Stopwatch() as sw:
+        m = knapsack_model()
+    assert sw.seconds > 0
+    res = solve(m, "highs", build_s=sw.seconds)
+    d = res.to_dict()
+    assert set(d) == {"status", "objective", "bound", "gap", "build_s", "solve_s", "solver"}
+    assert d["status"] == "optimal" and d["build_s"] == sw.seconds
+    assert isinstance(res, SolveResult)
+    with pytest.raises(ValueError, match="sense"):
+        Objective("bad", m.obj.expr, "minimise")
+    with pytest.raises(ValueError, match="unknown solver"):
+        solve(m, "gurobi")
+
+
+_BOTH_ORDERS = """
+import sys
+sys.path.insert(0, {repo!r})
+if {highs_first}:
+    import highspy
+    from ortools.sat.python import cp_model
+else:
+    from ortools.sat.python import cp_model
+    import highspy
+import pyomo.environ as pyo
+from solvers import solve
+out = []
+for backend in ("highs", "cpsat"):
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.Binary)
+    m.c = pyo.Constraint(expr=2 * m.x[0] + 3 * m.x[1] + 4 * m.x[2] <= 5)
+    m.o = pyo.Objective(expr=3 * m.x[0] + 4 * m.x[1] + 5 * m.x[2], sense=pyo.maximize)
+    r = solve(m, backend)
+    out.append(f"{{backend}}={{r.status}}:{{r.objective:g}}")
+print(" ".join(out))
+"""
+
+
+@pytest.mark.parametrize("highs_first", [True, False])
+def test_highspy_and_cpsat_in_one_process(highs_first: bool) -> None:
+    """Both libraries ship libhighs.so.1; with the pinned versions either import order works."""
+    code = textwrap.dedent(_BOTH_ORDERS).format(repo=str(REPO), highs_first=highs_first)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr
+    # weights 2+3 <= 5 give value 7, better than 4 alone (5) or 2+4 > 5
+    assert proc.stdout.split() == ["highs=optimal:7", "cpsat=optimal:7"]

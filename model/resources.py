@@ -1,0 +1,1085 @@
+"""Resource arithmetic of a node exactly as htools counts it (Node.hs), in one place.
+
+A `NodeState` is the immutable per-node bookkeeping htools derives after loading
+(`Loader.mergeData`, spec §1.8): unallocated memory (the `min` of recorded and reported
+free memory), the N+1 reserve `rMem`, used vCPUs counting `n_cpu`, spindles, the `*_forth`
+counters, tag maps. `add_primary` / `add_secondary` are the strict "does it fit" checks of
+§5.2 (`addPriEx` / `addSecExEx`) and return either the new state or a `FailMode`;
+`remove_primary` / `remove_secondary` undo them. Everything is in MiB.
+
+Instances enter this module as an `InstanceDemand`: what an instance asks of a node. It
+is built from a model `Instance` (`demand_of`) or directly, e.g. for the dedicated
+allocator's test instances, whose disk total differs from the sum of their (empty) disk list.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from model.cluster import (
+    LOCAL_STORAGE_TEMPLATES,
+    MEMORY_USING_STATUSES,
+    MIRRORED_TEMPLATES,
+    Cluster,
+    Instance,
+    IPolicy,
+    ISpec,
+    Node,
+)
+
+EXCLUSION_TAG_PREFIX = "htools:iextags:"
+LOCATION_TAG_PREFIX = "htools:nlocation:"
+DESIRED_LOCATION_TAG_PREFIX = "htools:desiredlocation:"
+# Upper bound of a repeat count when a test instance asks for nothing (htools would loop).
+MAX_REPEAT = 2**31 - 1
+
+
+class FailMode(StrEnum):
+    """htools' failure modes (Types.FailMode), named as hail prints them."""
+
+    MEM = "FailMem"
+    DISK = "FailDisk"
+    CPU = "FailCPU"
+    N1 = "FailN1"
+    TAGS = "FailTags"
+    SPINDLES = "FailSpindles"
+    DISK_COUNT = "FailDiskCount"
+    MIG = "FailMig"
+    INTERNAL = "FailInternal"
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """One failed check: htools' failure mode, a finer kind for the checker, and why."""
+
+    mode: FailMode
+    kind: str  # memory, n1, disk, disk_reserve, spindles, spindle_ratio, vcpu, exclusion_tags
+    message: str
+    forthcoming: bool = False  # the check ran on the *_forth counters
+
+
+@dataclass(frozen=True, slots=True)
+class Utilisation:
+    """Dynamic utilisation (Types.DynUtil); htools defaults every instance to 1 each."""
+
+    cpu: float = 1.0
+    mem: float = 1.0
+    dsk: float = 1.0
+    net: float = 1.0
+
+    def __add__(self, other: Utilisation) -> Utilisation:
+        return Utilisation(
+            self.cpu + other.cpu, self.mem + other.mem, self.dsk + other.dsk, self.net + other.net
+        )
+
+    def __sub__(self, other: Utilisation) -> Utilisation:
+        return Utilisation(
+            self.cpu - other.cpu, self.mem - other.mem, self.dsk - other.dsk, self.net - other.net
+        )
+
+
+ZERO_UTIL = Utilisation(0.0, 0.0, 0.0, 0.0)
+UNIT_UTIL = Utilisation()
+
+
+@dataclass(frozen=True, slots=True)
+class TagRules:
+    """What the cluster tags make of instance and node tags (spec §1.6)."""
+
+    exclusion_prefixes: tuple[str, ...] = ()
+    location_prefixes: tuple[str, ...] = ()
+    desired_location_prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> TagRules:
+        def stripped(prefix: str) -> tuple[str, ...]:
+            return tuple(t[len(prefix) :] for t in cluster.cluster_tags if t.startswith(prefix))
+
+        return cls(
+            exclusion_prefixes=tuple(p for p in stripped(EXCLUSION_TAG_PREFIX) if p),
+            location_prefixes=stripped(LOCATION_TAG_PREFIX),
+            desired_location_prefixes=tuple(p for p in stripped(DESIRED_LOCATION_TAG_PREFIX) if p),
+        )
+
+    def exclusion_tags(self, tags: Iterable[str]) -> tuple[str, ...]:
+        """An instance's tags starting with an exclusion prefix (raw prefix, no colon)."""
+        return tuple(t for t in tags if any(t.startswith(p) for p in self.exclusion_prefixes))
+
+    def desired_locations(self, tags: Iterable[str]) -> frozenset[str]:
+        return frozenset(
+            t for t in tags if any(t.startswith(p) for p in self.desired_location_prefixes)
+        )
+
+    def node_locations(self, node_tags: Iterable[str]) -> frozenset[str]:
+        """A node's location tags: node tags starting with `P:` for a location prefix P."""
+        tags = tuple(node_tags)
+        return frozenset(t for p in self.location_prefixes for t in tags if t.startswith(p + ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceDemand:
+    """What one instance asks of its nodes, in htools' terms (Instance.hs)."""
+
+    name: str
+    memory_mib: int
+    disk_mib: int  # htools `dsk`: the total, charged to f_dsk of local-storage nodes
+    vcpus: int
+    disk_template: str
+    disk_sizes_mib: tuple[int, ...] = ()  # the disk list, for the ipolicy check
+    disk_spindles: int | None = 0  # sum of disk spindles, None when unknown
+    spindle_use: int = 1
+    status: str = "running"
+    auto_balance: bool = True
+    forthcoming: bool = False
+    exclusion_tags: tuple[str, ...] = ()
+    desired_locations: frozenset[str] = frozenset()
+    util: Utilisation = UNIT_UTIL
+
+    @property
+    def offline(self) -> bool:
+        return self.status == "ADMIN_offline"
+
+    @property
+    def uses_memory(self) -> bool:
+        """Keeps memory allocated on its primary (htools `usesMemory`)."""
+        return self.status in MEMORY_USING_STATUSES and not self.forthcoming
+
+    @property
+    def uses_local_storage(self) -> bool:
+        return self.disk_template in LOCAL_STORAGE_TEMPLATES
+
+    @property
+    def has_secondary(self) -> bool:
+        return self.disk_template in MIRRORED_TEMPLATES
+
+    @property
+    def secondary_memory_mib(self) -> int:
+        """Memory its secondary must reserve for a failover (`usesSecMem`)."""
+        return self.memory_mib if not self.offline and self.auto_balance else 0
+
+    @property
+    def counted_vcpus(self) -> int:
+        """VCPUs counted on the primary: all but ADMIN_offline instances."""
+        return 0 if self.offline else self.vcpus
+
+
+def demand_of(instance: Instance, rules: TagRules = TagRules()) -> InstanceDemand:
+    """The demand of a model instance; tags are interpreted with the cluster's rules."""
+    return InstanceDemand(
+        name=instance.name,
+        memory_mib=instance.memory_mib,
+        disk_mib=instance.disk_mib,
+        vcpus=instance.vcpus,
+        disk_template=instance.disk_template,
+        disk_sizes_mib=tuple(d.size_mib for d in instance.disks),
+        disk_spindles=total_spindles(instance),
+        spindle_use=instance.spindle_use,
+        status=instance.status,
+        auto_balance=instance.auto_balance,
+        forthcoming=instance.forthcoming,
+        exclusion_tags=rules.exclusion_tags(instance.tags),
+        desired_locations=rules.desired_locations(instance.tags),
+    )
+
+
+def total_spindles(instance: Instance) -> int | None:
+    """Sum of disk spindles as htools' `getTotalSpindles`: 0 for no disks, None if unknown."""
+    if any(d.spindles is None for d in instance.disks):
+        return None
+    return sum(d.spindles for d in instance.disks)  # type: ignore[misc]
+
+
+def probe_demand(std: ISpec, factor: float, name: str = "probe") -> InstanceDemand:
+    """hsqueeze's probe (§4): floor(F × std) memory, vCPUs and spindle use; ext, no disk."""
+    return InstanceDemand(
+        name=name,
+        memory_mib=math.floor(factor * std.memory_size),
+        disk_mib=0,
+        vcpus=math.floor(factor * std.cpu_count),
+        disk_template="ext",
+        spindle_use=math.floor(factor * std.spindle_use),
+    )
+
+
+def safe_div(a: float, b: float) -> float:
+    """IEEE division as Haskell does it: x/0 is ±Inf, 0/0 is NaN (never raises)."""
+    if b:
+        return a / b
+    if a == 0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def _pdsk(free: int, total: float) -> float:
+    """htools `computePDsk`: no local storage counts as all free."""
+    return 1.0 if total == 0 else free / total
+
+
+def _add_count(counts: tuple[tuple[str, int], ...], keys: Iterable) -> tuple:
+    table = dict(counts)
+    for k in keys:
+        table[k] = table.get(k, 0) + 1
+    return tuple(sorted(table.items()))
+
+
+def _del_count(counts: tuple[tuple, ...], keys: Iterable) -> tuple:
+    table = dict(counts)
+    for k in keys:
+        if k in table:
+            if table[k] > 1:
+                table[k] -= 1
+            else:
+                del table[k]
+    return tuple(sorted(table.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node's resources and bookkeeping as htools holds them (Node.Node), MiB throughout.
+
+    `reported_free_memory_mib` is the node's `f_mem`; it only matters through
+    `missing_memory_mib` (xMem, fixed at load) and the load-time N+1 flag. The free memory
+    htools allocates from is `unallocated_memory_mib`.
+    """
+
+    name: str
+    group_uuid: str
+    offline: bool
+    master: bool
+    drained: bool
+    total_memory_mib: float  # tMem
+    node_memory_mib: int  # nMem
+    instance_memory_mib: int  # iMem: memory of primaries that use memory
+    missing_memory_mib: int  # xMem
+    reported_free_memory_mib: int  # fMem
+    free_memory_forth_mib: int  # fMemForth
+    total_disk_mib: float  # tDsk
+    free_disk_mib: int  # fDsk
+    free_disk_forth_mib: int  # fDskForth
+    total_cpus: float  # tCpu
+    cpu_speed: float
+    node_cpus: int  # nCpu, counted as used
+    used_vcpus: int  # uCpu, includes nCpu
+    used_vcpus_forth: int
+    exclusive_storage: bool
+    total_spindles: int  # tSpindles
+    free_spindles: int  # fSpindles (meaningful under exclusive storage)
+    free_spindles_forth: int
+    instance_spindles: float  # instSpindles (0 under exclusive storage)
+    instance_spindles_forth: float
+    reserved_memory_mib: int  # rMem: the N+1 reserve
+    fail_n1: bool
+    vcpu_ratio: float
+    spindle_ratio: float
+    lo_disk_mib: int = 0  # loDsk: floor(min-disk ratio × t_dsk), ratio 0 by default
+    primaries: tuple[str, ...] = ()  # real (not forthcoming) primaries
+    secondaries: tuple[str, ...] = ()
+    primaries_forth: tuple[str, ...] = ()  # all primaries, forthcoming included
+    secondaries_forth: tuple[str, ...] = ()
+    peers: tuple[tuple[str, int], ...] = ()  # primary node -> memory to reserve for it
+    exclusion_tag_counts: tuple[tuple[str, int], ...] = ()  # pTags (forthcoming included)
+    location_tags: frozenset[str] = frozenset()
+    location_score: int = 0
+    location_exclusion_counts: tuple[tuple[tuple[str, str], int], ...] = ()
+    util_load: Utilisation = ZERO_UTIL
+    util_load_forth: Utilisation = ZERO_UTIL
+    tags: tuple[str, ...] = field(default=(), compare=False)
+
+    # --- derived quantities (Node.hs) -------------------------------------------------
+
+    @property
+    def recorded_free_memory_mib(self) -> int:
+        return int(self.total_memory_mib) - self.node_memory_mib - self.instance_memory_mib
+
+    @property
+    def unallocated_memory_mib(self) -> int:
+        """Free memory htools allocates from: min(recorded, reported) at load (§9.6)."""
+        return self.recorded_free_memory_mib - max(0, self.missing_memory_mib)
+
+    @property
+    def available_memory_mib(self) -> int:
+        """Unallocated memory beyond the N+1 reserve (htools `availMem`)."""
+        return max(0, self.unallocated_memory_mib - self.reserved_memory_mib)
+
+    @property
+    def available_disk_mib(self) -> int:
+        return max(0, self.free_disk_mib - self.lo_disk_mib)
+
+    @property
+    def hi_cpu(self) -> int:
+        """Most vCPUs the policy allows: floor(vcpu_ratio × t_cpu)."""
+        return math.floor(self.vcpu_ratio * self.total_cpus)
+
+    @property
+    def available_vcpus(self) -> int:
+        return max(0, self.hi_cpu - self.used_vcpus)
+
+    @property
+    def hi_spindles(self) -> float:
+        return self.spindle_ratio * self.total_spindles
+
+    @property
+    def p_mem(self) -> float:
+        return safe_div(self.unallocated_memory_mib, self.total_memory_mib)
+
+    @property
+    def p_mem_forth(self) -> float:
+        return safe_div(self.free_memory_forth_mib, self.total_memory_mib)
+
+    @property
+    def p_dsk(self) -> float:
+        if self.exclusive_storage:
+            return _pdsk(self.free_spindles, self.total_spindles)
+        return _pdsk(self.free_disk_mib, self.total_disk_mib)
+
+    @property
+    def p_dsk_forth(self) -> float:
+        if self.exclusive_storage:
+            return _pdsk(self.free_spindles_forth, self.total_spindles)
+        return _pdsk(self.free_disk_forth_mib, self.total_disk_mib)
+
+    @property
+    def p_rem(self) -> float:
+        return safe_div(self.reserved_memory_mib, self.total_memory_mib)
+
+    @property
+    def p_cpu(self) -> float:
+        return safe_div(self.used_vcpus, self.total_cpus)
+
+    @property
+    def p_cpu_forth(self) -> float:
+        return safe_div(self.used_vcpus_forth, self.total_cpus)
+
+    @property
+    def conflicting_primaries(self) -> int:
+        """Σ (count − 1) over exclusion tags of the primaries (pri_tags_score)."""
+        return sum(c for _, c in self.exclusion_tag_counts) - len(self.exclusion_tag_counts)
+
+    def peer_memory_mib(self, primary: str) -> int:
+        return dict(self.peers).get(primary, 0)
+
+    def hosts_exclusion_tag(self, tags: Iterable[str]) -> bool:
+        present = dict(self.exclusion_tag_counts)
+        return any(t in present for t in tags)
+
+
+# --- loading (Loader.mergeData) ---------------------------------------------------------
+
+
+def initial_state(node: Node, ipolicy: IPolicy, location_tags: frozenset[str]) -> NodeState:
+    """A node before any instance is added (`Node.create` + `setPolicy`)."""
+    return NodeState(
+        name=node.name,
+        group_uuid=node.group_uuid,
+        offline=node.offline,
+        master=node.master,
+        drained=node.drained,
+        total_memory_mib=node.total_memory_mib,
+        node_memory_mib=node.node_memory_mib,
+        instance_memory_mib=0,
+        missing_memory_mib=0,
+        reported_free_memory_mib=node.free_memory_mib,
+        free_memory_forth_mib=node.free_memory_mib,
+        total_disk_mib=node.total_disk_mib,
+        free_disk_mib=node.free_disk_mib,
+        free_disk_forth_mib=node.free_disk_mib,
+        total_cpus=node.total_cpus,
+        cpu_speed=node.cpu_speed,
+        node_cpus=node.reserved_cpus,
+        used_vcpus=node.reserved_cpus,
+        used_vcpus_forth=node.reserved_cpus,
+        exclusive_storage=node.exclusive_storage,
+        total_spindles=node.spindles,
+        free_spindles=node.free_spindles,
+        free_spindles_forth=node.free_spindles,
+        instance_spindles=0.0,
+        instance_spindles_forth=0.0,
+        reserved_memory_mib=0,
+        fail_n1=True,
+        vcpu_ratio=ipolicy.vcpu_ratio,
+        spindle_ratio=ipolicy.spindle_ratio,
+        location_tags=location_tags,
+        tags=node.tags,
+    )
+
+
+def _spindle_use_delta(state: NodeState, d: InstanceDemand) -> float:
+    """instSpindles contribution (calcSpindleUse): spindle_use of local-storage instances."""
+    return float(d.spindle_use) if d.uses_local_storage else 0.0
+
+
+def _new_instance_spindles(state: NodeState, current: float, d: InstanceDemand, sign: int) -> float:
+    if state.exclusive_storage:
+        return 0.0
+    return current + sign * _spindle_use_delta(state, d)
+
+
+def _new_free_spindles(state: NodeState, current: int, d: InstanceDemand, sign: int) -> int:
+    """calcNewFreeSpindles: only under exclusive storage; unknown spindles force a failure."""
+    if not state.exclusive_storage:
+        return 0
+    if d.disk_spindles is None:
+        return -1 if sign > 0 else current
+    return current - sign * d.disk_spindles
+
+
+def desired_location_misses(state: NodeState, d: InstanceDemand) -> int:
+    """How many of the instance's desired locations the node does not have."""
+    return len(d.desired_locations) - len(d.desired_locations & state.location_tags)
+
+
+def pair_location_score(primary: NodeState, secondary: NodeState | None) -> int:
+    """An instance's location score: location tags its primary and secondary share."""
+    if secondary is None:
+        return 0
+    return len(primary.location_tags & secondary.location_tags)
+
+
+def _location_exclusion_pairs(state: NodeState, d: InstanceDemand) -> list[tuple[str, str]]:
+    return [(loc, ex) for loc in sorted(state.location_tags) for ex in d.exclusion_tags]
+
+
+def load_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -> NodeState:
+    """Register an existing primary (`setPri`): reported free memory/disk already include it."""
+    forth = dict(
+        exclusion_tag_counts=_add_count(state.exclusion_tag_counts, d.exclusion_tags),
+        primaries_forth=state.primaries_forth + (d.name,),
+        used_vcpus_forth=state.used_vcpus_forth + d.counted_vcpus,
+        util_load_forth=state.util_load_forth + d.util,
+        free_memory_forth_mib=state.free_memory_forth_mib - (0 if d.uses_memory else d.memory_mib),
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
+    )
+    if d.forthcoming:
+        return replace(
+            state,
+            **forth,
+            free_disk_forth_mib=state.free_disk_forth_mib
+            - (d.disk_mib if d.uses_local_storage else 0),
+            free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
+        )
+    return replace(
+        state,
+        **forth,
+        primaries=state.primaries + (d.name,),
+        used_vcpus=state.used_vcpus + d.counted_vcpus,
+        util_load=state.util_load + d.util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, +1),
+        location_score=state.location_score + location_score + desired_location_misses(state, d),
+        location_exclusion_counts=_add_count(
+            state.location_exclusion_counts, _location_exclusion_pairs(state, d)
+        ),
+    )
+
+
+def load_secondary(state: NodeState, d: InstanceDemand) -> NodeState:
+    """Register an existing secondary (`setSec`): disk load and spindle use only."""
+    dsk_util = Utilisation(0.0, 0.0, d.util.dsk, 0.0)
+    forth = dict(
+        secondaries_forth=state.secondaries_forth + (d.name,),
+        util_load_forth=state.util_load_forth + dsk_util,
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
+    )
+    if d.forthcoming:
+        return replace(
+            state,
+            **forth,
+            free_disk_forth_mib=state.free_disk_forth_mib
+            - (d.disk_mib if d.uses_local_storage else 0),
+            free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
+        )
+    return replace(
+        state,
+        **forth,
+        secondaries=state.secondaries + (d.name,),
+        util_load=state.util_load + dsk_util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, +1),
+    )
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """All node states of a cluster after loading, plus what is needed to change them."""
+
+    cluster: Cluster
+    rules: TagRules
+    nodes: Mapping[str, NodeState]  # in the cluster's node order
+    demands: Mapping[str, InstanceDemand]  # by instance name
+
+    def node(self, name: str) -> NodeState:
+        return self.nodes[name]
+
+    def ipolicy_of(self, node_name: str) -> IPolicy:
+        return self.cluster.group_of(self.cluster.node(node_name)).ipolicy
+
+    def with_nodes(self, changed: Mapping[str, NodeState]) -> ClusterState:
+        merged = {name: changed.get(name, st) for name, st in self.nodes.items()}
+        return replace(self, nodes=merged)
+
+
+def node_states(cluster: Cluster) -> ClusterState:
+    """Every node's state after loading, as `Loader.mergeData` + `checkData` leave it."""
+    rules = TagRules.of(cluster)
+    states: dict[str, NodeState] = {}
+    for node in cluster.nodes:
+        group = cluster.group_of(node)
+        states[node.name] = initial_state(node, group.ipolicy, rules.node_locations(node.tags))
+    demands: dict[str, InstanceDemand] = {}
+    peers: dict[str, dict[str, int]] = {name: {} for name in states}
+    for inst in cluster.instances:
+        d = demand_of(inst, rules)
+        demands[inst.name] = d
+        p = states[inst.primary]
+        s = states.get(inst.secondary) if inst.secondary else None
+        states[inst.primary] = load_primary(p, d, pair_location_score(p, s))
+        if s is not None:
+            states[s.name] = load_secondary(s, d)
+            if not d.forthcoming:
+                table = peers[s.name]
+                table[inst.primary] = table.get(inst.primary, 0) + d.secondary_memory_mib
+    for name, st in states.items():
+        i_mem = sum(demands[i].memory_mib for i in st.primaries if demands[i].uses_memory)
+        x_mem = int(st.total_memory_mib) - st.node_memory_mib - st.reported_free_memory_mib - i_mem
+        r_mem = max(peers[name].values(), default=0)
+        states[name] = replace(
+            st,
+            instance_memory_mib=i_mem,
+            missing_memory_mib=x_mem,
+            peers=tuple(sorted(peers[name].items())),
+            reserved_memory_mib=r_mem,
+            fail_n1=st.reported_free_memory_mib < r_mem,
+        )
+    return ClusterState(cluster=cluster, rules=rules, nodes=states, demands=demands)
+
+
+# --- the strict "does it fit" checks (§5.2) -----------------------------------------------
+
+
+def primary_shortfalls(
+    state: NodeState, d: InstanceDemand, *, strict: bool = True
+) -> tuple[Shortfall, ...]:
+    """Every check `addPriEx` would fail, in htools' order (the first is what it reports)."""
+    out: list[Shortfall] = []
+    local = d.uses_local_storage
+    new_dsk_forth = state.free_disk_forth_mib - (d.disk_mib if local else 0)
+    new_sp_forth = _new_free_spindles(state, state.free_spindles_forth, d, +1)
+    new_isp_forth = _new_instance_spindles(state, state.instance_spindles_forth, d, +1)
+    new_cpu_forth = safe_div(state.used_vcpus_forth + d.counted_vcpus, state.total_cpus)
+    new_mem_forth = state.free_memory_forth_mib - d.memory_mib
+    limit = state.vcpu_ratio
+
+    def forth_checks() -> list[Shortfall]:
+        f: list[Shortfall] = []
+        if new_mem_forth <= 0:
+            f.append(
+                Shortfall(
+                    FailMode.MEM,
+                    "memory",
+                    f"free memory incl. forthcoming would be {new_mem_forth} MiB",
+                    True,
+                )
+            )
+        if local and new_dsk_forth <= 0:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "disk",
+                    f"free disk incl. forthcoming would be {new_dsk_forth} MiB",
+                    True,
+                )
+            )
+        if local and new_dsk_forth < state.lo_disk_mib:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "disk_reserve",
+                    f"free disk incl. forthcoming {new_dsk_forth} MiB below the reserve",
+                    True,
+                )
+            )
+        if local and state.exclusive_storage and new_sp_forth < 0:
+            f.append(
+                Shortfall(
+                    FailMode.SPINDLES,
+                    "spindles",
+                    f"free spindles incl. forthcoming would be {new_sp_forth}",
+                    True,
+                )
+            )
+        if local and new_isp_forth > state.hi_spindles:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "spindle_ratio",
+                    f"spindle use incl. forthcoming {new_isp_forth:g} > {state.hi_spindles:g}",
+                    True,
+                )
+            )
+        if limit >= 0 and limit < new_cpu_forth:
+            f.append(
+                Shortfall(
+                    FailMode.CPU,
+                    "vcpu",
+                    f"vCPU ratio incl. forthcoming {new_cpu_forth:.4g} > {limit:g}",
+                    True,
+                )
+            )
+        return f
+
+    if d.forthcoming:
+        return tuple(forth_checks()) if strict else ()
+
+    new_free = state.unallocated_memory_mib - (d.memory_mib if d.uses_memory else 0)
+    new_dsk = state.free_disk_mib - (d.disk_mib if local else 0)
+    new_sp = _new_free_spindles(state, state.free_spindles, d, +1)
+    new_isp = _new_instance_spindles(state, state.instance_spindles, d, +1)
+    new_cpu = safe_div(state.used_vcpus + d.counted_vcpus, state.total_cpus)
+    new_failn1 = new_free <= state.reserved_memory_mib
+    if new_free <= 0:
+        out.append(Shortfall(FailMode.MEM, "memory", f"unallocated memory would be {new_free} MiB"))
+    if local and new_dsk <= 0:
+        out.append(Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB"))
+    if strict and local and new_dsk < state.lo_disk_mib:
+        out.append(
+            Shortfall(
+                FailMode.DISK,
+                "disk_reserve",
+                f"free disk {new_dsk} MiB below the {state.lo_disk_mib} MiB reserve",
+            )
+        )
+    if local and state.exclusive_storage and new_sp < 0:
+        why = "unknown disk spindles" if d.disk_spindles is None else f"free spindles {new_sp}"
+        out.append(Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}"))
+    if strict and local and new_isp > state.hi_spindles:
+        out.append(
+            Shortfall(
+                FailMode.DISK,
+                "spindle_ratio",
+                f"spindle use {new_isp:g} > {state.hi_spindles:g} allowed",
+            )
+        )
+    if strict and new_failn1 and not state.fail_n1:
+        out.append(
+            Shortfall(
+                FailMode.MEM,
+                "n1",
+                f"unallocated memory {new_free} MiB would not cover the N+1 reserve "
+                f"{state.reserved_memory_mib} MiB",
+            )
+        )
+    if strict and limit >= 0 and limit < new_cpu:
+        out.append(
+            Shortfall(FailMode.CPU, "vcpu", f"vCPU ratio would be {new_cpu:.4g} > {limit:g}")
+        )
+    if strict and state.hosts_exclusion_tag(d.exclusion_tags):
+        clash = sorted(set(d.exclusion_tags) & set(dict(state.exclusion_tag_counts)))
+        out.append(
+            Shortfall(
+                FailMode.TAGS,
+                "exclusion_tags",
+                f"a primary already carries exclusion tag(s) {', '.join(clash)}",
+            )
+        )
+    if strict:
+        out.extend(forth_checks())
+    return tuple(out)
+
+
+def apply_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -> NodeState:
+    """Add a *new* primary without any check (the success branch of `addPriEx`)."""
+    local = d.uses_local_storage
+    forth = dict(
+        exclusion_tag_counts=_add_count(state.exclusion_tag_counts, d.exclusion_tags),
+        primaries_forth=state.primaries_forth + (d.name,),
+        free_memory_forth_mib=state.free_memory_forth_mib - d.memory_mib,
+        free_disk_forth_mib=state.free_disk_forth_mib - (d.disk_mib if local else 0),
+        used_vcpus_forth=state.used_vcpus_forth + d.counted_vcpus,
+        util_load_forth=state.util_load_forth + d.util,
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
+        free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
+    )
+    if d.forthcoming:
+        return replace(state, **forth)
+    i_mem = state.instance_memory_mib + (d.memory_mib if d.uses_memory else 0)
+    new = replace(
+        state,
+        **forth,
+        primaries=state.primaries + (d.name,),
+        instance_memory_mib=i_mem,
+        free_disk_mib=state.free_disk_mib - (d.disk_mib if local else 0),
+        used_vcpus=state.used_vcpus + d.counted_vcpus,
+        util_load=state.util_load + d.util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, +1),
+        free_spindles=_new_free_spindles(state, state.free_spindles, d, +1),
+        location_score=state.location_score + location_score + desired_location_misses(state, d),
+        location_exclusion_counts=_add_count(
+            state.location_exclusion_counts, _location_exclusion_pairs(state, d)
+        ),
+    )
+    return replace(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
+
+
+def add_primary(
+    state: NodeState, d: InstanceDemand, *, strict: bool = True, location_score: int = 0
+) -> NodeState | FailMode:
+    """htools `addPriEx (not strict)`: the new state, or the first failure mode."""
+    fails = primary_shortfalls(state, d, strict=strict)
+    if fails:
+        return fails[0].mode
+    return apply_primary(state, d, location_score)
+
+
+def secondary_shortfalls(
+    state: NodeState,
+    d: InstanceDemand,
+    primary: str,
+    *,
+    strict: bool = True,
+    ignore_disks: bool = False,
+) -> tuple[Shortfall, ...]:
+    """Every check `addSecExEx` would fail, in htools' order."""
+    out: list[Shortfall] = []
+    sec_mem = d.secondary_memory_mib
+    new_peer = state.peer_memory_mib(primary) + sec_mem
+    new_dsk_forth = state.free_disk_forth_mib - d.disk_mib
+    new_sp_forth = _new_free_spindles(state, state.free_spindles_forth, d, +1)
+    new_isp_forth = _new_instance_spindles(state, state.instance_spindles_forth, d, +1)
+
+    def forth_checks() -> list[Shortfall]:
+        f: list[Shortfall] = []
+        if not d.has_secondary:
+            f.append(Shortfall(FailMode.DISK, "template", "template has no secondary", True))
+        if new_dsk_forth <= 0:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "disk",
+                    f"free disk incl. forthcoming would be {new_dsk_forth} MiB",
+                    True,
+                )
+            )
+        if new_dsk_forth < state.lo_disk_mib:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "disk_reserve",
+                    f"free disk incl. forthcoming {new_dsk_forth} MiB below the reserve",
+                    True,
+                )
+            )
+        if state.exclusive_storage and new_sp_forth < 0:
+            f.append(
+                Shortfall(
+                    FailMode.SPINDLES,
+                    "spindles",
+                    f"free spindles incl. forthcoming would be {new_sp_forth}",
+                    True,
+                )
+            )
+        if new_isp_forth > state.hi_spindles:
+            f.append(
+                Shortfall(
+                    FailMode.DISK,
+                    "spindle_ratio",
+                    f"spindle use incl. forthcoming {new_isp_forth:g} > {state.hi_spindles:g}",
+                    True,
+                )
+            )
+        if sec_mem >= state.free_memory_forth_mib:
+            f.append(
+                Shortfall(
+                    FailMode.MEM,
+                    "memory",
+                    f"failover memory {sec_mem} MiB >= free memory incl. forthcoming "
+                    f"{state.free_memory_forth_mib} MiB",
+                    True,
+                )
+            )
+        return f
+
+    if d.forthcoming:
+        return tuple(forth_checks()) if strict else ()
+
+    old_mem = state.unallocated_memory_mib
+    new_dsk = state.free_disk_mib - d.disk_mib
+    new_sp = _new_free_spindles(state, state.free_spindles, d, +1)
+    new_isp = _new_instance_spindles(state, state.instance_spindles, d, +1)
+    new_rmem = max(state.reserved_memory_mib, new_peer)
+    if not d.has_secondary:
+        out.append(
+            Shortfall(FailMode.DISK, "template", f"template {d.disk_template} has no secondary")
+        )
+    if not ignore_disks and new_dsk <= 0:
+        out.append(Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB"))
+    if strict and new_dsk < state.lo_disk_mib:
+        out.append(
+            Shortfall(
+                FailMode.DISK,
+                "disk_reserve",
+                f"free disk {new_dsk} MiB below the {state.lo_disk_mib} MiB reserve",
+            )
+        )
+    if state.exclusive_storage and new_sp < 0:
+        why = "unknown disk spindles" if d.disk_spindles is None else f"free spindles {new_sp}"
+        out.append(Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}"))
+    if strict and new_isp > state.hi_spindles:
+        out.append(
+            Shortfall(
+                FailMode.DISK,
+                "spindle_ratio",
+                f"spindle use {new_isp:g} > {state.hi_spindles:g} allowed",
+            )
+        )
+    if strict and sec_mem >= old_mem:
+        out.append(
+            Shortfall(
+                FailMode.MEM,
+                "memory",
+                f"failover memory {sec_mem} MiB >= unallocated memory {old_mem} MiB",
+            )
+        )
+    if strict and old_mem <= new_rmem and not state.fail_n1:
+        out.append(
+            Shortfall(
+                FailMode.MEM,
+                "n1",
+                f"unallocated memory {old_mem} MiB would not cover the N+1 reserve {new_rmem} MiB",
+            )
+        )
+    if strict:
+        out.extend(forth_checks())
+    return tuple(out)
+
+
+def apply_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeState:
+    """Add a *new* secondary without any check (the success branch of `addSecExEx`)."""
+    dsk_util = Utilisation(0.0, 0.0, d.util.dsk, 0.0)
+    forth = dict(
+        secondaries_forth=state.secondaries_forth + (d.name,),
+        free_disk_forth_mib=state.free_disk_forth_mib - d.disk_mib,
+        util_load_forth=state.util_load_forth + dsk_util,
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
+        free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
+    )
+    if d.forthcoming:
+        return replace(state, **forth)
+    peers = dict(state.peers)
+    peers[primary] = peers.get(primary, 0) + d.secondary_memory_mib
+    new_rmem = max(state.reserved_memory_mib, peers[primary])
+    return replace(
+        state,
+        **forth,
+        secondaries=state.secondaries + (d.name,),
+        free_disk_mib=state.free_disk_mib - d.disk_mib,
+        peers=tuple(sorted(peers.items())),
+        reserved_memory_mib=new_rmem,
+        fail_n1=state.unallocated_memory_mib <= new_rmem,
+        util_load=state.util_load + dsk_util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, +1),
+        free_spindles=_new_free_spindles(state, state.free_spindles, d, +1),
+    )
+
+
+def add_secondary(
+    state: NodeState,
+    d: InstanceDemand,
+    primary: str,
+    *,
+    strict: bool = True,
+    ignore_disks: bool = False,
+) -> NodeState | FailMode:
+    """htools `addSecExEx ignore_disks (not strict)`: the new state, or the first failure."""
+    fails = secondary_shortfalls(state, d, primary, strict=strict, ignore_disks=ignore_disks)
+    if fails:
+        return fails[0].mode
+    return apply_secondary(state, d, primary)
+
+
+def remove_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -> NodeState:
+    """htools `removePri`: give back what the primary used (its memory, disk, vCPUs...)."""
+    local = d.uses_local_storage
+    forth = dict(
+        exclusion_tag_counts=_del_count(state.exclusion_tag_counts, d.exclusion_tags),
+        primaries_forth=_without(state.primaries_forth, d.name),
+        free_memory_forth_mib=state.free_memory_forth_mib + d.memory_mib,
+        free_disk_forth_mib=state.free_disk_forth_mib + (d.disk_mib if local else 0),
+        used_vcpus_forth=state.used_vcpus_forth - d.counted_vcpus,
+        util_load_forth=state.util_load_forth - d.util,
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, -1),
+        free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, -1),
+    )
+    if d.forthcoming:
+        return replace(state, **forth)
+    i_mem = state.instance_memory_mib - (d.memory_mib if d.uses_memory else 0)
+    new = replace(
+        state,
+        **forth,
+        primaries=_without(state.primaries, d.name),
+        instance_memory_mib=i_mem,
+        free_disk_mib=state.free_disk_mib + (d.disk_mib if local else 0),
+        used_vcpus=state.used_vcpus - d.counted_vcpus,
+        util_load=state.util_load - d.util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, -1),
+        free_spindles=_new_free_spindles(state, state.free_spindles, d, -1),
+        location_score=state.location_score - location_score - desired_location_misses(state, d),
+        location_exclusion_counts=_del_count(
+            state.location_exclusion_counts, _location_exclusion_pairs(state, d)
+        ),
+    )
+    return replace(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
+
+
+def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeState:
+    """htools `removeSec`: free the disk and the failover reservation for `primary`."""
+    dsk_util = Utilisation(0.0, 0.0, d.util.dsk, 0.0)
+    forth = dict(
+        secondaries_forth=_without(state.secondaries_forth, d.name),
+        free_disk_forth_mib=state.free_disk_forth_mib + (d.disk_mib if d.uses_local_storage else 0),
+        util_load_forth=state.util_load_forth - dsk_util,
+        instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, -1),
+        free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, -1),
+    )
+    if d.forthcoming:
+        return replace(state, **forth)
+    peers = dict(state.peers)
+    old_peer = peers.get(primary, 0)
+    new_peer = old_peer - d.secondary_memory_mib
+    if new_peer > 0:
+        peers[primary] = new_peer
+    else:
+        peers.pop(primary, None)
+    old_rmem = state.reserved_memory_mib
+    new_rmem = old_rmem if old_peer < old_rmem else max(peers.values(), default=0)
+    return replace(
+        state,
+        **forth,
+        secondaries=_without(state.secondaries, d.name),
+        free_disk_mib=state.free_disk_mib + (d.disk_mib if d.uses_local_storage else 0),
+        peers=tuple(sorted(peers.items())),
+        reserved_memory_mib=new_rmem,
+        fail_n1=state.unallocated_memory_mib <= new_rmem,
+        util_load=state.util_load - dsk_util,
+        instance_spindles=_new_instance_spindles(state, state.instance_spindles, d, -1),
+        free_spindles=_new_free_spindles(state, state.free_spindles, d, -1),
+    )
+
+
+def _without(names: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """Drop the first occurrence, like Haskell's `delete`."""
+    if name not in names:
+        return names
+    i = names.index(name)
+    return names[:i] + names[i + 1 :]
+
+
+# --- ipolicy (Instance.instMatchesPolicy) -----------------------------------------------
+
+
+def spec_shortfall(
+    d: InstanceDemand, spec: ISpec, *, above: bool, exclusive_storage: bool
+) -> FailMode | None:
+    """Is the instance below `spec` (above=True: checking a min) or over it (a max)?"""
+
+    def bad(value: int, bound: int) -> bool:
+        return value < bound if above else value > bound
+
+    if bad(d.memory_mib, spec.memory_size):
+        return FailMode.MEM
+    if any(bad(size, spec.disk_size) for size in d.disk_sizes_mib):
+        return FailMode.DISK
+    if bad(d.vcpus, spec.cpu_count):
+        return FailMode.CPU
+    if exclusive_storage:
+        if d.disk_spindles is None or bad(d.disk_spindles, spec.spindle_use):
+            return FailMode.SPINDLES
+    elif bad(d.spindle_use, spec.spindle_use):
+        return FailMode.SPINDLES
+    if d.disk_template != "diskless" and bad(len(d.disk_sizes_mib), spec.disk_count):
+        return FailMode.DISK_COUNT
+    return None
+
+
+def policy_shortfall(
+    d: InstanceDemand, ipolicy: IPolicy, exclusive_storage: bool
+) -> FailMode | None:
+    """htools `instMatchesPolicy`: None if some minmax pair fits and the template is allowed.
+
+    When no pair fits, the failure of the first pair is reported, as htools does.
+    """
+    first: FailMode | None = None
+    matched = not ipolicy.minmax
+    for i, mm in enumerate(ipolicy.minmax):
+        fail = spec_shortfall(
+            d, mm.min, above=True, exclusive_storage=exclusive_storage
+        ) or spec_shortfall(d, mm.max, above=False, exclusive_storage=exclusive_storage)
+        if fail is None:
+            matched = True
+            break
+        if i == 0:
+            first = fail
+    if not matched:
+        return first
+    if d.disk_template not in ipolicy.disk_templates:
+        return FailMode.DISK
+    return None
+
+
+# --- dedicated allocation vectors (§3.2) ------------------------------------------------
+
+
+def test_demands(ipolicy: IPolicy) -> tuple[InstanceDemand, ...]:
+    """§3.2's minimally compliant instances: each minmax min spec, by disk size descending."""
+    mins = sorted((mm.min for mm in ipolicy.minmax), key=lambda s: -s.disk_size)
+    return tuple(
+        InstanceDemand(
+            name=f"test-{i}",
+            memory_mib=s.memory_size,
+            disk_mib=s.disk_size,
+            vcpus=s.cpu_count,
+            disk_template="plain",
+            disk_sizes_mib=(),
+            disk_spindles=0,
+            spindle_use=s.spindle_use,
+        )
+        for i, s in enumerate(mins)
+    )
+
+
+def _scaled(d: InstanceDemand, k: int) -> InstanceDemand:
+    return replace(
+        d,
+        memory_mib=d.memory_mib * k,
+        disk_mib=d.disk_mib * k,
+        vcpus=d.vcpus * k,
+        spindle_use=d.spindle_use * k,
+        disk_spindles=None if d.disk_spindles is None else d.disk_spindles * k,
+    )
+
+
+def repeat_count(state: NodeState, d: InstanceDemand) -> int:
+    """How many copies of a tagless instance fit one after another as primaries (strict).
+
+    Every check of `addPriEx` is monotone in the number of copies, and k copies pass the
+    k-th add exactly when one k-fold instance passes, so a bisection gives htools' count.
+    """
+    if d.exclusion_tags:
+        return 1 if not primary_shortfalls(state, d) else 0
+    if primary_shortfalls(state, d):
+        return 0
+    lo, hi = 1, 2
+    while hi < MAX_REPEAT and not primary_shortfalls(state, _scaled(d, hi)):
+        lo, hi = hi, min(hi * 2, MAX_REPEAT)
+    if hi >= MAX_REPEAT and not primary_shortfalls(state, _scaled(d, hi)):
+        return MAX_REPEAT
+    # invariant: lo fits, hi does not
+    return lo + bisect.bisect_left(
+        range(lo + 1, hi), True, key=lambda k: bool(primary_shortfalls(state, _scaled(d, k)))
+    )
+
+
+def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:
+    """The node's dedicated allocation vector: repeat counts of each test instance."""
+    return tuple(repeat_count(state, t) for t in test_demands(ipolicy))

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import highspy
 import pyomo.environ as pyo
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+from pyomo.contrib.solver.common.util import IncompatibleModelError
 from pyomo.core.base.objective import ObjectiveData
 
 from model.errors import SolverError
@@ -28,7 +30,8 @@ from solvers.result import (
 
 # HiGHS runs one scheduler per process and fixes its thread count at the first solve; a later
 # solve asking for another count only logs an error and is ignored. This is the one piece of
-# module state: the count the scheduler currently has, so it is reset only when it must change.
+# module state: the count the scheduler was last set to by us, so it is reset only when it must
+# change (and once at our first solve, in case other code in the process ran HiGHS before).
 _highs_scheduler_threads: int | None = None
 
 _NO_SOLUTION_STOPS = {
@@ -57,9 +60,18 @@ INTEGRALITY_TOL = 1e-6
 def _ensure_threads(threads: int) -> None:
     """Reset HiGHS's process-global scheduler when the requested thread count changes."""
     global _highs_scheduler_threads
-    if _highs_scheduler_threads is not None and _highs_scheduler_threads != threads:
+    if _highs_scheduler_threads != threads:
         highspy.Highs.resetGlobalScheduler(True)
     _highs_scheduler_threads = threads
+
+
+@contextmanager
+def _model_errors() -> Iterator[None]:
+    """Pyomo's 'cannot take this model' errors become the SolverError the CLI reports."""
+    try:
+        yield
+    except (IncompatibleModelError, ValueError) as e:  # nonlinear rows, several objectives
+        raise SolverError(f"HiGHS cannot take this model: {e}") from e
 
 
 def _clean_value(var: Any, x: float) -> float:
@@ -126,12 +138,14 @@ class HighsSession:
         block.add_component(f"stage{k}", obj)
         self._objective = obj
         if self._instance_ready:
-            self._opt.set_objective(obj)
+            with _model_errors():
+                self._opt.set_objective(obj)
 
     def add_bound(self, expr: Any, lb: float | None, ub: float | None) -> None:
         con = self._scratch_block().fix.add(pyo.inequality(lb, expr, ub))
         if self._instance_ready:
-            self._opt.add_constraints([con])
+            with _model_errors():
+                self._opt.add_constraints([con])
 
     def close(self) -> None:
         """Leave the model as it was given (apart from loaded variable values)."""
@@ -149,10 +163,8 @@ class HighsSession:
         kw = dict(self._options, **extra)
         if time_limit is not None:
             kw["time_limit"] = max(float(time_limit), 0.0)
-        try:
+        with _model_errors():
             res = self._opt.solve(self._model, **kw)
-        except ValueError as e:  # e.g. "Multiple active objectives found."
-            raise SolverError(f"HiGHS cannot take this model: {e}") from e
         self._instance_ready = True
         return res
 
@@ -172,6 +184,7 @@ class HighsSession:
 
     def solve(self, *, time_limit: float | None, build_s: float) -> SolveResult:
         """Solve the current objective; load the solution into the model's variables."""
+        # Wall clock, not res.timing_info: HiGHS's run time is cumulative on a persistent object.
         t0 = time.perf_counter()
         if self._objective is None:
             self._objective = self._single_objective()
@@ -183,7 +196,8 @@ class HighsSession:
         values: Mapping[str, float] = {}
 
         if tc == TerminationCondition.error:
-            raise SolverError(f"HiGHS failed: {res.solver_log.strip().splitlines()[-1:]}")
+            lines = (res.solver_log or "").strip().splitlines()
+            raise SolverError(f"HiGHS failed: {lines[-1] if lines else tc.name}")
         if tc == TerminationCondition.infeasibleOrUnbounded:
             left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             feasible = self._feasible(left)

@@ -89,12 +89,13 @@ class SolveResult:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Objective:
     """One stage of a lexicographic run.
 
     integral=True promises the expression takes integer values at every feasible point, which
     lets the stage be fixed exactly (expr <= round(v)) instead of with a tolerance.
+    eq=False: comparing Pyomo expressions with == builds a constraint instead of a bool.
     """
 
     name: str

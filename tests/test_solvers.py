@@ -238,6 +238,8 @@ def test_cpsat_rejects_unbounded_integer_and_nonlinear() -> None:
     q.obj = pyo.Objective(expr=q.a + q.b)
     with pytest.raises(SolverError, match=r"constraint 'prod'.*not linear"):
         solve(q, "cpsat")
+    with pytest.raises(SolverError, match="HiGHS cannot take this model"):
+        solve(q, "highs")
 
 
 def test_objective_count_is_checked() -> None:
@@ -277,6 +279,21 @@ def test_lexicographic_order_matters(backend: str) -> None:
     d = res.to_dict()
     assert d["status"] == "optimal" and d["objective"] == pytest.approx([1.0, 5.0, 0.5])
     assert [s["name"] for s in d["stages"]] == ["cost", "value", "half_y"]
+
+
+def test_lexicographic_highs_translates_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages re-use one persistent HiGHS instance instead of re-translating the model."""
+    from pyomo.contrib.solver.solvers.highs import Highs
+
+    calls = []
+    original = Highs.set_instance
+    monkeypatch.setattr(
+        Highs, "set_instance", lambda self, model: calls.append(model) or original(self, model)
+    )
+    m = lex_model()
+    res = solve_lexicographic(m, lex_objectives(m), "highs")
+    assert res.objective == pytest.approx((1.0, 5.0, 0.5))
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -143,6 +143,8 @@ class CpSatBridge:
 
     def add_linear(self, expr: Any, lb: float | None, ub: float | None, what: str) -> None:
         """Add lb <= expr <= ub (either side may be None), scaled to integers."""
+        lb = lb if lb is not None and math.isfinite(lb) else None  # -inf/+inf mean "no bound"
+        ub = ub if ub is not None and math.isfinite(ub) else None
         ivars, coefs, const = self._linear(expr, what)
         scale, ints = integer_scale(coefs, what)
         lo = -cp_model.INT_MAX if lb is None else _ceil((lb - const) * scale)

@@ -1002,26 +1002,32 @@ def spec_shortfall(
     return None
 
 
-def policy_shortfall(
+def minmax_shortfall(
     d: InstanceDemand, ipolicy: IPolicy, exclusive_storage: bool
 ) -> FailMode | None:
-    """htools `instMatchesPolicy`: None if some minmax pair fits and the template is allowed.
+    """htools `instMatchesSpecs`: None if the instance fits some min/max pair.
 
     When no pair fits, the failure of the first pair is reported, as htools does.
     """
     first: FailMode | None = None
-    matched = not ipolicy.minmax
     for i, mm in enumerate(ipolicy.minmax):
         fail = spec_shortfall(
             d, mm.min, above=True, exclusive_storage=exclusive_storage
         ) or spec_shortfall(d, mm.max, above=False, exclusive_storage=exclusive_storage)
         if fail is None:
-            matched = True
-            break
+            return None
         if i == 0:
             first = fail
-    if not matched:
-        return first
+    return first
+
+
+def policy_shortfall(
+    d: InstanceDemand, ipolicy: IPolicy, exclusive_storage: bool
+) -> FailMode | None:
+    """htools `instMatchesPolicy`: the min/max specs, then the allowed disk templates."""
+    fail = minmax_shortfall(d, ipolicy, exclusive_storage)
+    if fail is not None:
+        return fail
     if d.disk_template not in ipolicy.disk_templates:
         return FailMode.DISK
     return None

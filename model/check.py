@@ -1,0 +1,481 @@
+"""The independent checker: does a proposed answer respect every htools constraint?
+
+It recomputes everything from the input cluster with `model.resources` (never from solver
+variables), lists each violated constraint, and computes the objectives the formulations
+claim so that a claimed optimum can be compared with what the answer really achieves.
+
+Entry points:
+* `check_allocation(cluster, placements)`: new instances on chosen nodes (hail allocate /
+  multi-allocate, dedicated or not), objectives include §3.2's lost-allocation vectors;
+* `check_moves(cluster, moves, powered_off=..., powered_on=..., probe=...)`: a rebalancing or
+  squeeze plan; `check_squeeze` is its hsqueeze-shaped wrapper.
+
+Placements and moves are applied in order; moved instances first leave their old nodes, so
+the check is on the final configuration, with htools' strict `addPri` / `addSec` semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import zip_longest
+from typing import Any
+
+from model.cluster import Cluster, Instance, ISpec
+from model.errors import CheckFailedError
+from model.resources import (
+    ClusterState,
+    InstanceDemand,
+    NodeState,
+    Shortfall,
+    allocation_vector,
+    apply_primary,
+    apply_secondary,
+    demand_of,
+    minmax_shortfall,
+    node_states,
+    pair_location_score,
+    primary_shortfalls,
+    probe_demand,
+    remove_primary,
+    remove_secondary,
+    secondary_shortfalls,
+)
+from model.score import cluster_score
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One violated constraint.
+
+    `kind` is one of: memory, n1, disk, disk_reserve, spindles, spindle_ratio, vcpu,
+    exclusion_tags, template, ipolicy, unknown_node, unknown_instance, duplicate_instance,
+    offline_node, drained_node, not_vm_capable, same_node, secondary, group, not_movable,
+    master_offline, not_online, not_offline, primary_offline, secondary_offline, probe.
+    """
+
+    kind: str
+    message: str
+    node: str | None = None
+    instance: str | None = None
+    forthcoming: bool = False  # found on the *_forth counters
+
+    def __str__(self) -> str:
+        where = ", ".join(
+            x for x in (f"node {self.node}" if self.node else "", self.instance or "") if x
+        )
+        return f"{self.kind}: {self.message}" + (f" ({where})" if where else "")
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    violations: tuple[Violation, ...]
+    objectives: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(v.kind for v in self.violations)
+
+    def text(self) -> str:
+        if self.ok:
+            return "no violations"
+        return "\n".join(str(v) for v in self.violations)
+
+    def raise_if_failed(self) -> None:
+        """Raise CheckFailedError listing the violations (an answer must never be printed)."""
+        if not self.ok:
+            raise CheckFailedError(
+                "independent check failed: " + "; ".join(map(str, self.violations))
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A new instance and the nodes chosen for it (secondary only for drbd)."""
+
+    instance: Instance | InstanceDemand
+    primary: str
+    secondary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """An existing instance's new nodes.
+
+    For a drbd instance `secondary=None` keeps the current secondary, except when the new
+    primary is the current secondary: then the old primary becomes the secondary (failover).
+    """
+
+    instance: str
+    primary: str
+    secondary: str | None = None
+
+
+def _shortfall_violation(s: Shortfall, node: str, instance: str, role: str) -> Violation:
+    return Violation(s.kind, f"as {role}: {s.message} ({s.mode})", node, instance, s.forthcoming)
+
+
+def _target_violations(
+    states: ClusterState, name: str | None, instance: str, role: str
+) -> list[Violation]:
+    """Node existence and usability as a target."""
+    if name is None:
+        return []
+    if name not in states.nodes:
+        return [Violation("unknown_node", f"{role} node {name!r} does not exist", name, instance)]
+    st = states.nodes[name]
+    out = []
+    if st.offline:
+        out.append(Violation("offline_node", f"{role} node is offline", name, instance))
+    if st.drained:
+        out.append(Violation("drained_node", f"{role} node is drained", name, instance))
+    if not states.cluster.node(name).vm_capable:
+        out.append(Violation("not_vm_capable", f"{role} node is not vm_capable", name, instance))
+    return out
+
+
+def _pair_violations(
+    states: ClusterState, d: InstanceDemand, primary: str, secondary: str | None
+) -> list[Violation]:
+    out: list[Violation] = []
+    if d.has_secondary and secondary is None:
+        out.append(Violation("secondary", f"{d.disk_template} needs a secondary", None, d.name))
+    if not d.has_secondary and secondary is not None:
+        out.append(Violation("secondary", f"{d.disk_template} has no secondary", secondary, d.name))
+    if secondary is not None and secondary == primary:
+        out.append(Violation("same_node", "primary equals secondary", primary, d.name))
+    if (
+        secondary is not None
+        and primary in states.nodes
+        and secondary in states.nodes
+        and states.nodes[primary].group_uuid != states.nodes[secondary].group_uuid
+    ):
+        out.append(
+            Violation("group", "primary and secondary are in different groups", secondary, d.name)
+        )
+    return out
+
+
+def _policy_violations(states: ClusterState, d: InstanceDemand, primary: str) -> list[Violation]:
+    """The primary's group ipolicy: specs within a min/max pair, template allowed."""
+    if primary not in states.nodes:
+        return []
+    ipolicy = states.ipolicy_of(primary)
+    out: list[Violation] = []
+    fail = minmax_shortfall(d, ipolicy, states.nodes[primary].exclusive_storage)
+    if fail is not None:
+        out.append(
+            Violation(
+                "ipolicy", f"instance spec outside every min/max pair ({fail})", primary, d.name
+            )
+        )
+    if d.disk_template not in ipolicy.disk_templates:
+        out.append(
+            Violation(
+                "template",
+                f"template {d.disk_template} not allowed by the group policy",
+                primary,
+                d.name,
+            )
+        )
+    return out
+
+
+_IMPLIED_BY = {"disk_reserve": "disk", "n1": "memory"}
+
+
+def _distinct(shortfalls: Iterable[Shortfall]) -> list[Shortfall]:
+    """Drop checks implied by an earlier one (a reserve under a negative free disk, the
+    N+1 reserve under negative memory, a *_forth check repeating a real one)."""
+    out: list[Shortfall] = []
+    kinds: set[str] = set()
+    for s in shortfalls:
+        if s.kind in kinds or _IMPLIED_BY.get(s.kind) in kinds:
+            continue
+        kinds.add(s.kind)
+        out.append(s)
+    return out
+
+
+def _place(
+    nodes: dict[str, NodeState],
+    d: InstanceDemand,
+    primary: str,
+    secondary: str | None,
+    strict: bool,
+) -> list[Violation]:
+    """Add an instance on its nodes, listing every failed check; apply it regardless."""
+    out: list[Violation] = []
+    p = nodes.get(primary)
+    s = nodes.get(secondary) if secondary is not None else None
+    if p is not None:
+        out += [
+            _shortfall_violation(x, primary, d.name, "primary")
+            for x in _distinct(primary_shortfalls(p, d, strict=strict))
+        ]
+        nodes[primary] = apply_primary(p, d, pair_location_score(p, s))
+    if s is not None and secondary != primary and d.has_secondary:
+        out += [
+            _shortfall_violation(x, s.name, d.name, "secondary")
+            for x in _distinct(secondary_shortfalls(s, d, primary, strict=strict))
+            if x.kind != "template"
+        ]
+        nodes[s.name] = apply_secondary(s, d, primary)
+    return out
+
+
+def _sum_vectors(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
+    total: tuple[int, ...] = ()
+    for v in vectors:
+        total = tuple(a + b for a, b in zip_longest(total, v, fillvalue=0))
+    return total
+
+
+def _vector(states: ClusterState, nodes: Mapping[str, NodeState], name: str) -> tuple[int, ...]:
+    return allocation_vector(nodes[name], states.ipolicy_of(name))
+
+
+def check_allocation(
+    cluster: Cluster | ClusterState,
+    placements: Sequence[Placement | tuple],
+    *,
+    strict: bool = True,
+    group: str | None = None,
+) -> CheckReport:
+    """Check new instances placed on chosen nodes, in order (hail allocate/multi-allocate).
+
+    `placements` holds `Placement`s or `(instance, primary, secondary)` tuples. `group`
+    (name or uuid) restricts the score to that group, as hail's score with `group_name`.
+
+    Objectives: `score` (after) and `score_before`; per placement, hail's dedicated metric
+    `placement_metrics` = [(lost vector, remaining f_dsk of its nodes)] taken in sequence;
+    `lost_allocations` per node that received instances and `lost_allocations_total`;
+    `allocation_vector_before` / `_after` summed over the online nodes of the groups used;
+    `remaining_disk_mib` summed over the nodes that received instances.
+    """
+    states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
+    nodes = dict(states.nodes)
+    violations: list[Violation] = []
+    seen: set[str] = set(states.demands)
+    touched: list[str] = []
+    groups: set[str] = set()
+    before: dict[str, tuple[int, ...]] = {}
+    per_placement: list[tuple[tuple[int, ...], int]] = []
+    for item in placements:
+        pl = item if isinstance(item, Placement) else Placement(*item)
+        d = (
+            pl.instance
+            if isinstance(pl.instance, InstanceDemand)
+            else demand_of(pl.instance, states.rules)
+        )
+        if d.name in seen:
+            violations.append(
+                Violation("duplicate_instance", "instance name already in use", None, d.name)
+            )
+        seen.add(d.name)
+        violations += _target_violations(states, pl.primary, d.name, "primary")
+        violations += _target_violations(states, pl.secondary, d.name, "secondary")
+        violations += _pair_violations(states, d, pl.primary, pl.secondary)
+        violations += _policy_violations(states, d, pl.primary)
+        used = [n for n in (pl.primary, pl.secondary) if n is not None and n in nodes]
+        used = list(dict.fromkeys(used))
+        step_before = {n: _vector(states, nodes, n) for n in used}
+        for n in used:
+            before.setdefault(n, step_before[n])
+            if n not in touched:
+                touched.append(n)
+            groups.add(nodes[n].group_uuid)
+        secondary = pl.secondary if d.has_secondary else None
+        violations += _place(nodes, d, pl.primary, secondary, strict)
+        lost = _sum_vectors(
+            tuple(a - b for a, b in zip(step_before[n], _vector(states, nodes, n), strict=True))
+            for n in used
+        )
+        per_placement.append((lost, sum(nodes[n].free_disk_mib for n in used)))
+
+    after = {n: _vector(states, nodes, n) for n in touched}
+    lost_per_node = {
+        n: tuple(a - b for a, b in zip(before[n], after[n], strict=True)) for n in touched
+    }
+    in_groups = [n for n, st in nodes.items() if st.group_uuid in groups and not st.offline]
+    final = states.with_nodes(nodes)
+    objectives: dict[str, Any] = {
+        "score_before": cluster_score(states, group),
+        "score": cluster_score(final, group),
+        "placement_metrics": per_placement,
+        "lost_allocations": lost_per_node,
+        "lost_allocations_total": _sum_vectors(lost_per_node.values()),
+        "allocation_vector_before": _sum_vectors(
+            _vector(states, states.nodes, n) for n in in_groups
+        ),
+        "allocation_vector_after": _sum_vectors(_vector(states, nodes, n) for n in in_groups),
+        "remaining_disk_mib": sum(nodes[n].free_disk_mib for n in touched),
+        "remaining_disk_per_node_mib": {n: nodes[n].free_disk_mib for n in touched},
+    }
+    return CheckReport(tuple(violations), objectives)
+
+
+def _resolve_move(inst: Instance, mv: Move) -> tuple[str, str | None]:
+    """The instance's (primary, secondary) after the move (see `Move`)."""
+    if not inst.mirrored:
+        return mv.primary, mv.secondary
+    if mv.secondary is not None:
+        return mv.primary, mv.secondary
+    if mv.primary == inst.secondary:
+        return mv.primary, inst.primary
+    return mv.primary, inst.secondary
+
+
+def check_moves(
+    cluster: Cluster | ClusterState,
+    moves: Sequence[Move | tuple],
+    *,
+    powered_off: Iterable[str] = (),
+    powered_on: Iterable[str] = (),
+    probe: InstanceDemand | None = None,
+    strict: bool = True,
+) -> CheckReport:
+    """Check a plan of instance moves with nodes powered off or on (hbal / hsqueeze).
+
+    Powered-off nodes become offline before the moves, powered-on ones online. Afterwards
+    no instance may keep its primary (or secondary) on an offline node, and with `probe`
+    every online node must still host the probe instance with the strict checks.
+
+    Objectives: `moves` (instances whose nodes changed), `nodes_powered_off`,
+    `nodes_powered_on`, `score_before`, `score`, `max_memory_utilisation` (the largest
+    1 − unallocated/total memory over online nodes) and `online_nodes`.
+    """
+    states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
+    c = states.cluster
+    nodes = dict(states.nodes)
+    violations: list[Violation] = []
+    off = list(dict.fromkeys(powered_off))
+    on = list(dict.fromkeys(powered_on))
+    for name in off:
+        if name not in nodes:
+            violations.append(Violation("unknown_node", "cannot power off: no such node", name))
+            continue
+        if nodes[name].master:
+            violations.append(Violation("master_offline", "the master node must stay on", name))
+        if nodes[name].offline:
+            violations.append(Violation("not_online", "node is already offline", name))
+        nodes[name] = replace(nodes[name], offline=True)
+    for name in on:
+        if name not in nodes:
+            violations.append(Violation("unknown_node", "cannot power on: no such node", name))
+            continue
+        if not nodes[name].offline:
+            violations.append(Violation("not_offline", "node is already online", name))
+        if name in off:
+            violations.append(Violation("offline_node", "node both powered on and off", name))
+        nodes[name] = replace(nodes[name], offline=False)
+    powered = states.with_nodes(nodes)
+
+    resolved: list[tuple[Instance, InstanceDemand, str, str | None]] = []
+    moved: set[str] = set()
+    for item in moves:
+        mv = item if isinstance(item, Move) else Move(*item)
+        inst = c.instance_index.get(mv.instance)
+        if inst is None:
+            violations.append(Violation("unknown_instance", "no such instance", None, mv.instance))
+            continue
+        if mv.instance in moved:
+            violations.append(
+                Violation("duplicate_instance", "instance moved twice", None, mv.instance)
+            )
+            continue
+        moved.add(mv.instance)
+        primary, secondary = _resolve_move(inst, mv)
+        if (primary, secondary) == (inst.primary, inst.secondary):
+            continue
+        d = states.demands[inst.name]
+        if not inst.movable:
+            violations.append(
+                Violation(
+                    "not_movable", f"{inst.disk_template} instances cannot move", None, d.name
+                )
+            )
+        violations += _target_violations(powered, primary, d.name, "primary")
+        violations += _target_violations(powered, secondary, d.name, "secondary")
+        violations += _pair_violations(powered, d, primary, secondary)
+        resolved.append((inst, d, primary, secondary))
+
+    # Everything moving leaves first, then arrives: the check is on the final layout.
+    for inst, d, _, _ in resolved:
+        p, s = nodes[inst.primary], nodes.get(inst.secondary) if inst.secondary else None
+        nodes[inst.primary] = remove_primary(p, d, pair_location_score(p, s))
+        if s is not None:
+            nodes[s.name] = remove_secondary(s, d, inst.primary)
+    for _, d, primary, secondary in resolved:
+        if primary in nodes and (secondary is None or secondary in nodes):
+            violations += _place(nodes, d, primary, secondary, strict)
+
+    final_of = {inst.name: (p, s) for inst, _, p, s in resolved}
+    for inst in c.instances:
+        p, s = final_of.get(inst.name, (inst.primary, inst.secondary))
+        if p in nodes and nodes[p].offline:
+            violations.append(
+                Violation("primary_offline", "primary stays on an offline node", p, inst.name)
+            )
+        if s is not None and s in nodes and nodes[s].offline and inst.mirrored:
+            violations.append(
+                Violation("secondary_offline", "secondary stays on an offline node", s, inst.name)
+            )
+    if probe is not None:
+        for name, st in nodes.items():
+            if st.offline:
+                continue
+            fails = primary_shortfalls(st, probe, strict=True)
+            if fails:
+                violations.append(
+                    Violation(
+                        "probe",
+                        f"cannot host the probe instance: {fails[0].message} ({fails[0].mode})",
+                        name,
+                    )
+                )
+
+    final = states.with_nodes(nodes)
+    online = [st for st in nodes.values() if not st.offline]
+    objectives: dict[str, Any] = {
+        "moves": len(resolved),
+        "nodes_powered_off": len(off),
+        "nodes_powered_on": len(on),
+        "score_before": cluster_score(states),
+        "score": cluster_score(final),
+        "max_memory_utilisation": max((1.0 - st.p_mem for st in online), default=0.0),
+        "online_nodes": len(online),
+    }
+    return CheckReport(tuple(violations), objectives)
+
+
+def check_squeeze(
+    cluster: Cluster | ClusterState,
+    powered_off_nodes: Iterable[str],
+    moves: Sequence[Move | tuple],
+    probe_spec: ISpec | InstanceDemand,
+    *,
+    factor: float = 1.0,
+    powered_on_nodes: Iterable[str] = (),
+    strict: bool = True,
+) -> CheckReport:
+    """An hsqueeze plan: power nodes off (shrink) or on (expand), move instances, and keep
+    every online node able to host F × the std spec (an ISpec is scaled by `factor`)."""
+    probe = (
+        probe_spec if isinstance(probe_spec, InstanceDemand) else probe_demand(probe_spec, factor)
+    )
+    report = check_moves(
+        cluster,
+        moves,
+        powered_off=powered_off_nodes,
+        powered_on=powered_on_nodes,
+        probe=probe,
+        strict=strict,
+    )
+    objectives = dict(report.objectives)
+    objectives["nodes_freed"] = objectives["nodes_powered_off"]
+    return CheckReport(report.violations, objectives)

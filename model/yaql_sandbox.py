@@ -1,0 +1,158 @@
+"""Evaluate untrusted yaql expressions with bounded iterations, memory and time.
+
+yaql bounds collection sizes (``yaql.limitIterators``) and approximate memory
+(``yaql.memoryQuota``) itself but has no clock, so a CPU burn that stays under both
+limits would run forever.  In the main thread we arm ``signal.setitimer``; anywhere
+else (a worker thread cannot receive signals) the expression runs in a child process
+killed after the time limit.
+"""
+
+from __future__ import annotations
+
+import collections.abc  # noqa: F401  (must precede 'import yaql' on Python 3.11)
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import yaql
+from yaql.language import exceptions as yaql_exceptions
+from yaql.language import factory
+
+YAQL_PREFIX = re.compile(r"^\s*yaql\s*=\s*", re.DOTALL)
+
+
+class YaqlError(Exception):
+    """An expression failed or exceeded a limit; ``reason`` is one line for the user."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class YaqlLimits:
+    """Bounds applied to every expression (collections, approximate bytes, seconds)."""
+
+    max_iterations: int = 10_000
+    memory_quota_bytes: int = 1_000_000
+    time_limit_s: float = 2.0
+
+
+def yaql_expression(value: object) -> str | None:
+    """The expression text if ``value`` is a ``yaql=...`` string, else None."""
+    if isinstance(value, str):
+        match = YAQL_PREFIX.match(value)
+        if match:
+            return value[match.end() :].strip()
+    return None
+
+
+class _Timeout(BaseException):
+    """Raised by the interval timer; a BaseException so yaql cannot swallow it."""
+
+
+@contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    def _fire(signum: int, frame: object) -> None:
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class YaqlSandbox:
+    """One engine and one base context (building a context costs ~15 ms), many evaluations."""
+
+    def __init__(self, limits: YaqlLimits | None = None):
+        self.limits = limits or YaqlLimits()
+        self._engine = factory.YaqlFactory().create(
+            options={
+                "yaql.limitIterators": self.limits.max_iterations,
+                "yaql.memoryQuota": self.limits.memory_quota_bytes,
+                "yaql.treatSetsAsLists": True,
+            }
+        )
+        self._context = yaql.create_context(datetime=False, regex=False, yaqlized=False)
+
+    def evaluate(self, expression: str, data: Any) -> Any:
+        """Evaluate ``expression`` with ``$`` bound to ``data``; raise YaqlError on any failure."""
+        if threading.current_thread() is not threading.main_thread():
+            return _evaluate_in_child(expression, data, self.limits)
+        try:
+            with _alarm(self.limits.time_limit_s):
+                return self._evaluate_unbounded_time(expression, data)
+        except _Timeout:
+            raise YaqlError(f"stopped after {self.limits.time_limit_s:g} s (time limit)") from None
+
+    def _evaluate_unbounded_time(self, expression: str, data: Any) -> Any:
+        try:
+            parsed = self._engine(expression)
+            return parsed.evaluate(data=data, context=self._context.create_child_context())
+        except yaql_exceptions.CollectionTooLargeException:
+            raise YaqlError(
+                f"a collection exceeded {self.limits.max_iterations} elements (iteration limit)"
+            ) from None
+        except yaql_exceptions.MemoryQuotaExceededException:
+            raise YaqlError(
+                f"exceeded the memory quota of {self.limits.memory_quota_bytes} bytes"
+            ) from None
+        except RecursionError:
+            raise YaqlError("recursion too deep") from None
+        except MemoryError:
+            raise YaqlError("out of memory") from None
+        except KeyError as err:
+            raise YaqlError(f"no key {err} (use $.get(key, default))") from None
+        except Exception as err:  # yaql raises many unrelated types; all are user errors here
+            text = " ".join(str(err).split()) or type(err).__name__
+            raise YaqlError(f"{type(err).__name__}: {text}") from None
+
+
+def _evaluate_in_child(expression: str, data: Any, limits: YaqlLimits) -> Any:
+    """Evaluate in a child process killed after the time limit (for non-main threads)."""
+    request = json.dumps(
+        {"expression": expression, "data": data, "limits": limits.__dict__}, default=str
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "model.yaql_sandbox"],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=limits.time_limit_s + 5.0,  # interpreter start-up; the child arms its own timer
+        )
+    except subprocess.TimeoutExpired:
+        raise YaqlError(f"stopped after {limits.time_limit_s:g} s (time limit)") from None
+    try:
+        reply = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise YaqlError(f"evaluator process failed (exit {done.returncode})") from None
+    if "error" in reply:
+        raise YaqlError(reply["error"])
+    return reply["value"]
+
+
+def _child_main() -> int:
+    request = json.loads(sys.stdin.read())
+    sandbox = YaqlSandbox(YaqlLimits(**request["limits"]))
+    try:
+        value = sandbox.evaluate(request["expression"], request["data"])
+        sys.stdout.write(json.dumps({"value": value}, default=str))
+    except YaqlError as err:
+        sys.stdout.write(json.dumps({"error": err.reason}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -1,0 +1,313 @@
+"""exalloc partition: integer Bareon disk layout from a dynamic schema (issue 5).
+
+read → diagnose → build → solve lexicographically → check → write documents → report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from pyomo.core.expr.numvalue import is_constant
+
+from formulations.partition import (
+    build_lp_floor_model,
+    build_partition_model,
+    stages,
+)
+from model.bareon import (
+    ALLOCATOR_OVERHEADS,
+    OVERHEADS_BY_FORMAT,
+    Layout,
+    Overheads,
+    PartitionProblem,
+    read_problem,
+)
+from model.bareon_check import CheckReport, check_layout, diagnose_infeasible
+from model.bareon_outputs import (
+    allocator_document,
+    bareon_document,
+    ironic_document,
+    layout_svg,
+    write_atomically,
+)
+from model.errors import CheckFailedError, InfeasibleError, InputError, SolverError
+from solvers import Objective, Status, Stopwatch, solve, solve_lexicographic
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """bareon-allocator's answer (LP, floored) beside exalloc's."""
+
+    status: str
+    layout: list[dict[str, Any]] | None
+    unallocated_mib: int | None
+    lost_mib: int | None  # its unallocated MiB minus exalloc's
+    broken: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "unallocated_mib": self.unallocated_mib,
+            "lost_mib": self.lost_mib,
+            "broken": list(self.broken),
+            "layout": self.layout,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """What `exalloc partition` prints, as text or as one JSON object."""
+
+    status: str
+    objective: dict[str, int]
+    bound: dict[str, float | None]
+    gap: dict[str, float | None]
+    build_s: float
+    solve_s: float
+    solver: str
+    output_format: str
+    layout: Any
+    unallocated_mib: int
+    unallocated_why: tuple[tuple[str, int, str], ...]
+    notes: tuple[str, ...] = ()
+    baseline: Baseline | None = None
+    svg_path: str | None = None
+    sizes_mib: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status,
+            "objective": self.objective,
+            "unallocated_mib": self.unallocated_mib,
+            "layout": self.layout,
+            "bound": self.bound,
+            "gap": self.gap,
+            "build_s": round(self.build_s, 6),
+            "solve_s": round(self.solve_s, 6),
+        }
+        if self.baseline is not None:
+            out["baseline"] = self.baseline.to_json()
+        return out
+
+    def text(self) -> str:
+        stage_text = " ".join(f"{k}={v}" for k, v in self.objective.items())
+        gaps = [g for g in self.gap.values() if g is not None]
+        lines = [
+            f"status: {self.status} ({self.solver}); objective: {stage_text}; "
+            f"gap: {max(gaps, default=0.0):g}; build {self.build_s:.3f} s, "
+            f"solve {self.solve_s:.3f} s",
+            f"layout ({self.output_format}):",
+            _yaml(self.layout).rstrip(),
+            f"unallocated: {self.unallocated_mib} MiB",
+        ]
+        lines += [f"  {disk}: {mib} MiB: {why}" for disk, mib, why in self.unallocated_why]
+        if self.baseline is not None:
+            b = self.baseline
+            lines.append("baseline lp-floor (bareon-allocator: LP, sizes rounded down):")
+            if b.layout is None:
+                lines.append(f"  status: {b.status}")
+            else:
+                lines.append(_yaml(b.layout).rstrip())
+                lines.append(
+                    f"  unallocated: {b.unallocated_mib} MiB; lost against exalloc: "
+                    f"{b.lost_mib} MiB; constraints broken: {len(b.broken)}"
+                )
+                lines += [f"    broken: {v}" for v in b.broken]
+        if self.svg_path:
+            lines.append(f"svg: {self.svg_path}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def _yaml(document: Any) -> str:
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
+
+
+@dataclass(frozen=True)
+class Solved:
+    """An exalloc layout with its solver figures (shared by run() and the benchmark)."""
+
+    layout: Layout
+    check: CheckReport
+    status: str
+    bound: dict[str, float | None]
+    gap: dict[str, float | None]
+    build_s: float
+    solve_s: float
+
+
+def solve_layout(
+    problem: PartitionProblem,
+    overheads: Overheads,
+    *,
+    leave_preferred_empty: bool = False,
+    solver: str = "highs",
+    time_limit: float | None = None,
+    gap: float = 0.0,
+    threads: int = 1,
+) -> Solved:
+    """Build, solve the stages, read the layout back and check it independently."""
+    reason = diagnose_infeasible(problem, overheads)
+    if reason is not None:
+        raise InfeasibleError(reason, source=problem.source or None)
+    with Stopwatch() as watch:
+        m = build_partition_model(problem, overheads, leave_preferred_empty=leave_preferred_empty)
+        plan = stages(leave_preferred_empty)
+        objectives = [
+            Objective(st.name, getattr(m, st.name).expr, st.sense)
+            for st in plan
+            if not _constant(getattr(m, st.name).expr)
+        ]
+    if objectives:
+        result = solve_lexicographic(
+            m,
+            objectives,
+            solver,
+            time_limit=time_limit,
+            mip_gap=gap,
+            threads=threads,
+            build_s=watch.seconds,
+        )
+        if not result.has_solution:
+            if result.status is Status.INFEASIBLE:
+                raise InfeasibleError(
+                    "no whole-MiB layout meets every min_size, fairness tie and LVM overhead "
+                    "at once (each holds on its own)",
+                    source=problem.source or None,
+                )
+            raise SolverError(f"no layout found ({result.status}); try a larger --time-limit")
+        solved = dict(zip(result.names, zip(result.bound, result.gap, strict=True), strict=True))
+        status, solve_s = str(result.status), result.solve_s
+        reported_names, reported_values = result.names, result.objective
+    else:  # no space at all: the empty layout is the only one
+        solved, status, solve_s = {}, str(Status.OPTIMAL), 0.0
+        reported_names, reported_values = (), ()
+    sizes = tuple(
+        tuple(_whole(m.x[d.disk_id, s.space_id].value) for s in problem.spaces)
+        for d in problem.disks
+    )
+    layout = Layout(sizes)
+    check = check_layout(problem, layout, overheads, leave_preferred_empty=leave_preferred_empty)
+    if not check.ok:
+        raise CheckFailedError("layout rejected by the checker: " + "; ".join(check.violations))
+    values = check.stage_values
+    for name, reported in zip(reported_names, reported_values, strict=True):
+        if reported is not None and abs(reported - values[name]) > 0.5:
+            raise CheckFailedError(
+                f"stage {name}: solver reports {reported}, checker recomputes {values[name]}"
+            )
+    names = [st.name for st in stages(leave_preferred_empty)]
+    return Solved(
+        layout=layout,
+        check=check,
+        status=status,
+        bound={n: solved[n][0] if n in solved else values[n] for n in names},
+        gap={n: solved[n][1] if n in solved else 0.0 for n in names},
+        build_s=watch.seconds,
+        solve_s=solve_s,
+    )
+
+
+def _constant(expr: Any) -> bool:
+    """A stage with no variable (e.g. no space has a preference) needs no solve."""
+    return is_constant(expr)
+
+
+def _whole(value: float | None) -> int:
+    """Solver values of integer variables, rounded to the integer they represent."""
+    return 0 if value is None else int(round(value))
+
+
+def lp_floor_baseline(problem: PartitionProblem, exalloc_unallocated: int) -> Baseline:
+    """Solve bareon-allocator's LP with HiGHS, floor every value, and check the result."""
+    m = build_lp_floor_model(problem)
+    result = solve(m, "highs")
+    if not result.has_solution:
+        return Baseline(str(result.status), None, None, None, ())
+    spaces = [s.space_id for s in problem.spaces]
+    sizes = tuple(
+        tuple(math.floor(m.x[d.disk_id, s].value or 0.0) for s in spaces) for d in problem.disks
+    )
+    unallocated = tuple(
+        math.floor(m.x[d.disk_id, "unallocated"].value or 0.0) for d in problem.disks
+    )
+    layout = Layout(sizes)
+    check = check_layout(problem, layout, ALLOCATOR_OVERHEADS)
+    shown = tuple(
+        max(0, d.size_mib - sum(sizes[i]) - unallocated[i]) for i, d in enumerate(problem.disks)
+    )
+    broken = list(check.violations)
+    broken += [
+        f"disk {d.disk_id}: {lost} MiB in neither a space nor 'unallocated' (rounded away)"
+        for d, lost in zip(problem.disks, shown, strict=True)
+        if lost
+    ]
+    return Baseline(
+        status=str(result.status),
+        layout=allocator_document(problem, layout, ALLOCATOR_OVERHEADS, unallocated),
+        unallocated_mib=check.unallocated_mib,
+        lost_mib=check.unallocated_mib - exalloc_unallocated,
+        broken=tuple(broken),
+    )
+
+
+def run(args: Any) -> PartitionReport:
+    """The `partition` command: see cli.py for the arguments."""
+    if not getattr(args, "schema", None):
+        raise InputError("--schema is required")
+    output_format = getattr(args, "output_format", "allocator") or "allocator"
+    if output_format not in OVERHEADS_BY_FORMAT:
+        raise InputError(f"unknown format {output_format!r}")
+    overheads = OVERHEADS_BY_FORMAT[output_format]
+    leave_empty = bool(getattr(args, "leave_preferred_empty", False))
+    problem = read_problem(args.schema, getattr(args, "hw_info", None))
+    solved = solve_layout(
+        problem,
+        overheads,
+        leave_preferred_empty=leave_empty,
+        solver=getattr(args, "solver", "highs") or "highs",
+        time_limit=getattr(args, "time_limit", None),
+        gap=getattr(args, "gap", 0.0) or 0.0,
+        threads=getattr(args, "threads", 1) or 1,
+    )
+    layout = solved.layout
+    if output_format == "allocator":
+        document: Any = allocator_document(problem, layout, overheads)
+    elif output_format == "bareon":
+        document = bareon_document(problem, layout, overheads)
+    else:
+        document = ironic_document(problem, layout, overheads)
+    baseline = None
+    if getattr(args, "baseline", None) == "lp-floor":
+        baseline = lp_floor_baseline(problem, solved.check.unallocated_mib)
+    svg_path = getattr(args, "svg", None)
+    if svg_path:
+        try:
+            write_atomically(svg_path, layout_svg(problem, layout, overheads))
+        except OSError as err:
+            raise InputError(f"cannot write the SVG: {err.strerror}", source=svg_path) from None
+    names = [st.name for st in stages(leave_empty)]
+    return PartitionReport(
+        status=solved.status,
+        objective={n: solved.check.stage_values[n] for n in names},
+        bound=solved.bound,
+        gap=solved.gap,
+        build_s=solved.build_s,
+        solve_s=solved.solve_s,
+        solver=getattr(args, "solver", "highs") or "highs",
+        output_format=output_format,
+        layout=document,
+        unallocated_mib=solved.check.unallocated_mib,
+        unallocated_why=solved.check.unallocated_by_disk,
+        notes=problem.notes,
+        baseline=baseline,
+        svg_path=svg_path,
+        sizes_mib=layout.sizes_mib,
+    )

@@ -1,0 +1,278 @@
+"""`exalloc info`: a summary of a cluster snapshot like `hinfo -v -v -v`, score included."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.cluster import Cluster, IPolicy, ISpec
+from model.resources import ClusterState, NodeState, node_states
+from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Free and total resources over a set of online nodes (MiB, cpus, spindles)."""
+
+    memory_free_mib: int
+    memory_total_mib: int
+    disk_free_mib: int
+    disk_total_mib: int
+    vcpus_used: int
+    vcpus_limit: int
+    pcpus: float
+    spindles_total: int
+    spindles_free: int  # exclusive-storage nodes only
+    spindles_used: float  # instSpindles on shared-storage nodes
+
+    @classmethod
+    def of(cls, states: list[NodeState]) -> Totals:
+        online = [s for s in states if not s.offline]
+        return cls(
+            memory_free_mib=sum(s.unallocated_memory_mib for s in online),
+            memory_total_mib=sum(int(s.total_memory_mib) for s in online),
+            disk_free_mib=sum(s.free_disk_mib for s in online),
+            disk_total_mib=sum(int(s.total_disk_mib) for s in online),
+            vcpus_used=sum(s.used_vcpus for s in online),
+            vcpus_limit=sum(s.hi_cpu for s in online),
+            pcpus=sum(s.total_cpus for s in online),
+            spindles_total=sum(s.total_spindles for s in online),
+            spindles_free=sum(s.free_spindles for s in online if s.exclusive_storage),
+            spindles_used=sum(s.instance_spindles for s in online),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    name: str
+    uuid: str
+    alloc_policy: str
+    nodes: int
+    instances: int  # instances whose primary is in the group
+    bad_nodes: int  # online nodes failing N+1
+    bad_instances: int  # instances with a node failing N+1
+    exclusive_storage: bool
+    score: float
+    totals: Totals
+    ipolicy: IPolicy
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "uuid": self.uuid,
+            "alloc_policy": self.alloc_policy,
+            "nodes": self.nodes,
+            "instances": self.instances,
+            "bad_nodes": self.bad_nodes,
+            "bad_instances": self.bad_instances,
+            "n1_happy": self.bad_nodes == 0,
+            "exclusive_storage": self.exclusive_storage,
+            "score": _finite(self.score),
+            "resources": self.totals.to_json(),
+            "ipolicy": _policy_json(self.ipolicy),
+        }
+
+
+def _spec_json(s: ISpec) -> dict[str, int]:
+    return {
+        "memory-size": s.memory_size,
+        "cpu-count": s.cpu_count,
+        "disk-size": s.disk_size,
+        "disk-count": s.disk_count,
+        "nic-count": s.nic_count,
+        "spindle-use": s.spindle_use,
+    }
+
+
+def _policy_json(p: IPolicy) -> dict[str, Any]:
+    return {
+        "minmax": [{"min": _spec_json(m.min), "max": _spec_json(m.max)} for m in p.minmax],
+        "std": _spec_json(p.std),
+        "disk-templates": list(p.disk_templates),
+        "vcpu-ratio": p.vcpu_ratio,
+        "spindle-ratio": p.spindle_ratio,
+    }
+
+
+def _spec_text(s: ISpec) -> str:
+    return (
+        f"mem {s.memory_size} MiB, {s.cpu_count} cpu, disk {s.disk_count}×{s.disk_size} MiB, "
+        f"{s.nic_count} nic, {s.spindle_use} spindle"
+    )
+
+
+def _finite(x: float) -> float | str:
+    """JSON has no NaN/Inf; keep them visible as strings (as Haskell prints them)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+@dataclass(frozen=True)
+class InfoReport:
+    path: str
+    cluster: Cluster
+    groups: tuple[GroupInfo, ...]
+    totals: Totals
+    metrics: dict[str, float]
+    score: float
+    bad_nodes: tuple[str, ...]
+    offline_nodes: tuple[str, ...]
+    drained_nodes: tuple[str, ...]
+    master: str | None
+    exclusion_prefixes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.cluster
+        return {
+            "file": self.path,
+            "groups": len(c.groups),
+            "nodes": len(c.nodes),
+            "instances": len(c.instances),
+            "score": _finite(self.score),
+            "metrics": {k: _finite(v) for k, v in self.metrics.items()},
+            "weights": {m.name: m.weight for m in METRICS},
+            "n1_happy": not self.bad_nodes,
+            "bad_nodes": list(self.bad_nodes),
+            "offline_nodes": list(self.offline_nodes),
+            "drained_nodes": list(self.drained_nodes),
+            "master": self.master,
+            "resources": self.totals.to_json(),
+            "cluster_ipolicy": _policy_json(c.cluster_policy),
+            "cluster_tags": list(c.cluster_tags),
+            "exclusion_tag_prefixes": list(self.exclusion_prefixes),
+            "group_list": [g.to_json() for g in self.groups],
+        }
+
+    def text(self) -> str:
+        c = self.cluster
+        out = [
+            f"Cluster {self.path}",
+            f"Loaded {len(c.nodes)} nodes, {len(c.instances)} instances, "
+            f"{len(c.groups)} node group{'s' if len(c.groups) != 1 else ''}",
+        ]
+        if self.master:
+            out.append(f"Master node: {self.master}")
+        if self.offline_nodes:
+            out.append(f"Offline nodes: {', '.join(self.offline_nodes)}")
+        if self.drained_nodes:
+            out.append(f"Drained nodes: {', '.join(self.drained_nodes)}")
+        if self.exclusion_prefixes:
+            out.append(f"Exclusion tag prefixes: {', '.join(self.exclusion_prefixes)}")
+        out.append("Node group information:")
+        rows = [("Group", "Policy", "Nodes", "Instances", "Bad_Nodes", "Bad_Instances", "N+1")]
+        rows[0] += ("Excl", "Score")
+        for g in self.groups:
+            rows.append(
+                (
+                    g.name,
+                    g.alloc_policy,
+                    str(g.nodes),
+                    str(g.instances),
+                    str(g.bad_nodes),
+                    str(g.bad_instances),
+                    str(g.bad_nodes == 0),
+                    "Y" if g.exclusive_storage else "N",
+                    f"{g.score:.8f}",
+                )
+            )
+        out += _table(rows, left=2)
+        out.append("Resources of online nodes (free / total):")
+        t = self.totals
+        out += [
+            f"   memory   {t.memory_free_mib} / {t.memory_total_mib} MiB (unallocated)",
+            f"   disk     {t.disk_free_mib} / {t.disk_total_mib} MiB",
+            f"   vcpus    {t.vcpus_used} used of {t.vcpus_limit} allowed on {t.pcpus:g} pcpus",
+            f"   spindles {t.spindles_free} free (exclusive storage), "
+            f"{t.spindles_used:g} used (shared), {t.spindles_total} total",
+        ]
+        out.append("Instance policies:")
+        for name, pol in [("cluster", c.cluster_policy)] + [
+            (f"group {g.name}", g.ipolicy) for g in self.groups
+        ]:
+            out.append(
+                f"   {name}: templates {','.join(pol.disk_templates)}; "
+                f"vcpu ratio {pol.vcpu_ratio:g}; spindle ratio {pol.spindle_ratio:g}"
+            )
+            out.append(f"      std {_spec_text(pol.std)}")
+            for mm in pol.minmax:
+                out.append(f"      min {_spec_text(mm.min)}")
+                out.append(f"      max {_spec_text(mm.max)}")
+        out.append(f"Cluster is N+1 {'happy' if not self.bad_nodes else 'unhappy'}")
+        out.append("Cluster coefficients:")
+        rows = [("Field", "Value", "Weight")]
+        for m in METRICS:
+            rows.append((m.name, f"{self.metrics[m.name]:.8f}", f"x{m.weight:.2f}"))
+        out += _table(rows, left=1)
+        out.append(f"Cluster score: {self.score:.8f}")
+        return "\n".join(out)
+
+
+def _table(rows: list[tuple[str, ...]], left: int) -> list[str]:
+    """Rows padded like htools' printTable: the first `left` columns left-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "   "
+        + " ".join(
+            cell.ljust(w) if i < left else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def summarise(cluster: Cluster, path: str = "") -> InfoReport:
+    """Everything `exalloc info` shows about a loaded cluster."""
+    states: ClusterState = node_states(cluster)
+    bad = tuple(n for n, s in states.nodes.items() if s.fail_n1 and not s.offline)
+    bad_set = set(bad)
+    groups = []
+    for g in cluster.groups:
+        members = [s for s in states.nodes.values() if s.group_uuid == g.uuid]
+        names = {s.name for s in members}
+        groups.append(
+            GroupInfo(
+                name=g.name,
+                uuid=g.uuid,
+                alloc_policy=g.alloc_policy,
+                nodes=len(members),
+                instances=sum(1 for i in cluster.instances if i.primary in names),
+                bad_nodes=sum(1 for s in members if s.name in bad_set),
+                bad_instances=sum(
+                    1
+                    for i in cluster.instances
+                    if i.primary in names and ({i.primary, i.secondary} & bad_set)
+                ),
+                exclusive_storage=bool(members) and all(s.exclusive_storage for s in members),
+                score=cluster_score(states, g.uuid),
+                totals=Totals.of(members),
+                ipolicy=g.ipolicy,
+            )
+        )
+    metrics = cluster_metrics(states)
+    return InfoReport(
+        path=path,
+        cluster=cluster,
+        groups=tuple(groups),
+        totals=Totals.of(list(states.nodes.values())),
+        metrics=metrics,
+        score=score_of_metrics(metrics),
+        bad_nodes=bad,
+        offline_nodes=tuple(n.name for n in cluster.nodes if n.offline),
+        drained_nodes=tuple(n.name for n in cluster.nodes if n.drained),
+        master=next((n.name for n in cluster.nodes if n.master), None),
+        exclusion_prefixes=states.rules.exclusion_prefixes,
+    )
+
+
+def run(path: str) -> InfoReport:
+    """Load a text snapshot and summarise it (errors surface as model.errors exceptions)."""
+    from model.text_backend import load_text
+
+    return summarise(load_text(path), str(path))

@@ -70,9 +70,9 @@ def check_layout(
     totals = [layout.total_mib(s) for s in range(len(spaces))]
     for s, space in enumerate(spaces):
         if totals[s] < space.min_mib:
-            bad.append(f"space {space.space_id}: {totals[s]} MiB < min {space.min_mib}")
+            bad.append(f"space {space.space_id}: {totals[s]} MiB < min {space.min_given:g} MiB")
         if space.max_mib is not None and totals[s] > space.max_mib:
-            bad.append(f"space {space.space_id}: {totals[s]} MiB > max {space.max_mib}")
+            bad.append(f"space {space.space_id}: {totals[s]} MiB > max {space.max_given:g} MiB")
 
     for group in fairness_groups(problem):
         group_total = sum(totals[i] for i in group.space_indexes)

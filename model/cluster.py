@@ -137,10 +137,15 @@ class Instance:
     spindle_use: int = 1
     forthcoming: bool = False
     nics: tuple[dict, ...] = field(default=(), compare=False, hash=False)
+    # IAllocator `disk_space_total`: htools' `dsk` there, which may exceed the sum of the disks
+    # (drbd metadata); None when it is that sum (text backend, where one disk holds the total).
+    disk_total_mib: int | None = None
 
     @property
     def disk_mib(self) -> int:
         """Total disk, as htools' `dsk` (the text backend stores only this sum)."""
+        if self.disk_total_mib is not None:
+            return self.disk_total_mib
         return sum(d.size_mib for d in self.disks)
 
     @property

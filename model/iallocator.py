@@ -1,0 +1,702 @@
+"""IAllocator v2 JSON (hail's input and output), read and written exactly as htools 3.0.2.
+
+Input: the cluster (groups, nodes, instances in JSON key order, which fixes htools' indices)
+plus one typed request. htools' quirks are kept: the top-level `ipolicy` is ignored (the
+cluster policy is the built-in default), every instance is auto_balance, an unreadable
+`admin_state` means running, a node is offline unless `vm_capable and not offline and not
+drained`, nodes get `enabled_hypervisors[0]` as hypervisor (kvm nodes then use a static node
+memory), and multi-allocate takes `group_name` from the outer request. Errors carry hail's
+own message plus the JSON key path.
+
+Output: hail's one-line compact JSON, `{"success":..,"info":..,"result":..}`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from model.cluster import (
+    ALLOC_POLICIES,
+    DEFAULT_IPOLICY,
+    DISK_TEMPLATES,
+    Cluster,
+    Disk,
+    Instance,
+    IPolicy,
+    ISpec,
+    MinMax,
+    Node,
+    NodeGroup,
+)
+from model.errors import InputError
+from model.text_backend import alias, cluster_suffix, show_list, show_string
+
+ADMIN_STATE_STATUS = {"up": "running", "down": "ADMIN_down", "offline": "ADMIN_offline"}
+EVAC_MODES = ("primary-only", "secondary-only", "all")
+NIC_MODES = ("bridged", "routed", "openvswitch")
+NIC_KEYS = ("mac", "ip", "mode", "link", "bridge", "network")
+FAILURE_MODES = (
+    "FailMem",
+    "FailDisk",
+    "FailCPU",
+    "FailN1",
+    "FailTags",
+    "FailMig",
+    "FailDiskCount",
+    "FailSpindles",
+    "FailInternal",
+)
+
+# ---------------------------------------------------------------------------------------------
+# Typed requests.
+
+
+@dataclass(frozen=True)
+class AllocateRequest:
+    """`allocate`, also one entry of `multi-allocate` (then `group_name` is the outer one)."""
+
+    name: str
+    required_nodes: int
+    memory: int
+    disk_space_total: int
+    disks: tuple[Disk, ...]
+    disk_template: str
+    vcpus: int
+    spindle_use: int
+    tags: tuple[str, ...] = ()
+    nics: tuple[dict, ...] = ()
+    admin_state: str = "up"  # the status is ADMIN_STATE_STATUS[admin_state]
+    forthcoming: bool = False
+    group_name: str | None = None
+    restrict_to_nodes: tuple[str, ...] | None = None
+
+    type = "allocate"
+
+
+@dataclass(frozen=True)
+class MultiAllocateRequest:
+    instances: tuple[AllocateRequest, ...]
+    group_name: str | None = None
+
+    type = "multi-allocate"
+
+
+@dataclass(frozen=True)
+class RelocateRequest:
+    """`relocate_from` holds node names, resolved like htools' findByName (name or alias)."""
+
+    name: str
+    required_nodes: int
+    relocate_from: tuple[str, ...]
+
+    type = "relocate"
+
+
+@dataclass(frozen=True)
+class NodeEvacuateRequest:
+    instances: tuple[str, ...]
+    evac_mode: str  # one of EVAC_MODES
+
+    type = "node-evacuate"
+
+
+@dataclass(frozen=True)
+class ChangeGroupRequest:
+    """`target_groups` as given; `target_group_uuids` resolved (empty means any other group)."""
+
+    instances: tuple[str, ...]
+    target_groups: tuple[str, ...]
+    target_group_uuids: tuple[str, ...]
+
+    type = "change-group"
+
+
+@dataclass(frozen=True)
+class AllocateSecondaryRequest:
+    name: str
+
+    type = "allocate-secondary"
+
+
+Request = (
+    AllocateRequest
+    | MultiAllocateRequest
+    | RelocateRequest
+    | NodeEvacuateRequest
+    | ChangeGroupRequest
+    | AllocateSecondaryRequest
+)
+
+
+@dataclass(frozen=True)
+class IAllocatorInput:
+    cluster: Cluster
+    request: Request
+    enabled_hypervisors: tuple[str, ...] = ()
+
+
+def new_instance(request: AllocateRequest) -> Instance:
+    """The instance an allocate request asks for, not yet placed (primary "")."""
+    return Instance(
+        name=request.name,
+        memory_mib=request.memory,
+        disks=request.disks,
+        vcpus=request.vcpus,
+        status=ADMIN_STATE_STATUS.get(request.admin_state, "running"),
+        auto_balance=True,
+        primary="",
+        secondary=None,
+        disk_template=request.disk_template,
+        tags=request.tags,
+        spindle_use=request.spindle_use,
+        forthcoming=request.forthcoming,
+        nics=request.nics,
+        disk_total_mib=request.disk_space_total,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Text.JSON-style readers: each raises _Bad with hail's wording; the path is added on the way.
+
+
+class _Bad(Exception):
+    def __init__(self, message: str, path: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _read_int(value: Any) -> int:
+    if not _is_number(value):
+        raise _Bad("Unable to read Int")
+    rounded = round(value)  # Text.JSON: `round` of the rational, halves to even
+    rounded %= 1 << 64
+    return rounded - (1 << 64) if rounded >= 1 << 63 else rounded
+
+
+def _read_double(value: Any) -> float:
+    if not _is_number(value):
+        raise _Bad("Unable to read Double")
+    return float(value)
+
+
+def _read_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad("Unable to read Bool")
+    return value
+
+
+def _read_string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Bad("Unable to read String")
+    return value
+
+
+def _read_object(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise _Bad("Unable to read JSObject")
+    return value
+
+
+def _read_list(item: Callable[[Any], Any]) -> Callable[[Any], tuple]:
+    def read(value: Any) -> tuple:
+        if not isinstance(value, list):
+            raise _Bad("Unable to read list")
+        return tuple(item(v) for v in value)
+
+    return read
+
+
+def _read_enum(type_name: str, allowed: Sequence[str]) -> Callable[[Any], str]:
+    def read(value: Any) -> str:
+        text = _read_string(value)
+        if text not in allowed:
+            raise _Bad(f"Invalid string value for type {type_name}: {show_string(text)}")
+        return text
+
+    return read
+
+
+_read_strings = _read_list(_read_string)
+
+
+def _get(obj: dict, key: str, read: Callable[[Any], Any], path: str, desc: str = "") -> Any:
+    """Ganeti's `tryFromObj desc obj key` (or `fromObj` when desc is empty)."""
+    prefix = f"{desc}: " if desc else ""
+    where = f"{path}.{key}" if path else key
+    if key not in obj:
+        keys = show_list(list(obj))
+        raise _Bad(f"{prefix}key '{key}' not found, object contains only {keys}", where)
+    try:
+        return read(obj[key])
+    except _Bad as exc:
+        raise _Bad(f"{prefix}key '{key}': {exc.message}", exc.path or where) from None
+
+
+def _maybe(obj: dict, key: str, read: Callable[[Any], Any], path: str, desc: str = "") -> Any:
+    """Ganeti's `maybeFromObj`: a missing key or null is None."""
+    if obj.get(key) is None:
+        return None
+    return _get(obj, key, read, path, desc)
+
+
+def _in(path: str, key: str) -> str:
+    return f"{path}.{key}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster parts.
+
+
+def _ispec(value: Any) -> ISpec:
+    obj = _read_object(value)
+    keys = ("memory-size", "cpu-count", "disk-size", "disk-count", "nic-count", "spindle-use")
+    return ISpec(*(_get(obj, k, _read_int, "") for k in keys))
+
+
+def _minmax(value: Any) -> MinMax:
+    obj = _read_object(value)
+    return MinMax(_get(obj, "min", _ispec, ""), _get(obj, "max", _ispec, ""))
+
+
+def _ipolicy(value: Any) -> IPolicy:
+    obj = _read_object(value)
+    minmax = _get(obj, "minmax", _read_list(_minmax), "")
+    std = _get(obj, "std", _ispec, "")
+    if "disk-templates" not in obj:
+        _get(obj, "disk-templates", _read_strings, "")
+    try:
+        templates = _read_list(_read_enum("DiskTemplate", DISK_TEMPLATES))(obj["disk-templates"])
+    except _Bad as exc:
+        raise _Bad(f"Can't parse value for 'disk-templates': {exc.message}") from None
+    vcpu = _get(obj, "vcpu-ratio", _read_double, "")
+    spindle = _get(obj, "spindle-ratio", _read_double, "")
+    return IPolicy(minmax, std, templates, vcpu, spindle)
+
+
+def _parse_group(uuid: str, obj: dict, path: str) -> NodeGroup:
+    desc = f"invalid data for group '{uuid}'"
+    name = _get(obj, "name", _read_string, path, desc)
+    policy = _get(obj, "alloc_policy", _read_enum("AllocPolicy", ALLOC_POLICIES), path, desc)
+    networks = _get(obj, "networks", _read_strings, path, desc)
+    ipolicy = _get(obj, "ipolicy", _ipolicy, path, desc)
+    tags = _get(obj, "tags", _read_strings, path, desc)
+    return NodeGroup(name, uuid, policy, tags, networks, ipolicy)
+
+
+def _parse_node(
+    name: str,
+    obj: dict,
+    path: str,
+    group_uuids: set[str],
+    hypervisor: str | None,
+    static_kvm_node_memory: int,
+) -> Node:
+    desc = f"invalid data for node '{name}'"
+    offline = _get(obj, "offline", _read_bool, path, desc)
+    drained = _get(obj, "drained", _read_bool, path, desc)
+    group = _get(obj, "group", _read_string, path, desc)
+    vm_capable = _maybe(obj, "vm_capable", _read_bool, path, desc)
+    vm_capable = True if vm_capable is None else vm_capable
+    if group not in group_uuids:
+        raise _Bad(f"Unknown group '{group}' for node {name}", _in(path, "group"))
+    ndparams = _get(obj, "ndparams", _read_object, path, desc)
+    tags = _get(obj, "tags", _read_strings, path, desc) if "tags" in obj else ()
+    nd_path = _in(path, "ndparams")
+    excl = _get(ndparams, "exclusive_storage", _read_bool, nd_path, desc)
+    live = not offline and vm_capable
+
+    def live_value(key: str, read: Callable[[Any], Any], default: Any) -> Any:
+        return _get(obj, key, read, path, desc) if live else default
+
+    if excl:
+        spindles = live_value("total_spindles", _read_int, 0)
+    else:
+        spindles = _get(ndparams, "spindle_count", _read_int, nd_path, desc)
+    free_spindles = live_value("free_spindles", _read_int, 0)
+    t_mem = live_value("total_memory", _read_double, 0.0)
+    n_mem = live_value("reserved_memory", _read_int, 0)
+    f_mem = live_value("free_memory", _read_int, 0)
+    t_dsk = live_value("total_disk", _read_double, 0.0)
+    f_dsk = live_value("free_disk", _read_int, 0)
+    t_cpu = live_value("total_cpus", _read_double, 0.0)
+    n_cpu = live_value("reserved_cpus", _read_int, 0)
+    if hypervisor == "kvm" and static_kvm_node_memory > 0:
+        n_mem = static_kvm_node_memory
+    return Node(
+        name=name,
+        total_memory_mib=t_mem,
+        node_memory_mib=n_mem,
+        free_memory_mib=f_mem,
+        total_disk_mib=t_dsk,
+        free_disk_mib=f_dsk,
+        total_cpus=t_cpu,
+        group_uuid=group,
+        offline=not live or drained,
+        master=False,
+        drained=drained,
+        spindles=spindles,
+        tags=tags,
+        exclusive_storage=excl,
+        free_spindles=free_spindles,
+        reserved_cpus=n_cpu,
+        cpu_speed=1.0,
+        vm_capable=vm_capable,
+        hypervisor=hypervisor,
+    )
+
+
+def _nic(instance: str, path: str) -> Callable[[Any], dict]:
+    def read(value: Any) -> dict:
+        obj = _read_object(value)
+        nic = {k: _maybe(obj, k, _read_string, path) for k in NIC_KEYS}
+        if nic["mode"] is not None and nic["mode"] not in NIC_MODES:
+            raise _Bad(f"invalid NIC mode in instance {instance}", _in(path, "mode"))
+        return nic
+
+    return read
+
+
+def _disk(desc: str, path: str) -> Callable[[Any], Disk]:
+    def read(value: Any) -> Disk:
+        obj = _read_object(value)
+        size = _get(obj, "size", _read_int, path, desc)
+        return Disk(size, _maybe(obj, "spindles", _read_int, path, desc))
+
+    return read
+
+
+def _parse_base(name: str, obj: dict, path: str) -> dict[str, Any]:
+    """htools' parseBaseInstance: the fields shared by cluster instances and allocate requests."""
+    desc = f"invalid data for instance '{name}'"
+    disk_space_total = _get(obj, "disk_space_total", _read_int, path, desc)
+    disk_objs = _get(obj, "disks", _read_list(_read_object), path, desc)
+    disks = tuple(_disk(desc, f"{path}.disks[{k}]")(d) for k, d in enumerate(disk_objs))
+    memory = _get(obj, "memory", _read_int, path, desc)
+    vcpus = _get(obj, "vcpus", _read_int, path, desc)
+    tags = _get(obj, "tags", _read_strings, path, desc)
+    template = _get(obj, "disk_template", _read_enum("DiskTemplate", DISK_TEMPLATES), path, desc)
+    spindle_use = _get(obj, "spindle_use", _read_int, path, desc)
+    nic_objs = _get(obj, "nics", _read_list(_read_object), path, desc)
+    nics = tuple(_nic(name, f"{path}.nics[{k}]")(n) for k, n in enumerate(nic_objs))
+    state = obj.get("admin_state")
+    admin_state = state if state in ADMIN_STATE_STATUS else "up"  # any failure means "up"
+    forthcoming = obj.get("forthcoming")
+    return {
+        "memory": memory,
+        "disk_space_total": disk_space_total,
+        "disks": disks,
+        "disk_template": template,
+        "vcpus": vcpus,
+        "spindle_use": spindle_use,
+        "tags": tags,
+        "nics": nics,
+        "admin_state": admin_state,
+        "forthcoming": forthcoming if isinstance(forthcoming, bool) else False,
+    }
+
+
+def _parse_instance(name: str, obj: dict, path: str, node_names: set[str]) -> Instance:
+    base = _parse_base(name, obj, path)
+    nodes = _get(obj, "nodes", _read_list(lambda v: v), path)
+    if not nodes:
+        raise _Bad(f"empty node list for instance {name}", _in(path, "nodes"))
+    names = [_read_string(n) for n in nodes[:2]]
+    for node in names:
+        if node not in node_names:
+            raise _Bad(f"Unknown node '{node}' for instance {name}", _in(path, "nodes"))
+    request = AllocateRequest(name=name, required_nodes=len(names), **base)
+    return replace(
+        new_instance(request), primary=names[0], secondary=names[1] if len(names) > 1 else None
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests.
+
+
+def _find_by_name(items: Sequence[tuple[str, ...]], wanted: str) -> int:
+    """htools' Container.findByName: exactly one element must have `wanted` among its names."""
+    matches = [i for i, names in enumerate(items) if wanted in names]
+    if len(matches) != 1:
+        raise _Bad(f"Wrong number of elems found with name {wanted}")
+    return matches[0]
+
+
+def _allocate(
+    obj: dict, path: str, group_name: str | None, restrict: tuple[str, ...] | None
+) -> AllocateRequest:
+    desc = "invalid request dict"
+    name = _get(obj, "name", _read_string, path, desc)
+    required = _get(obj, "required_nodes", _read_int, path, desc)
+    base = _parse_base(name, obj, path)
+    return AllocateRequest(
+        name=name,
+        required_nodes=required,
+        group_name=group_name,
+        restrict_to_nodes=restrict,
+        **base,
+    )
+
+
+def _parse_request(req: dict, cluster: Cluster) -> Request:
+    desc = "invalid request dict"
+    path = "request"
+    rtype = _get(req, "type", _read_string, path, desc)
+    suffix = cluster_suffix(cluster)
+    instance_names = {i.name for i in cluster.instances}
+
+    def lookup_instance(name: str) -> str:
+        if name not in instance_names:
+            raise _Bad(f"Unknown instance '{name}'", _in(path, "name"))
+        return name
+
+    def find(kind: str, wanted: str) -> str:
+        if kind == "node":
+            names = [(n.name, alias(n.name, suffix)) for n in cluster.nodes]
+            return cluster.nodes[_find_by_name(names, wanted)].name
+        if kind == "instance":
+            names = [(i.name, alias(i.name, suffix)) for i in cluster.instances]
+            return cluster.instances[_find_by_name(names, wanted)].name
+        names = [(g.name, g.uuid) for g in cluster.groups]
+        return cluster.groups[_find_by_name(names, wanted)].uuid
+
+    if rtype == "allocate":
+        group_name = _maybe(req, "group_name", _read_string, path, desc)
+        restrict = _maybe(req, "restrict-to-nodes", _read_strings, path, desc)
+        return _allocate(req, path, group_name, restrict)
+    if rtype == "relocate":
+        name = lookup_instance(_get(req, "name", _read_string, path, desc))
+        required = _get(req, "required_nodes", _read_int, path, desc)
+        excluded = _get(req, "relocate_from", _read_strings, path, desc)
+        return RelocateRequest(name, required, tuple(find("node", n) for n in excluded))
+    if rtype == "change-group":
+        names = _get(req, "instances", _read_strings, path, desc)
+        instances = tuple(find("instance", n) for n in names)
+        groups = _get(req, "target_groups", _read_strings, path, desc)
+        return ChangeGroupRequest(instances, groups, tuple(find("group", g) for g in groups))
+    if rtype == "node-evacuate":
+        names = _get(req, "instances", _read_strings, path, desc)
+        instances = tuple(find("instance", n) for n in names)
+        mode = _get(req, "evac_mode", _read_enum("EvacMode", EVAC_MODES), path, desc)
+        return NodeEvacuateRequest(instances, mode)
+    if rtype == "multi-allocate":
+        entries = _get(req, "instances", _read_list(_read_object), path, desc)
+        group_name = _maybe(req, "group_name", _read_string, path, desc)
+        return MultiAllocateRequest(
+            tuple(
+                _allocate(e, f"{path}.instances[{k}]", group_name, None)
+                for k, e in enumerate(entries)
+            ),
+            group_name,
+        )
+    if rtype == "allocate-secondary":
+        return AllocateSecondaryRequest(
+            lookup_instance(_get(req, "name", _read_string, path, desc))
+        )
+    raise _Bad(f"Invalid request type '{rtype}'", _in(path, "type"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points.
+
+
+def _first_wins(pairs: list[tuple[str, Any]]) -> dict:
+    """Text.JSON keeps duplicate keys and looks up the first; keep that one."""
+    out: dict = {}
+    for key, value in pairs:
+        out.setdefault(key, value)
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid token in this context {name}")
+
+
+def _decode(text: str, source: str) -> Any:
+    prefix = "Parsing input IAllocator message"
+    try:
+        return json.loads(text, object_pairs_hook=_first_wins, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{prefix}: Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            source=source,
+            line=exc.lineno,
+        ) from None
+    except ValueError as exc:
+        raise InputError(f"{prefix}: Malformed JSON: {exc}", source=source) from None
+
+
+def parse_request(
+    text: str, source: str = "<json>", *, static_kvm_node_memory: int = 4096
+) -> IAllocatorInput:
+    """Parse an IAllocator request; every error is an InputError naming the JSON key path."""
+    decoded = _decode(text, source)
+    if not isinstance(decoded, dict | list):
+        raise InputError(
+            "Parsing input IAllocator message: Invalid JSON: a JSON text a serialized object "
+            "or array at the top level.",
+            source=source,
+        )
+    if not isinstance(decoded, dict):
+        raise InputError("Parsing input IAllocator message: Unable to read JSObject", source=source)
+    try:
+        return _parse(decoded, static_kvm_node_memory)
+    except _Bad as exc:
+        where = f" (at {exc.path})" if exc.path else ""
+        raise InputError(exc.message + where, source=source) from None
+
+
+def _parse(top: dict, static_kvm_node_memory: int) -> IAllocatorInput:
+    desc = "invalid iallocator message"
+    request = _get(top, "request", _read_object, "", desc)
+    group_objs = _get(top, "nodegroups", _read_object, "", desc)
+    groups = []
+    for uuid, value in group_objs.items():
+        path = f"nodegroups.{uuid}"
+        groups.append(_parse_group(uuid, _as_object(value, path), path))
+    node_objs = _get(top, "nodes", _read_object, "", desc)
+    instance_objs = _get(top, "instances", _read_object, "", desc)
+    tags = _get(top, "cluster_tags", _read_strings, "", desc)
+    hypervisors = _get(top, "enabled_hypervisors", _read_strings, "", desc)
+    hypervisor = hypervisors[0] if hypervisors else None
+    uuids = {g.uuid for g in groups}
+    nodes = []
+    for name, value in node_objs.items():
+        path = f"nodes.{name}"
+        obj = _as_object(value, path)
+        nodes.append(_parse_node(name, obj, path, uuids, hypervisor, static_kvm_node_memory))
+    node_names = {n.name for n in nodes}
+    instances = []
+    for name, value in instance_objs.items():
+        path = f"instances.{name}"
+        instances.append(_parse_instance(name, _as_object(value, path), path, node_names))
+    cluster = Cluster(
+        groups=tuple(groups),
+        nodes=tuple(nodes),
+        instances=tuple(instances),
+        cluster_tags=tags,
+        cluster_policy=DEFAULT_IPOLICY,
+    )
+    return IAllocatorInput(cluster, _parse_request(request, cluster), hypervisors)
+
+
+def _as_object(value: Any, path: str) -> dict:
+    try:
+        return _read_object(value)
+    except _Bad as exc:
+        raise _Bad(exc.message, path) from None
+
+
+def load_request(
+    path_or_text: str | os.PathLike[str], *, static_kvm_node_memory: int = 4096
+) -> IAllocatorInput:
+    """Load a request from a file, `-` (stdin), or JSON text (a str starting with `{` or `[`)."""
+    if isinstance(path_or_text, str) and path_or_text.lstrip()[:1] in ("{", "["):
+        return parse_request(path_or_text, static_kvm_node_memory=static_kvm_node_memory)
+    source = str(path_or_text)
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(path_or_text).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise InputError(f"cannot read file: {exc.strerror}", source=source) from None
+    return parse_request(text, source, static_kvm_node_memory=static_kvm_node_memory)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses, byte-identical to hail's `encodeStrict` output.
+
+
+def _encode(value: Any) -> str:
+    def check(v: Any) -> None:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError("non-finite number in an IAllocator response")
+
+    if isinstance(value, float):
+        check(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def response_json(success: bool, info: str, result: Any) -> str:
+    """hail's response line (no newline). `info` is given without hail's prefix, which is
+    added here; on failure the result is always `[]`, as hail writes it."""
+    prefix = "Request successful: " if success else "Request failed: "
+    body = {"success": success, "info": prefix + info, "result": result if success else []}
+    return _encode(body)
+
+
+def format_failure_counts(counts: Mapping[str, int]) -> str:
+    """`FailMem: 2, FailDisk: 1` for the non-zero modes, in hail's order."""
+    unknown = set(counts) - set(FAILURE_MODES)
+    if unknown:
+        raise ValueError(f"unknown failure modes: {sorted(unknown)}")
+    return ", ".join(f"{m}: {counts[m]}" for m in FAILURE_MODES if counts.get(m, 0))
+
+
+def multi_allocate_response(
+    allocated: Sequence[tuple[str, Sequence[str]]], failed: Sequence[tuple[str, str]]
+) -> tuple[str, list]:
+    """(info, result) of a multi-allocate answer, to pass to `response_json`."""
+    info = (
+        f"{len(failed)} instances failed to allocate and "
+        f"{len(allocated)} were allocated successfully"
+    )
+    return info, [[[n, list(nodes)] for n, nodes in allocated], [[n, r] for n, r in failed]]
+
+
+def evacuate_response(
+    moved: Sequence[tuple[str, str, Sequence[str]]],
+    failed: Sequence[tuple[str, str]],
+    jobs: Sequence[Sequence[Mapping[str, Any]]],
+) -> tuple[str, list]:
+    """(info, result) of node-evacuate / change-group: `[moved, failed, jobs]`."""
+    info = f"{len(failed)} instances failed to move and {len(moved)} were moved successfully"
+    result = [
+        [[i, g, list(nodes)] for i, g, nodes in moved],
+        [[i, m] for i, m in failed],
+        [[dict(op) for op in job] for job in jobs],
+    ]
+    return info, result
+
+
+def replace_disks_opcode(instance: str, remote_node: str) -> dict[str, Any]:
+    """OP_INSTANCE_REPLACE_DISKS as hail emits it (new secondary)."""
+    return {
+        "OP_ID": "OP_INSTANCE_REPLACE_DISKS",
+        "instance_name": instance,
+        "early_release": False,
+        "ignore_ipolicy": False,
+        "mode": "replace_new_secondary",
+        "disks": [],
+        "remote_node": remote_node,
+    }
+
+
+def migrate_opcode(instance: str, target_node: str | None = None) -> dict[str, Any]:
+    """OP_INSTANCE_MIGRATE as hail emits it (`target_node` only for externally mirrored)."""
+    op: dict[str, Any] = {"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": instance}
+    if target_node is not None:
+        op["target_node"] = target_node
+    op.update(
+        {
+            "allow_runtime_changes": False,
+            "ignore_ipolicy": False,
+            "cleanup": False,
+            "allow_failover": True,
+            "ignore_hvversions": True,
+        }
+    )
+    return op

@@ -1,0 +1,88 @@
+"""`exalloc info` through the CLI: the JSON score equals the real hinfo's, text like hinfo."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cli
+
+SAMPLE = (
+    "hbal-forth.data",
+    "hbal-excl-tags.data",
+    "hbal-location-exclusion.data",
+    "hbal-split-insts.data",
+    "hspace-groups-two.data",
+    "hspace-tiered-dualspec-exclusive.data",
+    "hsqueeze-overutilized.data",
+    "missing-resources.data",
+    "empty-cluster.data",
+    "n1-failure.data",
+)
+
+
+def hinfo_score(hinfo: Path, path: Path) -> float:
+    out = subprocess.run(
+        [str(hinfo), "-t", str(path), "-v", "-v", "-v"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return float(re.search(r"^Cluster score: (\S+)$", out, re.M).group(1))  # type: ignore[union-attr]
+
+
+def run_info(capsys, path: Path, *extra: str) -> tuple[int, str, str]:
+    code = cli.main(["info", "-t", str(path), *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("name", SAMPLE)
+def test_json_score_matches_hinfo(ganeti, capsys, name: str) -> None:
+    path = ganeti.data_dir / name
+    code, out, _ = run_info(capsys, path, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["score"] == pytest.approx(hinfo_score(ganeti.hinfo, path), abs=1e-6)
+    assert len(data["metrics"]) == 20
+    assert data["score"] == pytest.approx(
+        sum(data["metrics"][k] * w for k, w in data["weights"].items()), abs=1e-9
+    )
+
+
+def test_json_counts(ganeti, capsys) -> None:
+    code, out, _ = run_info(capsys, ganeti.data_dir / "hbal-split-insts.data", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert (data["groups"], data["nodes"], data["instances"]) == (2, 8, 128)
+    assert [g["nodes"] for g in data["group_list"]] == [6, 2]
+    assert data["n1_happy"] is True
+
+
+def test_text_like_hinfo(ganeti, capsys) -> None:
+    path = ganeti.data_dir / "hspace-groups-two.data"
+    code, out, _ = run_info(capsys, path)
+    assert code == 0
+    assert "Loaded 4 nodes, 3 instances, 2 node groups" in out
+    assert "Cluster is N+1 unhappy" in out
+    assert f"Cluster score: {hinfo_score(ganeti.hinfo, path):.8f}" in out
+    assert re.search(r"^   n1_cnt\s+6\.00000000\s+x1\.00$", out, re.M)
+    assert "group-01 preferred" in out
+
+
+def test_invalid_file_one_line_error(ganeti, capsys) -> None:
+    code, out, err = run_info(capsys, ganeti.data_dir / "invalid-node.data")
+    assert code == 1 and out == ""
+    assert "Unknown node 'no-such-node' for instance new-0" in err
+    assert "Traceback" not in err
+
+
+def test_missing_file(tmp_path, capsys) -> None:
+    code, _, err = run_info(capsys, tmp_path / "nope.data")
+    assert code == 1 and "Traceback" not in err

@@ -238,11 +238,147 @@ def _run_squeeze(args: argparse.Namespace) -> object:
     return squeeze.run(args)
 
 
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate", help="write seeded synthetic snapshots, IAllocator requests and Bareon pairs"
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    p.add_argument("--count", type=int, default=10, help="snapshots to write (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--nodes", default="8", metavar="N|LOW-HIGH", help="nodes per snapshot")
+    p.add_argument("--groups", type=int, default=1, help="node groups (default 1)")
+    p.add_argument(
+        "--templates",
+        default="ext,plain,drbd",
+        metavar="LIST",
+        help="disk templates of the instances (default ext,plain,drbd)",
+    )
+    p.add_argument(
+        "--exclusive-storage",
+        dest="exclusive_storage",
+        action="store_true",
+        help="dedicated nodes (exclusive storage, plain instances with spindles)",
+    )
+    p.add_argument(
+        "--fill", type=float, default=0.5, help="share of node memory in use (default 0.5)"
+    )
+    p.add_argument(
+        "--standby",
+        type=int,
+        default=0,
+        metavar="N",
+        help="offline nodes tagged htools:standby:auto (default 0)",
+    )
+    p.add_argument(
+        "--requests",
+        default="allocate,multi-allocate",
+        metavar="LIST",
+        help="IAllocator requests per snapshot: allocate,multi-allocate or none",
+    )
+    p.add_argument(
+        "--multi-count",
+        dest="multi_count",
+        type=int,
+        default=3,
+        metavar="N",
+        help="instances per multi-allocate request (default 3)",
+    )
+    p.add_argument("--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write")
+    p.add_argument("--bareon-disks", dest="bareon_disks", type=int, default=3, metavar="N")
+    p.add_argument("--bareon-spaces", dest="bareon_spaces", type=int, default=5, metavar="N")
+    _solver_options(p)
+    p.set_defaults(run=_run_generate)
+
+
+def _run_generate(args: argparse.Namespace) -> object:
+    from programs import generate
+
+    return generate.run(args)
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare", help="exalloc's exact answer beside the greedy tool's, input by input"
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help=".data, IAllocator .json, Bareon .yaml"
+    )
+    p.add_argument(
+        "--greedy-timeout",
+        dest="greedy_timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="give up on the greedy tool after SECONDS (default 300)",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace) -> object:
+    from programs import compare
+
+    return compare.run(args)
+
+
+def _add_batch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("batch", help="solve many inputs in parallel into a resumable JSONL file")
+    p.add_argument("inputs", nargs="+", metavar="DIR_OR_GLOB", help="folders, globs or files")
+    p.add_argument("--out", required=True, metavar="RESULTS.jsonl", help="results (appended)")
+    p.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on this Dask distributed scheduler (e.g. tcp://host:8786) instead",
+    )
+    p.add_argument("--compare", action="store_true", help="also run the greedy tool on every input")
+    p.add_argument(
+        "--greedy-timeout",
+        dest="greedy_timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="give up on the greedy tool after SECONDS (default 300)",
+    )
+    p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    _solver_options(p)
+    p.set_defaults(run=_run_batch)
+
+
+def _run_batch(args: argparse.Namespace) -> object:
+    from programs import batch
+
+    return batch.run(args)
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="plots and a summary table from batch results")
+    p.add_argument("results", metavar="RESULTS.jsonl", help="what exalloc batch wrote")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="REPORT.html|DIR",
+        help="an HTML file (plots inline), or a folder for PNG files",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_run_report)
+
+
+def _run_report(args: argparse.Namespace) -> object:
+    from programs import report
+
+    return report.run(args)
+
+
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_info,
     _add_hail,
     _add_squeeze,
     _add_partition,
+    _add_generate,
+    _add_compare,
+    _add_batch,
+    _add_report,
 )
 
 

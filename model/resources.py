@@ -1036,7 +1036,7 @@ def policy_shortfall(
 # --- dedicated allocation vectors (§3.2) ------------------------------------------------
 
 
-def test_demands(ipolicy: IPolicy) -> tuple[InstanceDemand, ...]:
+def minimal_instances(ipolicy: IPolicy) -> tuple[InstanceDemand, ...]:
     """§3.2's minimally compliant instances: each minmax min spec, by disk size descending."""
     mins = sorted((mm.min for mm in ipolicy.minmax), key=lambda s: -s.disk_size)
     return tuple(
@@ -1088,4 +1088,4 @@ def repeat_count(state: NodeState, d: InstanceDemand) -> int:
 
 def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:
     """The node's dedicated allocation vector: repeat counts of each test instance."""
-    return tuple(repeat_count(state, t) for t in test_demands(ipolicy))
+    return tuple(repeat_count(state, t) for t in minimal_instances(ipolicy))

@@ -1,0 +1,226 @@
+"""Resource arithmetic against hand computations from the snapshot lines."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from model.cluster import DEFAULT_IPOLICY, Disk, Instance, IPolicy, ISpec, MinMax
+from model.resources import (
+    FailMode,
+    InstanceDemand,
+    add_primary,
+    add_secondary,
+    allocation_vector,
+    demand_of,
+    node_states,
+    policy_shortfall,
+    primary_shortfalls,
+    probe_demand,
+    remove_primary,
+    remove_secondary,
+    repeat_count,
+    safe_div,
+    minimal_instances,
+)
+from model.text_backend import load_text, parse_text
+
+# hail-alloc-dedicated-1.json (§3.3) as a text snapshot: 4 exclusive-storage nodes.
+DEDICATED = """\
+default|uuid-group-1|preferred||
+
+node1-empty|4096|0|4096|40960|40960|5|N|uuid-group-1|5||Y|4|0|1.0
+node2-quarter|4096|0|3072|40960|30720|5|N|uuid-group-1|5||Y|3|0|1.0
+node3-half|4096|0|2048|40960|20480|5|N|uuid-group-1|5||Y|2|0|1.0
+node4-full|4096|0|0|40960|0|5|N|uuid-group-1|5||Y|0|0|1.0
+
+instance2-quarter|1024|10240|1|running|Y|node2-quarter||plain||1|1
+instance3-half|2048|20480|2|running|Y|node3-half||plain||2|2
+instance4-full|4096|40960|4|running|Y|node4-full||plain||4|4
+
+
+{policy}
+default{policy}
+""".format(
+    policy="|1024,1,10240,1,1,1|1022,1,10220,1,1,1;1024,1,10240,1,1,1;"
+    "2046,2,20460,2,1,2;2048,2,20480,2,1,2;4094,4,40940,4,1,4;4096,4,40960,4,1,4|plain|1.0|1.0"
+)
+NEW_QUARTER = Instance(
+    name="instance-new-quarter",
+    memory_mib=1023,
+    disks=(Disk(10230, 1),),
+    vcpus=1,
+    status="running",
+    auto_balance=True,
+    primary="",
+    secondary=None,
+    disk_template="plain",
+)
+
+
+@pytest.fixture(scope="module")
+def excl_tags(ganeti):
+    return node_states(load_text(ganeti.data_dir / "hbal-excl-tags.data"))
+
+
+def test_memory_and_reserve_by_hand(excl_tags) -> None:
+    """hbal-excl-tags.data: node-01 16384/0/14336 hosts dns1, dns2 (1024 each) as primary
+    and ftp1, ftp2, admin (1024 each, primary node-02) as secondary."""
+    n1, n2 = excl_tags.node("node-01"), excl_tags.node("node-02")
+    assert n1.instance_memory_mib == 2048 and n1.missing_memory_mib == 16384 - 14336 - 2048
+    assert n1.unallocated_memory_mib == 14336
+    assert n1.reserved_memory_mib == 3 * 1024 and n1.peers == (("node-02", 3072),)
+    assert n2.reserved_memory_mib == 2048 and n2.unallocated_memory_mib == 13312
+    assert not n1.fail_n1 and not n2.fail_n1
+    assert n1.p_mem == pytest.approx(14336 / 16384) and n1.p_rem == pytest.approx(3072 / 16384)
+    assert n1.used_vcpus == 1 + 2 and n1.hi_cpu == 4 * 16
+    assert n1.instance_spindles == 5 and n1.hi_spindles == 32
+    assert n1.p_dsk == pytest.approx(153600 / 409600)
+    # cluster tag htools:iextags:service-group: dns1 and dns2 clash on node-01
+    assert n1.exclusion_tag_counts == (("service-group:dns", 2),)
+    assert n1.conflicting_primaries == 1 and n2.conflicting_primaries == 0
+
+
+def test_forthcoming_counters(ganeti) -> None:
+    """hbal-forth.data: three forthcoming 128 MiB / 2176 MiB drbd instances node1 -> node2."""
+    st = node_states(load_text(ganeti.data_dir / "hbal-forth.data"))
+    n1, n2, n3 = (st.node(f"node{i}") for i in (1, 2, 3))
+    assert n1.primaries == () and n1.primaries_forth == ("forthcoming-inst1",) + (
+        "forthcoming-inst2",
+        "forthcoming-inst3",
+    )
+    assert n1.unallocated_memory_mib == 65523 - 1023  # x_mem = -1023 is ignored
+    assert n1.free_memory_forth_mib == 65523 - 3 * 128
+    assert n1.free_disk_forth_mib == n2.free_disk_forth_mib == 3405248 - 3 * 2176
+    assert n1.used_vcpus == 1 and n1.used_vcpus_forth == 4
+    assert n1.instance_spindles_forth == n2.instance_spindles_forth == 3
+    assert n3.instance_spindles_forth == 0 and n2.reserved_memory_mib == 0
+
+
+def test_missing_memory_is_min_of_recorded_and_reported(ganeti) -> None:
+    st = node_states(load_text(ganeti.data_dir / "missing-resources.data"))
+    assert st.node("node2").missing_memory_mib == 1024
+    assert st.node("node2").unallocated_memory_mib == 0
+    assert st.node("node1").unallocated_memory_mib == 1024
+
+
+def test_n_cpu_counts_as_used(ganeti) -> None:
+    st = node_states(load_text(ganeti.data_dir / "hspace-tiered-vcpu.data"))
+    n4 = st.node("node-01-004")  # 8 pcpus, n_cpu 4, vcpu_ratio 1.0
+    assert n4.used_vcpus == 4 and n4.hi_cpu == 8 and n4.available_vcpus == 4
+    four = InstanceDemand("x", 1024, 1024, 4, "plain")
+    after = add_primary(n4, four)
+    assert not isinstance(after, FailMode) and after.used_vcpus == 8
+    assert add_primary(after, four) is FailMode.CPU
+
+
+def test_add_remove_round_trip(excl_tags) -> None:
+    d = demand_of(excl_tags.cluster.instance_index["ftp1"], excl_tags.rules)
+    n1 = excl_tags.node("node-01")
+    p = add_primary(n1, replace(d, name="x"))
+    assert not isinstance(p, FailMode)
+    assert p.unallocated_memory_mib == 14336 - 1024 and p.free_disk_mib == 153600 - 51200
+    assert remove_primary(p, replace(d, name="x")) == replace(n1, fail_n1=p.fail_n1)
+    s = add_secondary(excl_tags.node("node-02"), replace(d, name="y"), "node-01")
+    assert not isinstance(s, FailMode)
+    assert s.peer_memory_mib("node-01") == 3072 and s.reserved_memory_mib == 3072
+    back = remove_secondary(s, replace(d, name="y"), "node-01")
+    assert back.peers == excl_tags.node("node-02").peers and back.reserved_memory_mib == 2048
+
+
+def test_strict_checks_and_their_order(excl_tags) -> None:
+    n1 = excl_tags.node("node-01")
+    base = InstanceDemand("new", 1024, 1024, 1, "plain")
+    assert add_primary(n1, replace(base, memory_mib=14336)) is FailMode.MEM
+    # 14336 - 11264 = 3072 <= rMem 3072: a new N+1 failure (reported as FailMem)
+    fails = primary_shortfalls(n1, replace(base, memory_mib=11264))
+    assert [f.kind for f in fails] == ["n1"] and fails[0].mode is FailMode.MEM
+    assert add_primary(n1, replace(base, memory_mib=11264), strict=False) != FailMode.MEM
+    assert add_primary(n1, replace(base, disk_mib=153600)) is FailMode.DISK
+    assert add_primary(n1, replace(base, exclusion_tags=("service-group:dns",))) is FailMode.TAGS
+    assert not isinstance(
+        add_primary(excl_tags.node("node-02"), replace(base, exclusion_tags=("x",))), FailMode
+    )
+    # secondary: 13312 <= max(2048, 12288 + 0) is fine, 13312 <= 13312 is not
+    drbd = replace(base, disk_template="drbd")
+    assert not isinstance(
+        add_secondary(excl_tags.node("node-02"), replace(drbd, memory_mib=13311), "x"), FailMode
+    )
+    assert (
+        add_secondary(excl_tags.node("node-02"), replace(drbd, memory_mib=13312), "x")
+        is FailMode.MEM
+    )
+    assert add_secondary(excl_tags.node("node-02"), base, "node-01") is FailMode.DISK
+
+
+def test_dedicated_vectors_match_spec_table() -> None:
+    """§3.3: before [1,2,4] / [0,1,3] / [0,1,2]; node2-quarter loses [0,0,1], 20490 left."""
+    st = node_states(parse_text(DEDICATED))
+    pol = st.ipolicy_of("node1-empty")
+    assert [t.disk_mib for t in minimal_instances(pol)] == [40940, 20460, 10220]
+    vectors = {n: allocation_vector(s, pol) for n, s in st.nodes.items()}
+    assert vectors == {
+        "node1-empty": (1, 2, 4),
+        "node2-quarter": (0, 1, 3),
+        "node3-half": (0, 1, 2),
+        "node4-full": (0, 0, 0),
+    }
+    d = demand_of(NEW_QUARTER, st.rules)
+    after = {n: add_primary(s, d) for n, s in st.nodes.items()}
+    assert after["node4-full"] is FailMode.MEM
+    lost = {
+        n: tuple(a - b for a, b in zip(vectors[n], allocation_vector(s, pol), strict=True))
+        for n, s in after.items()
+        if not isinstance(s, FailMode)
+    }
+    assert lost == {"node1-empty": (1, 1, 1), "node2-quarter": (0, 0, 1), "node3-half": (0, 1, 1)}
+    assert after["node2-quarter"].free_disk_mib == 20490  # type: ignore[union-attr]
+    assert after["node2-quarter"].free_spindles == 2  # type: ignore[union-attr]
+
+
+def test_repeat_count_is_sequential_adds() -> None:
+    st = node_states(parse_text(DEDICATED))
+    node = st.node("node1-empty")
+    small = InstanceDemand("t", 100, 1000, 1, "plain", disk_spindles=0)
+    count, cur = 0, node
+    while not isinstance(cur := add_primary(cur, small), FailMode):
+        count += 1
+    assert repeat_count(node, small) == count == 5  # 5 vcpus at ratio 1.0
+
+
+def test_policy_shortfall() -> None:
+    pol = IPolicy(
+        minmax=(
+            MinMax(ISpec(128, 1, 1024, 1, 1, 1), ISpec(1024, 2, 2048, 2, 1, 2)),
+            MinMax(ISpec(4096, 4, 4096, 1, 1, 1), ISpec(8192, 8, 8192, 4, 1, 4)),
+        ),
+        std=ISpec(128, 1, 1024, 1, 1, 1),
+        disk_templates=("drbd", "plain"),
+        vcpu_ratio=4.0,
+        spindle_ratio=32.0,
+    )
+    fits = InstanceDemand("a", 512, 1024, 1, "plain", disk_sizes_mib=(1024,))
+    assert policy_shortfall(fits, pol, False) is None
+    second = replace(fits, memory_mib=4096, vcpus=4, disk_mib=4096, disk_sizes_mib=(4096,))
+    assert policy_shortfall(second, pol, False) is None
+    # between the pairs: the first pair's failure is reported
+    assert policy_shortfall(replace(fits, memory_mib=2048), pol, False) is FailMode.MEM
+    assert policy_shortfall(replace(fits, vcpus=3), pol, False) is FailMode.CPU
+    assert policy_shortfall(replace(fits, disk_sizes_mib=(512,)), pol, False) is FailMode.DISK
+    assert policy_shortfall(replace(fits, disk_sizes_mib=()), pol, False) is FailMode.DISK_COUNT
+    assert policy_shortfall(replace(fits, disk_template="file"), pol, False) is FailMode.DISK
+    assert policy_shortfall(replace(fits, disk_spindles=None), pol, True) is FailMode.SPINDLES
+    assert policy_shortfall(replace(fits, disk_spindles=1), pol, True) is None
+    assert policy_shortfall(fits, DEFAULT_IPOLICY, False) is None
+
+
+def test_probe_and_safe_division() -> None:
+    probe = probe_demand(ISpec(128, 1, 1024, 1, 1, 1), 2.0)
+    assert (probe.memory_mib, probe.vcpus, probe.disk_mib, probe.disk_template) == (
+        256,
+        2,
+        0,
+        "ext",
+    )
+    assert safe_div(1, 0) == float("inf") and safe_div(0, 0) != safe_div(0, 0)

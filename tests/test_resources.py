@@ -14,6 +14,7 @@ from model.resources import (
     add_secondary,
     allocation_vector,
     demand_of,
+    minimal_instances,
     node_states,
     policy_shortfall,
     primary_shortfalls,
@@ -22,7 +23,6 @@ from model.resources import (
     remove_secondary,
     repeat_count,
     safe_div,
-    minimal_instances,
 )
 from model.text_backend import load_text, parse_text
 

@@ -173,20 +173,31 @@ def _why_free(
                 "(--leave-preferred-empty)"
             )
         return "no space may be placed on it"
-    at_max = [s for s in may_use if problem.spaces[s].max_mib is not None]
-    growing = [s for s in may_use if s not in at_max or totals[s] < problem.spaces[s].max_mib]
+    growing = [
+        s
+        for s in may_use
+        if problem.spaces[s].max_mib is None or totals[s] < problem.spaces[s].max_mib
+    ]
     names = ", ".join(problem.spaces[s].space_id for s in may_use)
-    if not growing:
-        return f"every space allowed on it ({names}) is at its max_size"
-    if overheads.pv_mib:
-        return (
-            f"spaces that could grow ({', '.join(problem.spaces[s].space_id for s in growing)}) "
-            f"are tied by fairness or need a new {overheads.pv_mib} MiB PV here"
+    if growing:
+        grow = ", ".join(problem.spaces[s].space_id for s in growing)
+        if overheads.pv_mib:
+            why = f"spaces that could grow ({grow}) are tied by fairness or need a new PV here"
+        else:
+            why = f"spaces that could grow ({grow}) are held by fairness to spaces at max_size"
+    else:
+        why = f"every space allowed on it ({names}) is at its max_size"
+    kept_off = [
+        s.space_id
+        for s in problem.spaces
+        if not s.has_preference and (s.max_mib is None or s.min_mib < s.max_mib)
+    ]
+    if leave_preferred_empty and disk.disk_id in preferred and kept_off:
+        why += (
+            f"; spaces without preference ({', '.join(kept_off)}) leave preferred disks empty "
+            "(--leave-preferred-empty)"
         )
-    return (
-        f"spaces that could grow ({', '.join(problem.spaces[s].space_id for s in growing)}) "
-        "are held by fairness to spaces at their max_size"
-    )
+    return why
 
 
 def _group_total_feasible(

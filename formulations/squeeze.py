@@ -1,0 +1,336 @@
+"""Exact hsqueeze as a Pyomo MIP: which nodes to power down (or standby nodes to power up).
+
+The program turns a cluster into a `SqueezeProblem`: every node's *room* (memory and VCPUs the
+movable instances may use while the probe instance, the N+1 reserve and the fixed load still
+fit) and the movable instances grouped into *shapes* (same memory and VCPUs, no exclusion tags).
+Instances of one shape are interchangeable, so the model counts them per node (`y[s, n]`)
+instead of placing each one: thousands of instances come in a few dozen shapes. An instance
+with exclusion tags is a shape of its own (count 1), which keeps its identity where it matters.
+
+Sets
+    N          nodes that may host instances after the plan (on, candidates, standby)
+    NC ⊆ N     nodes whose power state is decided (shrink: candidates; expand: standby)
+    S          shapes of movable instances
+    E          exclusion tags carried by movable instances
+Parameters
+    room_*[n]                  what movable instances may use on n (probe already subtracted):
+                               counted memory, memory of the *_forth counters, VCPUs
+    mem[s], cpu[s], total[s]   a shape's memory, VCPUs and number of instances
+    c[s, n]                    instances of shape s on node n now
+Variables
+    on[n] ∈ {0,1}              node n is powered on after the plan (fixed 1 outside NC)
+    y[s, n] ∈ ℤ≥0              instances of shape s on node n after the plan
+    out[s, n] ≥ 0              instances of shape s that leave node n (one move each)
+    util ≥ 0                   the largest memory utilisation of a powered-on node
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+
+import pyomo.environ as pyo
+
+from solvers import Objective
+
+SHRINK = "shrink"
+EXPAND = "expand"
+
+#: Node states: "on" stays on, "candidate" may be powered down (shrink), "standby" may be
+#: powered up (expand). Nodes that stay off are not part of the problem.
+NODE_STATES = ("on", "candidate", "standby")
+
+
+@dataclass(frozen=True, slots=True)
+class SqueezeNode:
+    """One node as the model sees it; `room_*` already subtracts fixed load and the probe."""
+
+    name: str
+    state: str
+    room_memory_mib: int  # Σ counted mem of movable primaries allowed, probe + N+1 kept
+    room_memory_forth_mib: int  # Σ mem (any status) allowed by htools' *_forth counters
+    room_vcpus: int  # Σ VCPUs of movable primaries allowed here, probe kept
+    total_memory_mib: float  # for the utilisation objective
+    fixed_used_memory_mib: float  # memory used with no movable instance on the node
+    min_memory_mib: int = 0  # Σ counted mem must stay ≥ this (an N+1-failing node stays so)
+    bare_room_memory_mib: int = 0  # the rooms without the probe (soft mode)
+    bare_room_memory_forth_mib: int = 0
+    bare_room_vcpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Interchangeable movable instances: same counted memory and VCPUs, same tags."""
+
+    key: str
+    memory_mib: int  # memory counted on the primary (0 for stopped instances)
+    memory_forth_mib: int  # memory as the *_forth counters count it (any status)
+    vcpus: int  # VCPUs counted (0 for ADMIN_offline)
+    exclusion_tags: tuple[str, ...] = ()
+    counts: tuple[tuple[int, int], ...] = ()  # (node index, instances there now)
+    homeless: int = 0  # instances on nodes outside the problem (offline): they must move
+
+    @property
+    def total(self) -> int:
+        return sum(c for _, c in self.counts) + self.homeless
+
+
+@dataclass(frozen=True)
+class SqueezeProblem:
+    """Everything the model needs; node indices refer to `nodes`."""
+
+    mode: str  # SHRINK or EXPAND
+    nodes: tuple[SqueezeNode, ...]
+    shapes: tuple[Shape, ...]
+    # (node index, exclusion tag) -> instances with that tag that cannot move off the node
+    fixed_tag_counts: Mapping[tuple[int, str], int] = field(default_factory=dict)
+    # nodes whose placement-relevant data and current content are equal: interchangeable
+    soft_probe: bool = False  # expand fallback: maximise the nodes that host the probe
+
+    def decided(self) -> list[int]:
+        wanted = "candidate" if self.mode == SHRINK else "standby"
+        return [i for i, n in enumerate(self.nodes) if n.state == wanted]
+
+
+def interchangeable_runs(problem: SqueezeProblem) -> list[list[int]]:
+    """Runs of decided nodes that no objective or constraint can tell apart.
+
+    Two nodes are interchangeable when their rooms, memory figures and current movable content
+    are equal and neither holds tagged instances; swapping them maps plans to plans with equal
+    objectives, so `on` may be ordered within a run (symmetry breaking).
+    """
+    content: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    tagged: set[int] = set()
+    for s, shape in enumerate(problem.shapes):
+        for n, c in shape.counts:
+            content[n].append((s, c))
+            if shape.exclusion_tags:
+                tagged.add(n)
+    tagged.update(n for n, _ in problem.fixed_tag_counts)
+    runs: dict[Hashable, list[int]] = defaultdict(list)
+    for n in problem.decided():
+        if n in tagged:
+            continue
+        node = problem.nodes[n]
+        key = (
+            node.room_memory_mib,
+            node.room_memory_forth_mib,
+            node.room_vcpus,
+            node.min_memory_mib,
+            node.total_memory_mib,
+            node.fixed_used_memory_mib,
+            node.bare_room_memory_mib,
+            node.bare_room_memory_forth_mib,
+            node.bare_room_vcpus,
+            tuple(sorted(content[n])),
+        )
+        runs[key].append(n)
+    return [r for r in runs.values() if len(r) > 1]
+
+
+def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
+    """The per-node model with aggregated instance counts (see the module docstring)."""
+    m = pyo.ConcreteModel(name=f"squeeze_{problem.mode}")
+    nodes, shapes = problem.nodes, problem.shapes
+    decided = set(problem.decided())
+    count = {(s, n): c for s, sh in enumerate(shapes) for n, c in sh.counts}
+
+    m.N = pyo.Set(initialize=range(len(nodes)), ordered=True)
+    m.NC = pyo.Set(initialize=sorted(decided), ordered=True)
+    m.S = pyo.Set(initialize=range(len(shapes)), ordered=True)
+    m.SN_now = pyo.Set(initialize=sorted(count), dimen=2)  # (s, n) with c[s, n] > 0
+
+    m.total = pyo.Param(m.S, initialize={s: shapes[s].total for s in m.S})
+    m.c = pyo.Param(m.SN_now, initialize=count)
+
+    def on_bounds(_m: pyo.ConcreteModel, n: int) -> tuple[int, int]:
+        return (0, 1) if n in decided else (1, 1)
+
+    m.on = pyo.Var(m.N, domain=pyo.Binary, bounds=on_bounds)
+    m.y = pyo.Var(m.S, m.N, domain=pyo.NonNegativeIntegers, bounds=(0, None))
+    for s in m.S:
+        for n in m.N:
+            m.y[s, n].setub(shapes[s].total)
+    m.out = pyo.Var(m.SN_now, domain=pyo.NonNegativeReals)
+    m.util = pyo.Var(domain=pyo.NonNegativeReals)
+
+    # place: Σ_n y[s,n] = total[s]   (every movable instance ends on some node)
+    m.place = pyo.Constraint(m.S, rule=lambda m, s: sum(m.y[s, n] for n in m.N) == m.total[s])
+
+    # link: y[s,n] ≤ total[s] · on[n]   (nothing on a powered-down node)
+    m.link = pyo.Constraint(m.S, m.NC, rule=lambda m, s, n: m.y[s, n] <= m.total[s] * m.on[n])
+
+    def load(m: pyo.ConcreteModel, n: int, per_shape: Mapping[int, int]) -> object:
+        return sum(per_shape[s] * m.y[s, n] for s in m.S)
+
+    mem_of = {s: shapes[s].memory_mib for s in m.S}
+    forth_of = {s: shapes[s].memory_forth_mib for s in m.S}
+    cpu_of = {s: shapes[s].vcpus for s in m.S}
+    rows = (
+        ("memory", mem_of, "room_memory_mib", "bare_room_memory_mib"),
+        ("memory_forth", forth_of, "room_memory_forth_mib", "bare_room_memory_forth_mib"),
+        ("vcpus", cpu_of, "room_vcpus", "bare_room_vcpus"),
+    )
+    if problem.soft_probe:
+        # host[n] = 1: node n can still host the probe; host[n] ≤ on[n]
+        m.host = pyo.Var(m.N, domain=pyo.Binary)
+        m.host_on = pyo.Constraint(m.N, rule=lambda m, n: m.host[n] <= m.on[n])
+    for row, per_shape, room, bare in rows:
+        if problem.soft_probe:
+            # row: load[n] ≤ room[n] + (bare[n] − room[n])·(1 − host[n])   (probe if host)
+            # row_bare: load[n] ≤ bare[n] · on[n]   (the instances themselves always fit)
+            def soft(m, n, per_shape=per_shape, room=room, bare=bare):  # noqa: ANN001, ANN202
+                r, b = getattr(nodes[n], room), getattr(nodes[n], bare)
+                return load(m, n, per_shape) <= r + (b - r) * (1 - m.host[n])
+
+            def hard(m, n, per_shape=per_shape, bare=bare):  # noqa: ANN001, ANN202
+                return load(m, n, per_shape) <= getattr(nodes[n], bare) * m.on[n]
+
+            m.add_component(row, pyo.Constraint(m.N, rule=soft))
+            m.add_component(row + "_bare", pyo.Constraint(m.N, rule=hard))
+        else:
+            # row: load[n] ≤ room[n] · on[n]   (probe, N+1 reserve and fixed load still fit)
+            def fit(m, n, per_shape=per_shape, room=room):  # noqa: ANN001, ANN202
+                return load(m, n, per_shape) <= getattr(nodes[n], room) * m.on[n]
+
+            m.add_component(row, pyo.Constraint(m.N, rule=fit))
+
+    # still_failing: Σ_s mem[s]·y[s,n] ≥ min_mem[n]   (an N+1-failing node keeps its exemption
+    #   only while it keeps failing)
+    m.NF = pyo.Set(initialize=[n for n in m.N if nodes[n].min_memory_mib > 0], ordered=True)
+    m.still_failing = pyo.Constraint(
+        m.NF, rule=lambda m, n: load(m, n, mem_of) >= nodes[n].min_memory_mib * m.on[n]
+    )
+
+    # moved: out[s,n] ≥ c[s,n] − y[s,n]   (each instance leaving its node is one migration)
+    m.moved = pyo.Constraint(m.SN_now, rule=lambda m, s, n: m.out[s, n] >= m.c[s, n] - m.y[s, n])
+
+    # excl: K·Σ_{s∋e, c[s,n]=0} y[s,n] + Σ_{s∋e, c[s,n]>0} y[s,n] + fixed[n,e] ≤ max(K, 1)
+    #   with K = instances tagged e on n now: no tagged instance moves next to a namesake
+    tagged: dict[str, list[int]] = defaultdict(list)
+    for s, sh in enumerate(shapes):
+        for e in sh.exclusion_tags:
+            tagged[e].append(s)
+    rows = []
+    for e, ss in sorted(tagged.items()):
+        for n in m.N:
+            fixed = problem.fixed_tag_counts.get((n, e), 0)
+            k = fixed + sum(count.get((s, n), 0) for s in ss)
+            arriving = [s for s in ss if (s, n) not in count]
+            if not arriving:
+                continue
+            staying = [s for s in ss if (s, n) in count]
+            rows.append((e, n, k, arriving, staying, fixed))
+    m.EN = pyo.Set(initialize=[(r[0], r[1]) for r in rows], dimen=2)
+    by_en = {(r[0], r[1]): r for r in rows}
+
+    def excl_rule(m: pyo.ConcreteModel, e: str, n: int) -> object:
+        _, _, k, arriving, staying, fixed = by_en[e, n]
+        kk = max(k, 1)
+        return kk * sum(m.y[s, n] for s in arriving) + sum(m.y[s, n] for s in staying) + fixed <= kk
+
+    m.excl = pyo.Constraint(m.EN, rule=excl_rule)
+
+    # util ≥ (fixed_used[n] + Σ_s mem[s]·y[s,n]) / t_mem[n] − (1 − on[n])   (evenness)
+    def util_rule(m: pyo.ConcreteModel, n: int) -> object:
+        node = nodes[n]
+        if node.total_memory_mib <= 0:
+            return pyo.Constraint.Skip
+        used = node.fixed_used_memory_mib + sum(shapes[s].memory_mib * m.y[s, n] for s in m.S)
+        return m.util >= used / node.total_memory_mib - (1 - m.on[n])
+
+    m.util_def = pyo.Constraint(m.N, rule=util_rule)
+
+    # symmetry: on[a] ≥ on[b] for interchangeable nodes a before b
+    pairs = [(r[k], r[k + 1]) for r in interchangeable_runs(problem) for k in range(len(r) - 1)]
+    m.SYM = pyo.Set(initialize=pairs, dimen=2)
+    m.symmetry = pyo.Constraint(m.SYM, rule=lambda m, a, b: m.on[a] >= m.on[b])
+    return m
+
+
+def objectives(model: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:
+    """Stage order: node count, then moves, then evenness (soft mode: probe hosts first)."""
+    nodes_expr = sum(model.on[n] for n in model.NC)
+    moves = Objective("moves", sum(model.out[k] for k in model.SN_now), "min")
+    util = Objective("max_memory_utilisation", model.util, "min", integral=False)
+    if problem.mode == SHRINK:
+        first = Objective("nodes_freed", len(model.NC) - nodes_expr, "max")
+        return [first, moves, util]
+    if problem.soft_probe:
+        host = Objective("nodes_hosting_probe", sum(model.host[n] for n in model.N), "max")
+        return [host, util, moves]
+    return [Objective("nodes_powered_on", nodes_expr, "min"), moves, util]
+
+
+# -- the type aggregate: the volume bound and the decomposition's first step -----------------
+
+
+def node_types(problem: SqueezeProblem) -> list[list[int]]:
+    """Nodes with equal state and rooms, in first-appearance order (tags are ignored)."""
+    types: dict[Hashable, list[int]] = {}
+    for n, node in enumerate(problem.nodes):
+        key = (
+            node.state == "on",
+            node.room_memory_mib,
+            node.room_memory_forth_mib,
+            node.room_vcpus,
+            node.min_memory_mib,
+        )
+        types.setdefault(key, []).append(n)
+    return list(types.values())
+
+
+def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
+    """A relaxation over node types: capacities pooled per type.
+
+    Sets T (node types), S; w[t] ∈ ℤ = type-t nodes powered on, Y[s,t] ∈ ℤ≥0 = shape-s
+    instances on type t. Its optimum bounds the per-node optimum (nodes freed from above,
+    nodes powered on from below) and it solves in well under a second at thousands of nodes.
+    """
+    types = node_types(problem)
+    shapes, nodes = problem.shapes, problem.nodes
+    m = pyo.ConcreteModel(name=f"squeeze_types_{problem.mode}")
+    m.T = pyo.Set(initialize=range(len(types)), ordered=True)
+    m.S = pyo.Set(initialize=range(len(shapes)), ordered=True)
+    first = {t: nodes[types[t][0]] for t in m.T}
+    fixed_on = {t: sum(1 for n in types[t] if nodes[n].state == "on") for t in m.T}
+
+    # fixed_on[t] ≤ w[t] ≤ |t|
+    m.w = pyo.Var(
+        m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, t: (fixed_on[t], len(types[t]))
+    )
+    m.Y = pyo.Var(m.S, m.T, domain=pyo.NonNegativeIntegers)
+    # place: Σ_t Y[s,t] = total[s]
+    m.place = pyo.Constraint(m.S, rule=lambda m, s: sum(m.Y[s, t] for t in m.T) == shapes[s].total)
+    # mem: Σ_s mem[s]·Y[s,t] ≤ room_mem[t] · w[t]
+    m.memory = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].memory_mib * m.Y[s, t] for s in m.S) <= first[t].room_memory_mib * m.w[t]
+        ),
+    )
+    # mem_forth: Σ_s mem_forth[s]·Y[s,t] ≤ room_mem_forth[t] · w[t]
+    m.memory_forth = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].memory_forth_mib * m.Y[s, t] for s in m.S)
+            <= first[t].room_memory_forth_mib * m.w[t]
+        ),
+    )
+    # cpu: Σ_s cpu[s]·Y[s,t] ≤ room_cpu[t] · w[t]
+    m.vcpus = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].vcpus * m.Y[s, t] for s in m.S) <= first[t].room_vcpus * m.w[t]
+        ),
+    )
+    decided = sum(len(types[t]) - fixed_on[t] for t in m.T)
+    if problem.mode == SHRINK:
+        m.obj = pyo.Objective(
+            expr=decided - sum(m.w[t] - fixed_on[t] for t in m.T), sense=pyo.maximize
+        )
+    else:
+        m.obj = pyo.Objective(expr=sum(m.w[t] - fixed_on[t] for t in m.T), sense=pyo.minimize)
+    m.types = types
+    return m

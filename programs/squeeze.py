@@ -1,0 +1,855 @@
+"""exalloc squeeze: hsqueeze's question (which nodes to power down, or which standby nodes to
+power up) answered exactly, in hsqueeze's output forms.
+
+Flow: load → decide the mode as hsqueeze does (expand when some node, offline ones included,
+cannot host the minimal probe) → build `formulations.squeeze` → lexicographic solve (nodes,
+then moves, then evenness) → turn counts into named migrations → order them so every step
+passes htools' strict checks → independent check → report. Very large clusters go through a
+node-type decomposition (`_decomposed`) whose gap to the type aggregate's bound is reported.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyomo.environ as pyo
+
+from formulations.squeeze import (
+    EXPAND,
+    SHRINK,
+    Shape,
+    SqueezeNode,
+    SqueezeProblem,
+    build_model,
+    build_type_aggregate,
+    objectives,
+)
+from model.check import Move, check_squeeze
+from model.cluster import Cluster, Instance
+from model.errors import CheckFailedError, InputError, SolverError
+from model.resources import (
+    ClusterState,
+    InstanceDemand,
+    NodeState,
+    add_primary,
+    node_states,
+    probe_demand,
+    remove_primary,
+    safe_div,
+)
+from model.text_backend import load_text, save_text
+from solvers import LexResult, SolveResult, Status, Stopwatch, solve, solve_lexicographic
+
+STANDBY_PREFIX = "htools:standby:"
+STANDBY_AUTO = "htools:standby:auto"
+#: Above this many nodes the single MIP is replaced by the node-type decomposition.
+DECOMPOSE_NODES = 1200
+SH_TEMPLATE = (
+    "#!/bin/sh\n\n"
+    "# Auto-generated script for executing cluster rebalancing\n\n"
+    "# To stop, touch the file /tmp/stop-htools\n\n"
+    "set -e\n\n"
+    "check() {\n"
+    "  if [ -f /tmp/stop-htools ]; then\n"
+    "    echo 'Stop requested, exiting'\n"
+    "    exit 0\n"
+    "  fi\n"
+    "}\n\n"
+)
+
+
+# -- which instances move, which nodes are candidates ------------------------------------------
+
+
+def movable(inst: Instance, move: str) -> bool:
+    """Instances the plan may relocate: htools moves only auto-balanced, movable instances.
+
+    ext: externally mirrored (live migration, as hsqueeze); all: also diskless and file
+    instances (`gnt-instance move`, with downtime). Instances on local storage (plain, drbd)
+    keep their nodes in every mode.
+    """
+    if not inst.auto_balance or inst.forthcoming or inst.secondary:
+        return False
+    if move == "all":
+        return not inst.mirrored and not inst.uses_local_storage
+    return inst.externally_mirrored
+
+
+def offline_candidates(cluster: Cluster) -> list[str]:
+    """hsqueeze's list: online, not master, no secondaries, only non-local primaries; sorted by
+    primary count descending (stable, so ties keep node order)."""
+    has_secondary = {i.secondary for i in cluster.instances if i.secondary}
+    prim: dict[str, list[Instance]] = defaultdict(list)
+    for i in cluster.instances:
+        prim[i.primary].append(i)
+    out = [
+        n
+        for n in cluster.nodes
+        if n.online
+        and not n.master
+        and n.name not in has_secondary
+        and not any(i.uses_local_storage for i in prim[n.name])
+    ]
+    out.sort(key=lambda n: -len(prim[n.name]))
+    return [n.name for n in out]
+
+
+def online_candidates(cluster: Cluster) -> list[str]:
+    """Offline nodes carrying a `htools:standby:` tag, in node order."""
+    return [
+        n.name
+        for n in cluster.nodes
+        if n.offline and any(t.startswith(STANDBY_PREFIX) for t in n.tags)
+    ]
+
+
+def fits(state: NodeState, probe: InstanceDemand) -> bool:
+    """htools `Node.addPri` (strict) succeeds."""
+    return isinstance(add_primary(state, probe), NodeState)
+
+
+# -- rooms: what movable instances may use on a node with the probe still fitting --------------
+
+
+def _cpu_room(used: int, total_cpus: float, ratio: float, probe_vcpus: int) -> int:
+    """Largest k with htools' test `ratio < (used + probe + k) / t_cpu` false."""
+    if ratio < 0:
+        return 10**9
+
+    def ok(k: int) -> bool:
+        return not ratio < safe_div(used + probe_vcpus + k, total_cpus)
+
+    if total_cpus <= 0:
+        return 0 if ok(0) else -1
+    k = math.floor(ratio * total_cpus) - used - probe_vcpus
+    while not ok(k):
+        k -= 1
+    while ok(k + 1):
+        k += 1
+    return k
+
+
+@dataclass(frozen=True)
+class Rooms:
+    memory_mib: int  # bound on Σ counted memory of movable primaries
+    memory_forth_mib: int  # bound on Σ memory (all statuses) of movable primaries
+    vcpus: int
+    min_memory_mib: int  # lower bound (keeps an N+1-failing node failing, see `rooms`)
+
+
+def rooms(base: NodeState, probe: InstanceDemand) -> Rooms:
+    """Rooms of a node emptied of its movable primaries (`base`), for a probe.
+
+    A node that passes N+1 must keep `unallocated − probe > rMem`. A node that already fails
+    N+1 is exempt from that test only while it keeps failing (htools recomputes the flag after
+    every move), so its load is kept at or above `unallocated − rMem`.
+    """
+    p_mem = probe.memory_mib if probe.uses_memory else 0
+    unalloc = base.unallocated_memory_mib
+    if base.fail_n1:
+        mem = unalloc - p_mem - 1
+        low = unalloc - base.reserved_memory_mib
+    else:
+        mem = unalloc - p_mem - base.reserved_memory_mib - 1
+        low = 0
+    forth = base.free_memory_forth_mib - probe.memory_mib - 1
+    cpu = min(
+        _cpu_room(base.used_vcpus, base.total_cpus, base.vcpu_ratio, probe.counted_vcpus),
+        _cpu_room(base.used_vcpus_forth, base.total_cpus, base.vcpu_ratio, probe.counted_vcpus),
+    )
+    return Rooms(mem, forth, cpu, max(low, 0))
+
+
+# -- building the problem ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Built:
+    """A problem plus what is needed to read its solution back into instance names."""
+
+    problem: SqueezeProblem
+    members: dict[tuple[int, int], list[str]]  # (shape, node) -> instances there now
+    homeless: dict[int, list[str]]  # shape -> instances on nodes outside the problem
+    node_names: list[str]
+
+
+def build_problem(
+    cluster: Cluster,
+    state: ClusterState,
+    mode: str,
+    probe: InstanceDemand,
+    move: str,
+    *,
+    decided: Sequence[str],
+    always_on: Sequence[str] = (),
+    soft_probe: bool = False,
+) -> Built:
+    """Nodes: online ones plus `always_on`; `decided` are the candidates (or standby nodes)."""
+    bare_probe = replace(probe, memory_mib=0, vcpus=0)
+    decided_set, forced = set(decided), set(always_on)
+    names = [n.name for n in cluster.nodes if n.online or n.name in decided_set or n.name in forced]
+    index = {name: k for k, name in enumerate(names)}
+    moving = [i for i in cluster.instances if movable(i, move)]
+    moving_names = {i.name for i in moving}
+    bases = {name: state.node(name) for name in names}
+    for inst in moving:
+        if inst.primary in bases:
+            bases[inst.primary] = remove_primary(bases[inst.primary], state.demands[inst.name])
+    # every node whose state changes recomputes its N+1 flag as htools does; untouched ones
+    # keep the load-time flag
+    # keep the N+1 exemption only where both the load-time flag and the recomputed one say
+    # the node fails N+1, so that moved and untouched nodes are judged alike (conservative)
+    for name in names:
+        if bases[name] is not state.node(name):
+            b = bases[name]
+            failing = b.unallocated_memory_mib <= b.reserved_memory_mib
+            bases[name] = replace(b, fail_n1=failing and state.node(name).fail_n1)
+
+    shape_key: dict[tuple, int] = {}
+    shapes_raw: list[dict] = []
+    members: dict[tuple[int, int], list[str]] = defaultdict(list)
+    homeless: dict[int, list[str]] = defaultdict(list)
+    for inst in moving:
+        d = state.demands[inst.name]
+        mem = d.memory_mib if d.uses_memory else 0
+        key: tuple = (mem, d.memory_mib, d.counted_vcpus, d.exclusion_tags)
+        if d.exclusion_tags:
+            key = (*key, inst.name)  # identity matters: a shape of its own
+        if key not in shape_key:
+            shape_key[key] = len(shapes_raw)
+            shapes_raw.append(
+                dict(
+                    mem=mem,
+                    mem_all=d.memory_mib,
+                    cpu=d.counted_vcpus,
+                    tags=d.exclusion_tags,
+                    key=inst.name,
+                )
+            )
+        s = shape_key[key]
+        if inst.primary in index:
+            members[s, index[inst.primary]].append(inst.name)
+        else:
+            homeless[s].append(inst.name)
+
+    nodes: list[SqueezeNode] = []
+    for name in names:
+        base = bases[name]
+        r, bare = rooms(base, probe), rooms(base, bare_probe)
+        if name in decided_set:
+            st = "candidate" if mode == SHRINK else "standby"
+        else:
+            st = "on"
+        nodes.append(
+            SqueezeNode(
+                name=name,
+                state=st,
+                room_memory_mib=r.memory_mib,
+                room_memory_forth_mib=r.memory_forth_mib,
+                room_vcpus=r.vcpus,
+                min_memory_mib=r.min_memory_mib,
+                total_memory_mib=base.total_memory_mib,
+                fixed_used_memory_mib=base.total_memory_mib - base.unallocated_memory_mib,
+                bare_room_memory_mib=bare.memory_mib,
+                bare_room_memory_forth_mib=bare.memory_forth_mib,
+                bare_room_vcpus=bare.vcpus,
+            )
+        )
+    shapes = []
+    for s, raw in enumerate(shapes_raw):
+        counts = tuple(sorted((n, len(v)) for (ss, n), v in members.items() if ss == s))
+        shapes.append(
+            Shape(
+                key=raw["key"],
+                memory_mib=raw["mem"],
+                memory_forth_mib=raw["mem_all"],
+                vcpus=raw["cpu"],
+                exclusion_tags=raw["tags"],
+                counts=counts,
+                homeless=len(homeless.get(s, ())),
+            )
+        )
+    fixed_tags: dict[tuple[int, str], int] = {}
+    for name in names:
+        for tag, cnt in state.node(name).exclusion_tag_counts:
+            moved_here = sum(
+                1
+                for i in state.node(name).primaries_forth
+                if i in moving_names and tag in state.demands[i].exclusion_tags
+            )
+            if cnt - moved_here > 0:
+                fixed_tags[index[name], tag] = cnt - moved_here
+    problem = SqueezeProblem(
+        mode=mode,
+        nodes=tuple(nodes),
+        shapes=tuple(shapes),
+        fixed_tag_counts=fixed_tags,
+        soft_probe=soft_probe,
+    )
+    return Built(problem, dict(members), dict(homeless), names)
+
+
+# -- solving -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Counts per (shape, node) and power states, with the run's figures."""
+
+    on: dict[int, bool]
+    y: dict[tuple[int, int], int]
+    status: str
+    objective: tuple[float | None, ...]
+    bound: tuple[float | None, ...]
+    gap: tuple[float | None, ...]
+    names: tuple[str, ...]
+    build_s: float
+    solve_s: float
+    method: str = "mip"
+
+
+def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict]:
+    on = {n: bool(round(pyo.value(model.on[n]))) for n in model.N}
+    y = {}
+    for s in model.S:
+        for n in model.N:
+            v = model.y[s, n].value
+            k = int(round(v)) if v is not None else 0
+            if k:
+                y[s, n] = k
+    return on, y
+
+
+def solve_mip(built: Built, args: Any) -> Solution:
+    """The single per-node MIP, solved lexicographically."""
+    with Stopwatch() as sw:
+        model = build_model(built.problem)
+        objs = objectives(model, built.problem)
+    res: LexResult = solve_lexicographic(
+        model,
+        objs,
+        args.solver,
+        time_limit=args.time_limit,
+        mip_gap=args.gap,
+        threads=args.threads,
+        build_s=sw.seconds,
+    )
+    if not res.has_solution:
+        return Solution(
+            {},
+            {},
+            str(res.status),
+            res.objective,
+            res.bound,
+            res.gap,
+            res.names,
+            res.build_s,
+            res.solve_s,
+        )
+    on, y = _read(model, built)
+    moves_const = sum(sh.homeless for sh in built.problem.shapes)
+    obj = tuple(
+        (v + moves_const) if (v is not None and name == "moves") else v
+        for name, v in zip(res.names, res.objective, strict=True)
+    )
+    bound = tuple(
+        (v + moves_const) if (v is not None and name == "moves") else v
+        for name, v in zip(res.names, res.bound, strict=True)
+    )
+    return Solution(
+        on, y, str(res.status), obj, bound, res.gap, res.names, res.build_s, res.solve_s
+    )
+
+
+def aggregate_bound(built: Built, args: Any) -> SolveResult:
+    """The node-type aggregate's optimum: a bound on the node count (freed or powered on)."""
+    with Stopwatch() as sw:
+        agg = build_type_aggregate(built.problem)
+    return solve(
+        agg, args.solver, time_limit=args.time_limit, threads=args.threads, build_s=sw.seconds
+    )
+
+
+# -- from counts to named migrations, ordered and checked --------------------------------------
+
+
+@dataclass(frozen=True)
+class Migration:
+    instance: str
+    source: str
+    target: str
+
+
+def migrations(cluster: Cluster, built: Built, sol: Solution) -> list[Migration]:
+    """Which instances move where: of each shape, the last ones (file order) leave a node,
+    and the arrivals are handed out in node order."""
+    names = built.node_names
+    out: list[Migration] = []
+    for s, shape in enumerate(built.problem.shapes):
+        now = dict(shape.counts)
+        leaving: list[str] = list(built.homeless.get(s, ()))
+        slots: list[int] = []
+        for n in range(len(names)):
+            c, y = now.get(n, 0), sol.y.get((s, n), 0)
+            if c > y:
+                leaving += built.members[s, n][y:]
+            elif y > c:
+                slots += [n] * (y - c)
+        if len(leaving) != len(slots):
+            raise SolverError(f"inconsistent solution for shape {shape.key}")
+        for inst, n in zip(leaving, slots, strict=True):
+            out.append(Migration(inst, cluster.instance_index[inst].primary, names[n]))
+    return out
+
+
+def order_moves(state: ClusterState, moves: list[Migration]) -> list[Migration]:
+    """A sequence in which every migration passes htools' strict checks when it runs, grouped
+    so that consecutive migrations touch disjoint nodes (they then share a jobset).
+
+    Greedy: take the first pending migration the target accepts now and whose nodes the
+    current jobset leaves alone; else start a new jobset. Migrations that never become
+    acceptable on their own (a swap) are appended last; the checker judges the final layout.
+    """
+    nodes = dict(state.nodes)
+    pending = list(moves)
+    done: list[Migration] = []
+    busy: set[str] = set()
+    while pending:
+        fitting = []
+        for k, mv in enumerate(pending):
+            new = add_primary(nodes[mv.target], state.demands[mv.instance])
+            if isinstance(new, NodeState):
+                fitting.append((k, mv, new))
+                if not ({mv.source, mv.target} & busy):
+                    break
+        if not fitting:
+            break
+        k, mv, new = fitting[-1]
+        if {mv.source, mv.target} & busy:  # nothing disjoint fits: a new jobset
+            k, mv, new = fitting[0]
+            busy = set()
+        nodes[mv.target] = new
+        nodes[mv.source] = remove_primary(nodes[mv.source], state.demands[mv.instance])
+        busy |= {mv.source, mv.target}
+        done.append(mv)
+        del pending[k]
+    return done + pending
+
+
+def split_jobs(moves: Sequence[Migration]) -> list[list[Migration]]:
+    """hbal's `splitJobs`: consecutive moves share a jobset while their nodes are disjoint."""
+    jobsets: list[list[Migration]] = []
+    busy: set[str] = set()
+    for mv in moves:
+        touched = {mv.source, mv.target}
+        if jobsets and not (touched & busy):
+            jobsets[-1].append(mv)
+            busy |= touched
+        else:
+            jobsets.append([mv])
+            busy = set(touched)
+    return jobsets
+
+
+def move_command(cluster: Cluster, mv: Migration) -> str:
+    inst = cluster.instance_index[mv.instance]
+    verb = "migrate" if inst.externally_mirrored else "move"
+    return f"gnt-instance {verb} -f -n {mv.target} {mv.instance}"
+
+
+def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str:
+    """htools' `formatCmds`: an empty line and `echo jobset` per jobset, `check` per job."""
+    lines: list[str] = []
+    for jsn, js in enumerate(jobsets, 1):
+        for sn, mv in enumerate(js, 1):
+            if sn == 1:
+                lines += ["", f"echo jobset {jsn}, {len(js)} jobs"]
+            lines += [f"  echo job {jsn}/{sn}", "  check", "  " + move_command(cluster, mv)]
+    return "".join(line + "\n" for line in lines)
+
+
+def squeezed_cluster(
+    cluster: Cluster,
+    state: ClusterState,
+    off: Sequence[str],
+    on: Sequence[str],
+    moves: Sequence[Migration],
+) -> Cluster:
+    """The cluster after the plan; reported free memory follows the instances that moved."""
+    target = {mv.instance: mv.target for mv in moves}
+    delta: dict[str, int] = defaultdict(int)
+    for mv in moves:
+        d = state.demands[mv.instance]
+        mem = d.memory_mib if d.uses_memory else 0
+        delta[mv.source] += mem
+        delta[mv.target] -= mem
+    off_set, on_set = set(off), set(on)
+    nodes = tuple(
+        replace(
+            n,
+            offline=True if n.name in off_set else (False if n.name in on_set else n.offline),
+            free_memory_mib=n.free_memory_mib + delta.get(n.name, 0),
+        )
+        for n in cluster.nodes
+    )
+    instances = tuple(
+        replace(i, primary=target[i.name]) if i.name in target else i for i in cluster.instances
+    )
+    return replace(cluster, nodes=nodes, instances=instances)
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SqueezeReport:
+    """What `exalloc squeeze` prints, in hsqueeze's forms, plus the solver figures."""
+
+    mode: str  # "offline", "online" or "none"
+    nodes: tuple[str, ...]
+    moves: tuple[Migration, ...]
+    jobsets: tuple[tuple[Migration, ...], ...]
+    offline_candidates: tuple[str, ...]
+    online_candidates: tuple[str, ...]
+    status: str
+    objective: tuple[float | None, ...]
+    bound: tuple[float | None, ...]
+    gap: tuple[float | None, ...]
+    stage_names: tuple[str, ...]
+    build_s: float
+    solve_s: float
+    method: str
+    verbose: int = 1
+    no_headers: bool = False
+    commands: str | None = None  # the command script body (None without -C)
+    commands_file: str | None = None
+    not_enough_capacity: bool = False
+    checker: dict[str, Any] = field(default_factory=dict)
+    exit_code: int = 0
+
+    def text(self) -> str:
+        out: list[str] = []
+        if self.verbose > 1:
+            out.append("Offline candidates: " + ",".join(self.offline_candidates))
+            out.append("Online candidates: " + ",".join(self.online_candidates))
+        header = {"offline": "'Nodes to offline'", "online": "'Nodes to online'"}.get(
+            self.mode, "'No action'"
+        )
+        if not self.no_headers:
+            out.append(header)
+        out += list(self.nodes)
+        if self.verbose > 1 and self.not_enough_capacity:
+            out.append("Onlining all nodes will not yield enough capacity")
+        if self.commands is not None:
+            if self.commands_file is None:
+                out += ["", "Commands to run:"]
+                out += ["  " + line for line in self.commands.splitlines() if line != "  check"]
+            else:
+                out.append(f"The commands have been written to file '{self.commands_file}'")
+        return "\n".join(out) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "nodes": list(self.nodes),
+            "moves": [
+                {"instance": m.instance, "from": m.source, "to": m.target} for m in self.moves
+            ],
+            "status": self.status,
+            "objective": list(self.objective),
+            "bound": list(self.bound),
+            "gap": list(self.gap),
+            "build_s": self.build_s,
+            "solve_s": self.solve_s,
+            "stages": list(self.stage_names),
+            "method": self.method,
+            "jobsets": [[m.instance for m in js] for js in self.jobsets],
+            "offline_candidates": list(self.offline_candidates),
+            "online_candidates": list(self.online_candidates),
+            "checker": self.checker,
+        }
+
+
+# -- the program -------------------------------------------------------------------------------
+
+
+def _factor(value: float, option: str) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{option} must be a finite number >= 0, not {value!r}")
+    return value
+
+
+def _solve(built: Built, args: Any) -> Solution:
+    if len(built.node_names) > DECOMPOSE_NODES:
+        return solve_decomposed(built, args)
+    return solve_mip(built, args)
+
+
+def plan(cluster: Cluster, args: Any) -> SqueezeReport:
+    """Decide the mode, solve, check; everything `run` needs except file output."""
+    if args.move == "drbd":
+        raise InputError("--move drbd: DRBD pair moves are not modelled; use --move ext or all")
+    f_min = _factor(args.minimal_resources, "--minimal-resources")
+    f_target = _factor(args.target_resources, "--target-resources")
+    state = node_states(cluster)
+    std = cluster.cluster_policy.std
+    min_probe, target_probe = probe_demand(std, f_min), probe_demand(std, f_target)
+    off_cands = offline_candidates(cluster)
+    on_cands = online_candidates(cluster)
+    expand = not all(fits(st, min_probe) for st in state.nodes.values())
+    not_enough = False
+    if expand:
+        probe = min_probe
+        built = build_problem(cluster, state, EXPAND, probe, args.move, decided=on_cands)
+        sol = _solve(built, args)
+        if sol.status == "infeasible":
+            not_enough = True
+            built = build_problem(
+                cluster,
+                state,
+                EXPAND,
+                probe,
+                args.move,
+                decided=(),
+                always_on=on_cands,
+                soft_probe=True,
+            )
+            sol = _solve(built, args)
+    else:
+        probe = target_probe
+        # candidates holding instances that may not move cannot be emptied
+        fixed_nodes = {i.primary for i in cluster.instances if not movable(i, args.move)}
+        decided = [n for n in off_cands if n not in fixed_nodes]
+        built = build_problem(cluster, state, SHRINK, probe, args.move, decided=decided)
+        sol = _solve(built, args)
+    if not sol.on:
+        if sol.status == "infeasible" and not expand:
+            sol = replace(sol, on={}, y={})
+        elif sol.status != "infeasible":
+            raise SolverError(f"no plan found ({sol.status}); allow more time with --time-limit")
+
+    names = built.node_names
+    if expand:
+        nodes = (
+            on_cands if not_enough else [names[n] for n in built.problem.decided() if sol.on.get(n)]
+        )
+        off: list[str] = []
+        on = list(nodes)
+        mode = "online"
+    else:
+        freed = {names[n] for n in built.problem.decided() if sol.on and not sol.on[n]}
+        nodes = [n for n in off_cands if n in freed]
+        off, on = list(nodes), []
+        mode = "offline" if nodes else "none"
+    moves = migrations(cluster, built, sol) if (sol.on and (expand or nodes)) else []
+    moves = order_moves(_powered(state, off, on), moves)
+    jobsets = split_jobs(moves)
+
+    report = check_squeeze(
+        state,
+        off,
+        [Move(m.instance, m.target) for m in moves],
+        probe,
+        powered_on_nodes=on,
+    )
+    violations = report.violations
+    if not_enough:  # the probe cannot fit everywhere: only the plan itself must hold
+        violations = tuple(v for v in violations if v.kind != "probe")
+    if violations and mode != "none":
+        raise CheckFailedError("independent check failed: " + "; ".join(str(v) for v in violations))
+
+    commands = None
+    if args.print_commands is not None:
+        if mode == "offline":
+            commands = (
+                format_jobs(cluster, jobsets)
+                + "\necho Tagging Commands\n"
+                + "".join(f"  gnt-node add-tags {n} {STANDBY_AUTO}\n" for n in nodes)
+                + "\necho Power Commands\n"
+                + "".join(f"  gnt-node power -f off {n}\n" for n in nodes)
+            )
+        elif mode == "online":
+            commands = (
+                "echo Power Commands\n"
+                + "".join(f"  gnt-node power -f on {n}\n" for n in nodes)
+                + format_jobs(cluster, jobsets)
+            )
+        else:
+            commands = "echo Nothing to do"
+    objective = sol.objective if (mode != "none" or sol.on) else ()
+    return SqueezeReport(
+        mode=mode,
+        nodes=tuple(nodes),
+        moves=tuple(moves),
+        jobsets=tuple(tuple(js) for js in jobsets),
+        offline_candidates=tuple(off_cands),
+        online_candidates=tuple(on_cands),
+        status=sol.status,
+        objective=tuple(objective),
+        bound=tuple(sol.bound),
+        gap=tuple(sol.gap),
+        stage_names=sol.names,
+        build_s=sol.build_s,
+        solve_s=sol.solve_s,
+        method=sol.method,
+        verbose=args.verbose,
+        no_headers=args.no_headers,
+        commands=commands,
+        commands_file=None if args.print_commands in (None, "-") else args.print_commands,
+        not_enough_capacity=not_enough,
+        checker={"ok": not violations, "objectives": _jsonable(report.objectives)},
+    )
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v if isinstance(v, (int, str)) or v is None else float(v)) for k, v in d.items()}
+
+
+def _powered(state: ClusterState, off: Sequence[str], on: Sequence[str]) -> ClusterState:
+    changed = {n: replace(state.node(n), offline=True) for n in off}
+    changed.update({n: replace(state.node(n), offline=False) for n in on})
+    return state.with_nodes(changed)
+
+
+def run(args: Any) -> SqueezeReport:
+    """`exalloc squeeze`: load, plan, then write the -S and -C files hsqueeze would write."""
+    cluster = load_text(args.text_data)
+    if args.save:
+        save_text(cluster, args.save + ".original")
+        print(
+            f"The cluster state before hsqueeze run has been written to file "
+            f"'{args.save}.original'",
+            file=sys.stderr,
+        )
+    report = plan(cluster, args)
+    if report.commands is not None and report.commands_file is not None:
+        try:
+            with open(report.commands_file, "w", encoding="utf-8") as fh:
+                fh.write(SH_TEMPLATE + report.commands)
+        except OSError as exc:
+            raise InputError(f"cannot write {report.commands_file}: {exc.strerror}") from None
+    if args.save:
+        off = report.nodes if report.mode == "offline" else ()
+        on = report.nodes if report.mode == "online" else ()
+        after = squeezed_cluster(cluster, node_states(cluster), off, on, report.moves)
+        save_text(after, args.save + ".squeezed")
+        print(
+            f"The cluster state after hsqueeze run has been written to file '{args.save}.squeezed'",
+            file=sys.stderr,
+        )
+    return report
+
+
+# -- decomposition for very large clusters -----------------------------------------------------
+
+
+def solve_decomposed(built: Built, args: Any) -> Solution:
+    """Aggregate by node type (the volume bound and each type's share of every shape), then
+    pack each type with its own per-node MIP; the first stage's gap is to the type bound."""
+    t0 = time.perf_counter()
+    problem = built.problem
+    with Stopwatch() as sw:
+        agg = build_type_aggregate(problem)
+    agg_res = solve(
+        agg, args.solver, time_limit=args.time_limit, threads=args.threads, build_s=sw.seconds
+    )
+    if not agg_res.has_solution:
+        return Solution(
+            {},
+            {},
+            str(agg_res.status),
+            (None,),
+            (None,),
+            (None,),
+            ("nodes",),
+            sw.seconds,
+            agg_res.solve_s,
+            "decomposed",
+        )
+    bound = float(agg_res.bound if agg_res.bound is not None else agg_res.objective)
+    types = agg.types
+    share = {(s, t): int(round(agg.Y[s, t].value or 0)) for s in agg.S for t in agg.T}
+    budget = args.time_limit if args.time_limit is not None else 110.0
+    budget = max(budget - (time.perf_counter() - t0), 1.0)
+    total_nodes = sum(len(ns) for ns in types)
+    on: dict[int, bool] = {}
+    y: dict[tuple[int, int], int] = {}
+    build_s, solve_s, all_optimal = sw.seconds + agg_res.build_s, agg_res.solve_s, True
+    moves = float(sum(sh.homeless for sh in problem.shapes))
+    for t, members in enumerate(types):
+        local = {n: k for k, n in enumerate(members)}
+        sub_shapes = []
+        for s, sh in enumerate(problem.shapes):
+            counts = tuple((local[n], c) for n, c in sh.counts if n in local)
+            want = share[s, t]
+            sub_shapes.append(replace(sh, counts=counts, homeless=want - sum(c for _, c in counts)))
+        sub = SqueezeProblem(
+            mode=problem.mode,
+            nodes=tuple(problem.nodes[n] for n in members),
+            shapes=tuple(sub_shapes),
+            fixed_tag_counts={
+                (local[n], e): k for (n, e), k in problem.fixed_tag_counts.items() if n in local
+            },
+        )
+        with Stopwatch() as sw_t:
+            model = build_model(sub)
+            objs = objectives(model, sub)[:2]
+        limit = max(budget * len(members) / total_nodes, 1.0)
+        res = solve_lexicographic(
+            model,
+            objs,
+            args.solver,
+            time_limit=limit,
+            mip_gap=args.gap,
+            threads=args.threads,
+            build_s=sw_t.seconds,
+        )
+        build_s += sw_t.seconds
+        solve_s += res.solve_s
+        if not res.has_solution:
+            return Solution(
+                {},
+                {},
+                str(res.status),
+                (None,),
+                (bound,),
+                (None,),
+                ("nodes",),
+                build_s,
+                solve_s,
+                "decomposed",
+            )
+        all_optimal &= res.status is Status.OPTIMAL
+        for k, n in enumerate(members):
+            on[n] = bool(round(pyo.value(model.on[k])))
+            for s in model.S:
+                v = int(round(model.y[s, k].value or 0))
+                if v:
+                    y[s, n] = v
+        moves += float(res.objective[1] or 0.0) if len(res.objective) > 1 else 0.0
+    decided = problem.decided()
+    if problem.mode == SHRINK:
+        first = float(sum(1 for n in decided if not on[n]))
+    else:
+        first = float(sum(1 for n in decided if on[n]))
+    gap = abs(first - bound) / max(abs(first), 1.0)
+    status = "optimal" if gap <= 1e-9 and all_optimal else "feasible"
+    name = "nodes_freed" if problem.mode == SHRINK else "nodes_powered_on"
+    return Solution(
+        on,
+        y,
+        status,
+        (first, moves),
+        (bound, None),
+        (gap, None),
+        (name, "moves"),
+        build_s,
+        solve_s,
+        "decomposed",
+    )

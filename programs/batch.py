@@ -1,0 +1,389 @@
+"""`exalloc batch`: answer many inputs in parallel into a resumable JSON-lines file.
+
+Only this process writes the results file, one complete line per `os.write` on an O_APPEND
+descriptor followed by fsync, so a run killed at any point loses at most the inputs in flight.
+On start the file is read back: a torn last line (a kill inside the write, or a full disk) is
+cut off, and every (input, problem) already present is skipped, so reruns never duplicate.
+Work goes to a local process pool, or with `--scheduler` to a Dask distributed cluster.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model.errors import ExallocError, InputError
+from programs.compare import METRICS, Options, Task, classify, options_from, solve_task, verdict
+
+INPUT_SUFFIXES = (".data", ".json", ".yaml", ".yml")
+POOL_RESTARTS = 3
+CONNECT_TIMEOUT = "10s"  # how long to wait for a Dask scheduler before giving up
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+def discover(spec: str) -> list[str]:
+    """Inputs from a directory (recursively, known suffixes only), a glob, or one file."""
+    path = Path(spec)
+    if path.is_dir():
+        found = [
+            str(p)
+            for p in sorted(path.rglob("*"))
+            if p.is_file() and p.suffix.lower() in INPUT_SUFFIXES and not p.name.startswith(".")
+        ]
+    elif any(c in spec for c in "*?["):
+        found = sorted(p for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+    elif path.is_file():
+        found = [spec]
+    else:
+        raise InputError(f"{spec}: no such file or directory")
+    if not found:
+        raise InputError(f"{spec}: no inputs (.data, .json, .yaml) found")
+    return found
+
+
+def plan(inputs: Iterable[str]) -> list[Task]:
+    """Every (input, problem) task, in input order, each key once."""
+    seen: set[tuple[str, str]] = set()
+    tasks = []
+    for path in inputs:
+        for task in classify(path):
+            if task.key not in seen:
+                seen.add(task.key)
+                tasks.append(task)
+    return tasks
+
+
+# -- the results file -----------------------------------------------------------------------------
+
+
+class ResultsFile:
+    """An append-only JSON-lines file with an exclusive lock; one line is one `os.write`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+        self.torn = 0
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise InputError(f"{path}: cannot open for appending: {err.strerror}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            raise InputError(f"{path}: another batch is writing it") from None
+        self._load()
+
+    def _load(self) -> None:
+        with open(self.path, "rb") as f:
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):  # a torn last line: cut it off so the next line starts clean
+            os.ftruncate(self._fd, end)
+            self.torn += 1
+        for raw in data[:end].splitlines():
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                self.torn += 1
+                continue
+            if isinstance(record, dict) and "input" in record and "problem" in record:
+                self.records.append(record)
+
+    @property
+    def done(self) -> set[tuple[str, str]]:
+        return {(r["input"], r["problem"]) for r in self.records}
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        view = memoryview(line)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fsync(self._fd)
+        self.records.append(record)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_results(path: str) -> list[dict[str, Any]]:
+    """The complete lines of a results file (a torn last line is ignored), for reports."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror}") from None
+    out = []
+    for raw in data[: data.rfind(b"\n") + 1].splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "input" in record and "problem" in record:
+            out.append(record)
+    return out
+
+
+# -- executors ------------------------------------------------------------------------------------
+
+
+def _failed(task: Task, error: str) -> dict[str, Any]:
+    return {
+        "input": task.input,
+        "problem": task.problem,
+        "size": task.size,
+        "status": "error",
+        "error": error,
+    }
+
+
+def run_local(tasks: list[Task], options: Options, workers: int) -> Iterator[dict[str, Any]]:
+    """Records as they complete, from a local process pool that is rebuilt if a worker dies."""
+    pending = {t.key: t for t in tasks}
+    for _attempt in range(POOL_RESTARTS + 1):
+        if not pending:
+            return
+        pool = ProcessPoolExecutor(max_workers=workers)
+        futures: dict[Future, Task] = {
+            pool.submit(solve_task, t, options): t for t in pending.values()
+        }
+        broken = False
+        try:
+            while futures:
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    task = futures.pop(future)
+                    try:
+                        record = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        futures[future] = task  # keep it for the next pool
+                        break
+                    del pending[task.key]
+                    yield record
+                if broken:
+                    break
+        finally:
+            pool.shutdown(wait=not broken, cancel_futures=True)
+    for task in pending.values():
+        yield _failed(task, "worker process died (out of memory or killed)")
+
+
+def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict[str, Any]]:
+    """Records as they complete on a Dask distributed cluster (the same task function)."""
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError:
+        raise ExallocError(
+            "--scheduler needs dask[distributed]: pip install 'dask[distributed]'"
+        ) from None
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as err:
+        raise ExallocError(f"cannot reach the Dask scheduler at {address}: {err}") from None
+    try:
+        futures = {
+            client.submit(solve_task, t, options, pure=False, key=f"exalloc-{i}-{t.problem}"): t
+            for i, t in enumerate(tasks)
+        }
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                yield future.result()
+            except Exception as err:  # noqa: BLE001 - a lost worker is one failed input
+                yield _failed(task, f"dask: {type(err).__name__}: {err}")
+            future.release()
+    finally:
+        client.close()
+
+
+# -- progress -------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A tqdm bar on stderr (counts, rate, ETA); silent when stderr is not a terminal."""
+
+    def __init__(self, total: int, initial: int, enabled: bool) -> None:
+        self._bar = None
+        self.counts: Counter[str] = Counter()
+        if enabled and total:
+            from tqdm import tqdm
+
+            tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked later
+            self._bar = tqdm(
+                total=total,
+                initial=initial,
+                unit="input",
+                file=sys.stderr,
+                dynamic_ncols=True,
+                smoothing=0.1,
+            )
+
+    def update(self, record: dict[str, Any]) -> None:
+        self.counts["failed" if record.get("error") else "ok"] += 1
+        if self._bar is not None:
+            self._bar.set_postfix(ok=self.counts["ok"], failed=self.counts["failed"], refresh=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per problem: counts, failures, verdicts against greedy, median exact time."""
+    rows = []
+    for problem in sorted({r["problem"] for r in records}):
+        rs = [r for r in records if r["problem"] == problem]
+        ok = [r for r in rs if not r.get("error")]
+        verdicts = Counter(verdict(r) for r in rs)
+        times = sorted(r["wall_s"] for r in ok if isinstance(r.get("wall_s"), int | float))
+        rows.append(
+            {
+                "problem": problem,
+                "metric": METRICS.get(problem, ("-", ""))[0],
+                "inputs": len(rs),
+                "ok": len(ok),
+                "failed": len(rs) - len(ok),
+                "optimal": sum(1 for r in ok if r.get("status") == "optimal"),
+                "exact_better": verdicts["exact better"],
+                "same": verdicts["same"],
+                "greedy_better": verdicts["greedy better"],
+                "median_s": times[len(times) // 2] if times else None,
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    out: str
+    planned: int
+    skipped: int
+    ran: int
+    failed_now: int
+    torn: int
+    elapsed_s: float
+    summary: tuple[dict[str, Any], ...] = field(default=())
+
+    def text(self) -> str:
+        lines = [
+            f"{self.out}: {self.ran} ran now ({self.failed_now} failed), {self.skipped} already "
+            f"done, {self.planned} in all, {self.elapsed_s:.1f} s"
+        ]
+        if self.torn:
+            lines.append(f"ignored {self.torn} torn line(s) left by an interrupted run")
+        head = (
+            "problem",
+            "metric",
+            "inputs",
+            "ok",
+            "failed",
+            "optimal",
+            "exact better",
+            "same",
+            "greedy better",
+            "median s",
+        )
+        keys = (
+            "problem",
+            "metric",
+            "inputs",
+            "ok",
+            "failed",
+            "optimal",
+            "exact_better",
+            "same",
+            "greedy_better",
+            "median_s",
+        )
+        rows = [head] + [
+            tuple(
+                f"{row[k]:.3g}"
+                if isinstance(row[k], float)
+                else "-"
+                if row[k] is None
+                else str(row[k])
+                for k in keys
+            )
+            for row in self.summary
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines.append("")
+        lines += [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        ]
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "out": self.out,
+            "planned": self.planned,
+            "skipped": self.skipped,
+            "ran": self.ran,
+            "failed": self.failed_now,
+            "torn": self.torn,
+            "elapsed_s": self.elapsed_s,
+            "summary": list(self.summary),
+        }
+
+
+def run(args: Any) -> BatchReport:
+    start = time.perf_counter()
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, not {args.workers}")
+    inputs: list[str] = []
+    for spec in args.inputs:
+        inputs.extend(p for p in discover(spec) if p not in inputs)
+    tasks = plan(inputs)
+    options = options_from(args, compare=args.compare)
+    results = ResultsFile(args.out)
+    try:
+        done = results.done
+        todo = [t for t in tasks if t.key not in done]
+        skipped = len(tasks) - len(todo)
+        enabled = not args.no_progress and sys.stderr.isatty()
+        if args.scheduler:
+            stream = run_dask(todo, options, args.scheduler)
+        else:
+            stream = run_local(todo, options, min(args.workers, max(1, len(todo))))
+        progress = Progress(len(tasks), skipped, enabled)
+        ran = failed = 0
+        try:
+            for record in stream:
+                results.append(record)
+                progress.update(record)
+                ran += 1
+                failed += bool(record.get("error"))
+        finally:
+            progress.close()
+        keys = {t.key for t in tasks}
+        mine = [r for r in results.records if (r["input"], r["problem"]) in keys]
+        return BatchReport(
+            out=args.out,
+            planned=len(tasks),
+            skipped=skipped,
+            ran=ran,
+            failed_now=failed,
+            torn=results.torn,
+            elapsed_s=round(time.perf_counter() - start, 3),
+            summary=tuple(summarise(mine)),
+        )
+    finally:
+        results.close()

@@ -1,0 +1,505 @@
+"""`exalloc compare`, and the problem registry that `exalloc batch` runs in its workers.
+
+An input's kind decides its problem: `*.data` is a snapshot (squeeze), an IAllocator `*.json`
+is answered by its request type (allocate, multi-allocate), a Bareon fixture `*.yaml` is a
+partition. Each problem has an exact runner (the exalloc program, called as the CLI would) and a
+greedy runner (the real hail / hsqueeze, or the LP-floor baseline), and both come back as plain
+dicts so that one JSON line per (input, problem) can be written by whoever called them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import traceback
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from model.errors import ExallocError, InputError
+
+HAIL = Path("/usr/lib/ganeti/iallocators/hail")
+INSTALL_HINT = (
+    "real htools not installed: run scripts/get-ganeti-reference"
+    " (Debian: apt-get install ganeti-htools)"
+)
+UNKNOWN = "unknown"
+# The number each problem is judged by in tables and plots, and which way is better.
+METRICS: dict[str, tuple[str, str]] = {
+    "squeeze": ("nodes freed", "max"),
+    "allocate": ("instances placed", "max"),
+    "multi-allocate": ("instances placed", "max"),
+    "partition": ("MiB lost", "min"),
+}
+SOLVER_KEYS = ("status", "objective", "bound", "gap", "build_s", "solve_s")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Solver and tool options shared by every input of a run (picklable, for the workers)."""
+
+    solver: str = "highs"
+    time_limit: float | None = None
+    gap: float = 0.0
+    threads: int = 1
+    compare: bool = False
+    greedy_timeout: float = 300.0
+    hsqueeze: str | None = None
+    hail: str | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (input, problem) pair: the unit of work and the key of a result line."""
+
+    input: str
+    problem: str
+    size: int | None = None
+    error: str | None = None  # set when classifying already failed
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.input, self.problem)
+
+
+# -- classification ------------------------------------------------------------------------------
+
+
+def _snapshot_nodes(path: str) -> int | None:
+    """Node count of a text snapshot: the non-empty lines of its second section."""
+    try:
+        sections = Path(path).read_text().split("\n\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return sum(1 for line in sections[1].splitlines() if line.strip()) if len(sections) > 1 else 0
+
+
+def classify(path: str) -> list[Task]:
+    """The problems an input poses; a file that cannot be classified is a failed task."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".data":
+        return [Task(path, "squeeze", _snapshot_nodes(path))]
+    if suffix == ".json":
+        try:
+            doc = json.loads(Path(path).read_text())
+            kind = doc["request"]["type"]
+            size = len(doc.get("nodes", {}))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            return [Task(path, UNKNOWN, error=f"{path}: not a readable JSON file: {err}")]
+        except (KeyError, TypeError):
+            return [
+                Task(path, UNKNOWN, error=f"{path}: not an IAllocator request (no request.type)")
+            ]
+        return [Task(path, str(kind), size)]
+    if suffix in (".yaml", ".yml"):
+        try:
+            doc = yaml.safe_load(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            return [Task(path, "partition", error=f"{path}: not a readable YAML file: {reason}")]
+        if not isinstance(doc, dict) or "dynamic_schema" not in doc or "hw_info" not in doc:
+            return [
+                Task(
+                    path,
+                    "partition",
+                    error=f"{path}: not a Bareon fixture (dynamic_schema, hw_info)",
+                )
+            ]
+        disks = doc["hw_info"].get("disks") if isinstance(doc["hw_info"], dict) else None
+        return [Task(path, "partition", len(disks) if isinstance(disks, list) else None)]
+    return [Task(path, UNKNOWN, error=f"{path}: unknown input kind (.data, .json or .yaml)")]
+
+
+# -- exact runners --------------------------------------------------------------------------------
+
+
+def _solver_args(o: Options) -> dict[str, Any]:
+    return {
+        "solver": o.solver,
+        "time_limit": o.time_limit,
+        "gap": o.gap,
+        "threads": o.threads,
+        "json": True,
+    }
+
+
+def _program(name: str) -> Any:
+    """The program module, or a clear failure when this build does not have it yet."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"programs.{name}")
+    except ModuleNotFoundError as err:
+        if err.name and err.name.startswith(("programs", "model", "formulations", "solvers")):
+            raise ExallocError(
+                f"problem needs {err.name}, which this build does not have"
+            ) from None
+        raise
+
+
+SQUEEZE_FACTOR = 2.0  # hsqueeze's default --minimal-resources and --target-resources
+
+
+def judge_squeeze(
+    path: str, mode: str, nodes: list[str], moves: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations."""
+    from model.check import Move, check_squeeze
+    from model.text_backend import load_text
+
+    cluster = load_text(path)
+    report = check_squeeze(
+        cluster,
+        nodes if mode == "offline" else (),
+        [Move(instance, target) for instance, target in moves],
+        cluster.cluster_policy.std,
+        factor=SQUEEZE_FACTOR,
+        powered_on_nodes=nodes if mode == "online" else (),
+    )
+    obj = report.objectives
+    freed = obj["nodes_powered_off"] - obj["nodes_powered_on"]
+    return {
+        "answer": {"mode": mode, "nodes": nodes, "moves": obj["moves"]},
+        "value": freed,
+        "violations": len(report.violations),
+        **({"broken": [str(v) for v in report.violations[:5]]} if report.violations else {}),
+    }
+
+
+def _exact_squeeze(path: str, o: Options) -> dict[str, Any]:
+    args = Namespace(
+        text_data=path,
+        minimal_resources=2.0,
+        target_resources=2.0,
+        move="ext",
+        print_commands=None,
+        save=None,
+        verbose=1,
+        no_headers=False,
+        static_kvm_node_memory=4096,
+        **_solver_args(o),
+    )
+    out = _program("squeeze").run(args).to_json()
+    moves = [(m["instance"], m["to"]) for m in out.get("moves") or ()]
+    judged = judge_squeeze(path, str(out.get("mode")), list(out.get("nodes") or ()), moves)
+    return {**{k: out.get(k) for k in SOLVER_KEYS}, **judged}
+
+
+def _exact_hail(path: str, o: Options) -> dict[str, Any]:
+    args = Namespace(
+        request=path,
+        text_data=None,
+        compare=False,
+        static_kvm_node_memory=4096,
+        **_solver_args(o),
+    )
+    out = _program("hail").run(args).to_json()
+    response = out.get("response", out)
+    return {
+        **{k: out.get(k) for k in SOLVER_KEYS},
+        "answer": {k: response.get(k) for k in ("success", "result")},
+        "value": placed(response),
+    }
+
+
+def _exact_partition(path: str, o: Options) -> dict[str, Any]:
+    args = Namespace(
+        schema=path,
+        hw_info=None,
+        output_format="allocator",
+        svg=None,
+        baseline=None,
+        leave_preferred_empty=False,
+        **_solver_args(o),
+    )
+    out = _program("partition").run(args).to_json()
+    return {
+        **{k: out.get(k) for k in SOLVER_KEYS},
+        "answer": {"layout": out.get("layout"), "unallocated_mib": out.get("unallocated_mib")},
+        "value": out.get("unallocated_mib"),
+    }
+
+
+def placed(response: dict[str, Any]) -> int:
+    """How many instances an IAllocator response places (allocate: 0 or 1)."""
+    if not response.get("success"):
+        return 0
+    result = response.get("result") or []
+    if len(result) == 2 and all(isinstance(x, list) for x in result):
+        if result and all(isinstance(p, list) and len(p) == 2 for p in result[0]):
+            return len(result[0])  # multi-allocate: [placed, failed]
+    return 1 if result else 0
+
+
+# -- greedy runners -------------------------------------------------------------------------------
+
+
+class ToolMissing(ExallocError):
+    """The real greedy tool is not installed; the message says how to install it."""
+
+
+def _tool(explicit: str | None, default: Path | str) -> str:
+    path = explicit or (str(default) if Path(default).exists() else shutil.which(str(default)))
+    if not path or not os.access(path, os.X_OK):
+        raise ToolMissing(INSTALL_HINT)
+    return path
+
+
+def _call(cmd: list[str], timeout: float) -> tuple[str, float]:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExallocError(f"{Path(cmd[0]).name} did not finish in {timeout:g} s") from None
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise ExallocError(f"{Path(cmd[0]).name} failed: {last}")
+    return done.stdout, wall
+
+
+def _greedy_squeeze(path: str, o: Options) -> dict[str, Any]:
+    out, wall = _call([_tool(o.hsqueeze, "hsqueeze"), "-t", path, "-C"], o.greedy_timeout)
+    lines = out.splitlines()
+    mode, nodes = "none", []
+    for i, line in enumerate(lines):
+        if line.startswith("'Nodes to offline'") or line.startswith("'Nodes to online'"):
+            mode = "offline" if "offline" in line else "online"
+            for name in lines[i + 1 :]:
+                if not name.strip():
+                    break
+                nodes.append(name.strip())
+            break
+    moves = []
+    for line in lines:  # "  gnt-instance migrate -f -n TARGET INSTANCE"
+        words = line.split()
+        if words[:2] == ["gnt-instance", "migrate"] and "-n" in words:
+            moves.append((words[-1], words[words.index("-n") + 1]))
+    return {"tool": "hsqueeze", **judge_squeeze(path, mode, nodes, moves), "wall_s": round(wall, 6)}
+
+
+def _greedy_hail(path: str, o: Options) -> dict[str, Any]:
+    out, wall = _call([_tool(o.hail, HAIL), path], o.greedy_timeout)
+    response = json.loads(out)
+    return {
+        "tool": "hail",
+        "answer": {k: response.get(k) for k in ("success", "result")},
+        "value": placed(response),
+        "wall_s": round(wall, 6),
+    }
+
+
+def _greedy_partition(path: str, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
+    """bareon-allocator's way (LP, floored), timed on its own, judged by exalloc's checker."""
+    if exact is None or not isinstance(exact.get("value"), int):
+        raise ExallocError("no baseline: the exact run failed")
+    from model.bareon import read_problem
+
+    lp_floor_baseline = _program("partition").lp_floor_baseline
+    start = time.perf_counter()
+    baseline = lp_floor_baseline(read_problem(path), exact["value"]).to_json()
+    wall = time.perf_counter() - start
+    keep = ("status", "unallocated_mib", "lost_mib", "broken", "layout")
+    return {
+        "tool": "lp-floor",
+        "answer": {k: baseline.get(k) for k in keep},
+        "value": baseline.get("unallocated_mib"),
+        "violations": len(baseline.get("broken") or ()),
+        "wall_s": round(wall, 6),
+    }
+
+
+ExactRunner = Callable[[str, Options], dict[str, Any]]
+GreedyRunner = Callable[[str, Options, dict[str, Any] | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """How to answer one kind of question exactly and greedily."""
+
+    exact: ExactRunner
+    greedy: GreedyRunner
+    tool: str
+
+
+PROBLEMS: dict[str, Problem] = {
+    "squeeze": Problem(_exact_squeeze, lambda p, o, _e: _greedy_squeeze(p, o), "hsqueeze"),
+    "allocate": Problem(_exact_hail, lambda p, o, _e: _greedy_hail(p, o), "hail"),
+    "multi-allocate": Problem(_exact_hail, lambda p, o, _e: _greedy_hail(p, o), "hail"),
+    "partition": Problem(_exact_partition, _greedy_partition, "lp-floor"),
+}
+
+
+def _error_text(err: BaseException) -> str:
+    if isinstance(err, ExallocError):
+        return str(err)
+    where = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
+    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    return f"internal error {type(err).__name__}: {err}{at}"
+
+
+def solve_task(task: Task, options: Options) -> dict[str, Any]:
+    """Answer one task; never raises, so a bad input is a recorded failure, not a dead batch."""
+    record: dict[str, Any] = {
+        "input": task.input,
+        "problem": task.problem,
+        "size": task.size,
+        **dict.fromkeys(SOLVER_KEYS),
+        "error": None,
+    }
+    start = time.perf_counter()
+    problem = PROBLEMS.get(task.problem)
+    exact: dict[str, Any] | None = None
+    if task.error is not None:
+        record.update(status="error", error=task.error)
+    elif problem is None:
+        record.update(status="error", error=f"no exalloc solver for problem {task.problem!r}")
+    else:
+        try:
+            exact = problem.exact(task.input, options)
+            record.update(exact)
+        except Exception as err:  # noqa: BLE001 - every failure is recorded, none stops a batch
+            record.update(status="error", error=_error_text(err))
+    record["wall_s"] = round(time.perf_counter() - start, 6)
+    if options.compare and problem is not None and task.error is None:
+        try:
+            record["greedy"] = problem.greedy(task.input, options, exact)
+        except Exception as err:  # noqa: BLE001
+            record["greedy"] = {"tool": problem.tool, "error": _error_text(err)}
+    return record
+
+
+# -- the compare command --------------------------------------------------------------------------
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):  # per-stage gaps: the worst one
+        numbers = [v for v in value.values() if isinstance(v, int | float)]
+        return _fmt(max(numbers)) if numbers else "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.0f}"
+    if isinstance(value, list | tuple):
+        return "(" + ",".join(_fmt(v) for v in value) + ")"
+    return str(value)
+
+
+def verdict(record: dict[str, Any]) -> str:
+    """exact better / same / worse than greedy by the problem's metric (or '-')."""
+    greedy = record.get("greedy") or {}
+    a, b = record.get("value"), greedy.get("value")
+    if record.get("error") or greedy.get("error") or a is None:
+        return "-"
+    if b is None:  # the greedy tool found no answer (e.g. its LP was infeasible)
+        return "exact better"
+    sense = METRICS.get(record["problem"], ("", "max"))[1]
+    if a == b:
+        return "same"
+    better = a > b if sense == "max" else a < b
+    return "exact better" if better else "greedy better"
+
+
+def _greedy_cell(g: dict[str, Any]) -> str:
+    if not g:
+        return "-"
+    if g.get("error"):
+        return "error"
+    if g.get("value") is None:
+        return str((g.get("answer") or {}).get("status") or "-")
+    broken = f" ({g['violations']} broken)" if g.get("violations") else ""
+    return _fmt(g["value"]) + broken
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    records: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def text(self) -> str:
+        head = (
+            "input",
+            "problem",
+            "metric",
+            "exalloc",
+            "status",
+            "gap",
+            "time_s",
+            "greedy",
+            "tool",
+            "time_s",
+            "verdict",
+        )
+        rows = [head]
+        for r in self.records:
+            g = r.get("greedy") or {}
+            metric = METRICS.get(r["problem"], ("-", ""))[0]
+            rows.append(
+                (
+                    Path(r["input"]).name,
+                    r["problem"],
+                    metric,
+                    "error" if r.get("error") else _fmt(r.get("value")),
+                    _fmt(r.get("status")),
+                    _fmt(r.get("gap")),
+                    _fmt(r.get("wall_s")),
+                    _greedy_cell(g),
+                    g.get("tool", "-"),
+                    _fmt(g.get("wall_s")) if g else "-",
+                    verdict(r),
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+        ]
+        errors = [f"{Path(r['input']).name}: {r['error']}" for r in self.records if r.get("error")]
+        errors += [
+            f"{Path(r['input']).name} ({r['greedy']['tool']}): {r['greedy']['error']}"
+            for r in self.records
+            if (r.get("greedy") or {}).get("error") and r["greedy"]["error"] != INSTALL_HINT
+        ]
+        out = "\n".join(lines) + "\n"
+        if errors:
+            out += "\nerrors:\n" + "".join(f"  {e}\n" for e in errors)
+        for note in self.notes:
+            out += f"\n{note}\n"
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"results": list(self.records), "notes": list(self.notes)}
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(r.get("error") for r in self.records) else 0
+
+
+def options_from(args: Any, compare: bool) -> Options:
+    return Options(
+        solver=getattr(args, "solver", "highs"),
+        time_limit=getattr(args, "time_limit", None),
+        gap=getattr(args, "gap", 0.0),
+        threads=getattr(args, "threads", 1),
+        compare=compare,
+        greedy_timeout=getattr(args, "greedy_timeout", 300.0),
+    )
+
+
+def run(args: Any) -> CompareReport:
+    options = options_from(args, compare=True)
+    tasks: list[Task] = []
+    for path in args.inputs:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+        tasks.extend(classify(path))
+    records = tuple(solve_task(t, options) for t in tasks)
+    missing = any((r.get("greedy") or {}).get("error") == INSTALL_HINT for r in records)
+    notes = (INSTALL_HINT + "; showing exalloc alone",) if missing else ()
+    return CompareReport(records, notes)

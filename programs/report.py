@@ -1,0 +1,236 @@
+"""`exalloc report`: plots and a summary table from `exalloc batch` results.
+
+One self-contained HTML file (SVG plots inline, their text kept as text so the series names
+can be searched), or a folder of PNG files plus `summary.html`. Per problem: exact against
+greedy by the problem's metric (nodes freed, instances placed, MiB lost); then solve time
+against cluster size for every problem and tool.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.errors import InputError
+from programs.batch import read_results, summarise
+from programs.compare import METRICS
+
+SUMMARY_COLUMNS = (
+    ("problem", "problem"),
+    ("metric", "metric"),
+    ("inputs", "inputs"),
+    ("ok", "ok"),
+    ("failed", "failed"),
+    ("optimal", "optimal"),
+    ("exact_better", "exact better"),
+    ("same", "same"),
+    ("greedy_better", "greedy better"),
+    ("median_s", "median exact s"),
+)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One plot: its file stem, title, and the names of the series it draws."""
+
+    stem: str
+    title: str
+    series: tuple[str, ...]
+    svg: str
+    png: bytes
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "none"  # keep labels as text in the SVG
+    return plt
+
+
+def _render(fig: Any, plt: Any) -> tuple[str, bytes]:
+    svg, png = io.StringIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight")
+    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    text = svg.getvalue()
+    return text[text.find("<svg") :], png.getvalue()
+
+
+def _exact_vs_greedy(problem: str, records: list[dict[str, Any]], plt: Any) -> Figure | None:
+    """Per input (ordered by size), the metric of exalloc's answer and of the greedy tool's."""
+    pairs = [
+        r
+        for r in records
+        if r["problem"] == problem
+        and not r.get("error")
+        and isinstance(r.get("value"), int | float)
+        and isinstance((r.get("greedy") or {}).get("value"), int | float)
+    ]
+    if not pairs:
+        return None
+    pairs.sort(key=lambda r: (r.get("size") or 0, r["input"]))
+    metric = METRICS.get(problem, ("value", ""))[0]
+    tool = pairs[0]["greedy"].get("tool", "greedy")
+    xs = list(range(len(pairs)))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.4
+    ax.bar([x - width / 2 for x in xs], [r["value"] for r in pairs], width, label="exalloc")
+    ax.bar([x + width / 2 for x in xs], [r["greedy"]["value"] for r in pairs], width, label=tool)
+    ax.set_xticks(xs, [Path(r["input"]).stem for r in pairs], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel(metric)
+    title = f"{problem}: {metric}, exalloc vs {tool}"
+    ax.set_title(title)
+    ax.legend()
+    svg, png = _render(fig, plt)
+    return Figure(f"{problem}-exact-vs-greedy", title, ("exalloc", tool), svg, png)
+
+
+def _time_vs_size(records: list[dict[str, Any]], plt: Any) -> Figure | None:
+    """Wall time against input size, one series per (problem, solver or tool)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        size = r.get("size")
+        if not isinstance(size, int | float) or r.get("error"):
+            continue
+        if isinstance(r.get("wall_s"), int | float):
+            series.setdefault(f"exalloc {r['problem']}", []).append((size, r["wall_s"]))
+        g = r.get("greedy") or {}
+        if isinstance(g.get("wall_s"), int | float) and not g.get("error"):
+            series.setdefault(f"{g.get('tool')} {r['problem']}", []).append((size, g["wall_s"]))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, points in sorted(series.items()):
+        marker = "o" if name.startswith("exalloc") else "x"
+        ax.scatter([p[0] for p in points], [p[1] for p in points], label=name, marker=marker, s=18)
+    ax.set_xlabel("size (nodes; disks for partition)")
+    ax.set_ylabel("wall time (s)")
+    ax.set_yscale("log")
+    title = "solve time vs cluster size"
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    svg, png = _render(fig, plt)
+    return Figure("time-vs-size", title, tuple(sorted(series)), svg, png)
+
+
+def figures(records: list[dict[str, Any]]) -> list[Figure]:
+    plt = _pyplot()
+    out = []
+    for problem in sorted({r["problem"] for r in records}):
+        fig = _exact_vs_greedy(problem, records, plt)
+        if fig is not None:
+            out.append(fig)
+    fig = _time_vs_size(records, plt)
+    if fig is not None:
+        out.append(fig)
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return html.escape(str(value))
+
+
+def _summary_table(rows: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in SUMMARY_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(row[key])}</td>" for key, _ in SUMMARY_COLUMNS) + "</tr>"
+        for row in rows
+    )
+    return f'<table class="summary"><tr>{head}</tr>{body}</table>'
+
+
+def _errors_table(records: list[dict[str, Any]]) -> str:
+    bad = [r for r in records if r.get("error")]
+    if not bad:
+        return ""
+    body = "".join(
+        f"<tr><td>{html.escape(r['input'])}</td><td>{html.escape(r['problem'])}</td>"
+        f"<td>{html.escape(str(r['error']))}</td></tr>"
+        for r in bad
+    )
+    head = "<tr><th>input</th><th>problem</th><th>error</th></tr>"
+    return f"<h2>failures</h2><table>{head}{body}</table>"
+
+
+_STYLE = (
+    "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}figure{margin:1.5em 0}"
+)
+
+
+def _page(title: str, rows: list[dict[str, Any]], body: str, errors: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<h2>summary</h2>{_summary_table(rows)}{body}{errors}</body></html>\n"
+    )
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    out: str
+    files: tuple[str, ...]
+    series: tuple[str, ...]
+    records: int
+
+    def text(self) -> str:
+        return f"{self.out}: {len(self.files)} file(s) from {self.records} results\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "out": self.out,
+            "files": list(self.files),
+            "series": list(self.series),
+            "records": self.records,
+        }
+
+
+def run(args: Any) -> ReportResult:
+    records = read_results(args.results)
+    if not records:
+        raise InputError(f"{args.results}: no results to report")
+    rows = summarise(records)
+    figs = figures(records)
+    title = f"exalloc report: {Path(args.results).name}"
+    errors = _errors_table(records)
+    out = Path(args.out)
+    series = tuple(f"{f.stem}: {s}" for f in figs for s in f.series)
+    try:
+        if out.suffix.lower() in (".html", ".htm"):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            body = "".join(
+                f"<figure id='{f.stem}'><figcaption>{html.escape(f.title)}</figcaption>"
+                f"{f.svg}</figure>"
+                for f in figs
+            )
+            out.write_text(_page(title, rows, body, errors))
+            files = (str(out),)
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+            written = []
+            for f in figs:
+                path = out / f"{f.stem}.png"
+                path.write_bytes(f.png)
+                written.append(str(path))
+            body = "".join(
+                f"<figure><figcaption>{html.escape(f.title)}</figcaption>"
+                f"<img src='{f.stem}.png' alt='{html.escape(f.title)}'></figure>"
+                for f in figs
+            )
+            summary = out / "summary.html"
+            summary.write_text(_page(title, rows, body, errors))
+            files = (*written, str(summary))
+    except OSError as err:
+        raise InputError(f"{out}: cannot write the report: {err.strerror}") from None
+    return ReportResult(str(out), files, series, len(records))

@@ -1,0 +1,261 @@
+"""exalloc batch: classification, the append-only results file, kill/resume, Dask = local."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import Namespace
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from programs import batch
+from programs.compare import Options, Task, classify, solve_task
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "data" / "bareon" / "fixtures"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args], cwd=REPO, capture_output=True, text=True, check=False
+    )
+
+
+def _generate(out: Path, count: int, bareon: int = 2) -> None:
+    done = _cli(
+        "generate", "--out", str(out), "--count", str(count), "--nodes", "4-6", "--fill", "0.4",
+        "--bareon", str(bareon), "--bareon-disks", "2", "--bareon-spaces", "3",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _batch_args(inputs: list[str], out: Path, **kw) -> Namespace:
+    base = dict(
+        inputs=inputs, out=str(out), workers=2, scheduler=None, compare=True, no_progress=True,
+        greedy_timeout=60.0, solver="highs", time_limit=20.0, gap=0.0, threads=1, json=False,
+    )  # fmt: skip
+    base.update(kw)
+    return Namespace(**base)
+
+
+# -- classification and discovery ----------------------------------------------------------------
+
+
+def test_classify_by_kind(tmp_path: Path) -> None:
+    _generate(tmp_path, 1, bareon=1)
+    kinds = {
+        Path(t.input).name: t.problem for p in batch.discover(str(tmp_path)) for t in classify(p)
+    }
+    assert kinds == {
+        "snap-0000.data": "squeeze",
+        "snap-0000.allocate.json": "allocate",
+        "snap-0000.multi-allocate.json": "multi-allocate",
+        "bareon-0000.yaml": "partition",
+    }
+    sizes = {t.problem: t.size for p in batch.discover(str(tmp_path)) for t in classify(p)}
+    assert 4 <= sizes["squeeze"] <= 6 and sizes["partition"] == 2
+
+
+def test_unclassifiable_inputs_are_failed_tasks(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    (tmp_path / "list.yaml").write_text("- {id: a, type: lv}\n")
+    for name in ("notes.txt", "broken.json", "other.json", "list.yaml"):
+        (task,) = classify(str(tmp_path / name))
+        assert task.error, name
+        record = solve_task(task, Options(compare=True))
+        assert record["status"] == "error" and record["error"] == task.error
+        assert "greedy" not in record
+
+
+def test_unknown_request_type_is_recorded_not_raised(tmp_path: Path) -> None:
+    path = tmp_path / "reloc.json"
+    path.write_text(json.dumps({"request": {"type": "relocate"}, "nodes": {}}))
+    (task,) = classify(str(path))
+    assert task.problem == "relocate" and task.error is None
+    record = solve_task(task, Options())
+    assert record["status"] == "error" and "no exalloc solver" in record["error"]
+
+
+def test_discover_dir_glob_file_and_nothing(tmp_path: Path) -> None:
+    _generate(tmp_path, 2, bareon=0)
+    (tmp_path / "results.jsonl").write_text("")
+    found = batch.discover(str(tmp_path))
+    assert len(found) == 6 and not any(p.endswith(".jsonl") for p in found)
+    assert batch.discover(str(tmp_path / "*.data")) == [
+        str(tmp_path / "snap-0000.data"),
+        str(tmp_path / "snap-0001.data"),
+    ]
+    assert batch.discover(str(tmp_path / "snap-0000.data")) == [str(tmp_path / "snap-0000.data")]
+    done = _cli("batch", str(tmp_path / "nothing-*.data"), "--out", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 1 and "no inputs" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- the results file ------------------------------------------------------------------------------
+
+
+def test_torn_last_line_is_cut_and_never_duplicated(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    good = {"input": "a.data", "problem": "squeeze", "status": "optimal"}
+    out.write_text(json.dumps(good) + "\n" + '{"input": "b.data", "prob')
+    results = batch.ResultsFile(str(out))
+    assert results.done == {("a.data", "squeeze")} and results.torn == 1
+    results.append({"input": "b.data", "problem": "squeeze", "status": "optimal"})
+    results.close()
+    assert [r["input"] for r in _lines(out)] == ["a.data", "b.data"]
+
+
+def test_results_file_is_locked(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    first = batch.ResultsFile(str(out))
+    try:
+        done = _cli("batch", str(FIXTURES), "--out", str(out), "--no-progress")
+        assert done.returncode == 1 and "another batch is writing it" in done.stderr
+    finally:
+        first.close()
+
+
+def test_failures_do_not_stop_the_batch(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "bad.yaml").write_text("dynamic_schema: [{id: a}]\nhw_info: {disks: []}\n")
+    (inputs / "good.yaml").write_text((FIXTURES / "single_disk_min_only.yaml").read_text())
+    (inputs / "junk.json").write_text("not json")
+    out = tmp_path / "r.jsonl"
+    report = batch.run(_batch_args([str(inputs)], out, compare=False))
+    assert report.ran == 3 and report.failed_now == 2
+    by_name = {Path(r["input"]).name: r for r in _lines(out)}
+    assert by_name["good.yaml"]["status"] == "optimal" and by_name["good.yaml"]["value"] == 0
+    assert by_name["bad.yaml"]["error"] and by_name["junk.json"]["error"]
+    again = batch.run(_batch_args([str(inputs)], out, compare=False))
+    assert again.ran == 0 and again.skipped == 3 and len(_lines(out)) == 3
+
+
+def test_every_line_has_the_documented_keys(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    batch.run(_batch_args([str(FIXTURES / "two_disks_*.yaml")], out))
+    lines = _lines(out)
+    assert len(lines) == len(list(FIXTURES.glob("two_disks_*.yaml"))) >= 4
+    for r in lines:
+        for key in (
+            "input",
+            "problem",
+            "status",
+            "objective",
+            "bound",
+            "gap",
+            "build_s",
+            "solve_s",
+        ):
+            assert key in r, key
+        assert r["problem"] == "partition" and r["status"] == "optimal"
+        assert r["greedy"]["tool"] == "lp-floor" and "value" in r["greedy"]
+        assert r["input"].startswith(str(FIXTURES))
+
+
+# -- done when: SIGKILL midway, rerun, every input exactly once --------------------------------
+
+
+def test_batch_killed_midway_then_resumed_has_every_input_once(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    _generate(inputs, 20, bareon=4)
+    expected = {t.key for p in batch.discover(str(inputs)) for t in classify(p)}
+    assert len([k for k in expected if k[1] == "squeeze"]) == 20
+    out = tmp_path / "results.jsonl"
+    cmd = [sys.executable, "-m", "cli", "batch", str(inputs), "--out", str(out), "--workers", "2",
+           "--compare", "--no-progress", "--time-limit", "20"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    at_kill = out.read_bytes().count(b"\n")
+    assert 2 <= at_kill < len(expected), "the batch should have been killed midway"
+
+    done = _cli(*cmd[3:])
+    assert done.returncode == 0, done.stderr
+    assert f"{at_kill} already done" in done.stdout
+    raw = out.read_bytes()
+    assert raw.endswith(b"\n")
+    lines = [json.loads(line) for line in raw.splitlines()]  # every line parses
+    counts = Counter((r["input"], r["problem"]) for r in lines)
+    assert set(counts) == expected
+    assert set(counts.values()) == {1}
+    again = _cli(*cmd[3:])
+    assert "0 ran now" in again.stdout and out.read_bytes() == raw
+
+
+# -- done when: the same batch on a Dask LocalCluster gives the same results ------------------
+
+
+def _essence(records: list[dict]) -> dict:
+    """What must not depend on where a task ran: answers and their judged values."""
+    out = {}
+    for r in records:
+        g = r.get("greedy") or {}
+        out[(r["input"], r["problem"])] = (
+            r.get("status"), r.get("value"), r.get("answer"), r.get("error"),
+            g.get("value"), g.get("answer"), g.get("error"),
+        )  # fmt: skip
+    return out
+
+
+def test_dask_local_cluster_gives_the_local_results(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    inputs = tmp_path / "in"
+    _generate(inputs, 6, bareon=3)
+    local_out, dask_out = tmp_path / "local.jsonl", tmp_path / "dask.jsonl"
+    local = batch.run(_batch_args([str(inputs)], local_out))
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        remote = batch.run(
+            _batch_args([str(inputs)], dask_out, scheduler=cluster.scheduler_address)
+        )
+    assert remote.ran == local.ran == local.planned
+    assert _essence(_lines(dask_out)) == _essence(_lines(local_out))
+
+
+def test_unreachable_scheduler_is_a_one_line_error(tmp_path: Path, monkeypatch) -> None:
+    from model.errors import ExallocError
+
+    monkeypatch.setattr(batch, "CONNECT_TIMEOUT", "1s")
+    args = _batch_args(
+        [str(FIXTURES / "two_disks_none_none.yaml")],
+        tmp_path / "r.jsonl",
+        scheduler="tcp://127.0.0.1:9",
+    )
+    with pytest.raises(ExallocError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        batch.run(args)
+
+
+def test_dead_worker_is_recorded_and_the_rest_completes(tmp_path: Path, monkeypatch) -> None:
+    """A worker killed under a task (OOM) breaks the pool; the batch rebuilds it and goes on."""
+    tasks = [Task(str(FIXTURES / "two_disks_none_none.yaml"), "partition", 2), Task("x", "crash")]
+    monkeypatch.setattr(batch, "solve_task", _crash_or_solve)
+    records = list(batch.run_local(tasks, Options(), workers=1))
+    by_problem = {r["problem"]: r for r in records}
+    assert by_problem["partition"]["status"] == "optimal"
+    assert "worker process died" in by_problem["crash"]["error"]
+
+
+def _crash_or_solve(task: Task, options: Options) -> dict:
+    if task.problem == "crash":
+        os._exit(9)
+    return solve_task(task, options)

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -174,13 +175,14 @@ class _Bad(Exception):
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """JSON numbers arrive as int or Decimal (exact, like Text.JSON's rationals)."""
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
 
 
 def _read_int(value: Any) -> int:
     if not _is_number(value):
         raise _Bad("Unable to read Int")
-    rounded = round(value)  # Text.JSON: `round` of the rational, halves to even
+    rounded = int(round(value))  # Text.JSON: `round` of the rational, halves to even
     rounded %= 1 << 64
     return rounded - (1 << 64) if rounded >= 1 << 63 else rounded
 
@@ -527,7 +529,12 @@ def _reject_constant(name: str) -> Any:
 def _decode(text: str, source: str) -> Any:
     prefix = "Parsing input IAllocator message"
     try:
-        return json.loads(text, object_pairs_hook=_first_wins, parse_constant=_reject_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=_first_wins,
+            parse_constant=_reject_constant,
+            parse_float=Decimal,
+        )
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{prefix}: Invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",

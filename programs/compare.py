@@ -338,11 +338,13 @@ PROBLEMS: dict[str, Problem] = {
 
 
 def _error_text(err: BaseException) -> str:
+    """One line: the message of an ExallocError, else the exception and where it came from."""
     if isinstance(err, ExallocError):
-        return str(err)
+        return " ".join(str(err).split())
     where = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
     at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
-    return f"internal error {type(err).__name__}: {err}{at}"
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"internal error {type(err).__name__}: {first}{at}"
 
 
 def solve_task(task: Task, options: Options) -> dict[str, Any]:

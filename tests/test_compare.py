@@ -1,0 +1,126 @@
+"""exalloc compare: both answers judged by exalloc's checkers, and exalloc alone without htools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from model.generate import ClusterSpec, generate_cluster, generate_request
+from model.text_backend import dump_text
+from programs import compare
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "data" / "bareon" / "fixtures"
+
+
+def _args(*inputs: Path) -> Namespace:
+    return Namespace(
+        inputs=[str(p) for p in inputs],
+        greedy_timeout=60.0,
+        solver="highs",
+        time_limit=30.0,
+        gap=0.0,
+        threads=1,
+        json=False,
+    )
+
+
+def _snapshots(tmp_path: Path, seeds: range, **spec) -> list[Path]:
+    paths = []
+    for seed in seeds:
+        cluster = generate_cluster(ClusterSpec(**spec), seed)
+        path = tmp_path / f"snap-{seed}.data"
+        path.write_text(dump_text(cluster))
+        paths.append(path)
+    return paths
+
+
+def test_partition_against_lp_floor() -> None:
+    inputs = sorted(FIXTURES.glob("two_disks_*.yaml")) + [
+        FIXTURES / "three_disks_ceph_example.yaml"
+    ]
+    report = compare.run(_args(*inputs))
+    assert len(report.records) == len(inputs)
+    for r in report.records:
+        assert r["problem"] == "partition" and r["status"] == "optimal", r.get("error")
+        assert r["greedy"]["tool"] == "lp-floor"
+        assert compare.verdict(r) in ("same", "exact better")
+    text = report.text()
+    assert "lp-floor" in text and "MiB lost" in text
+    assert report.exit_code == 0
+
+
+def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
+    """On ext clusters exalloc frees at least as many nodes, both plans pass the checker."""
+    pytest.importorskip("programs.squeeze")
+    paths = _snapshots(tmp_path, range(4), nodes=6, templates=("ext",), fill=0.3)
+    report = compare.run(_args(*paths))
+    for r in report.records:
+        assert r["error"] is None, r["error"]
+        assert r["status"] == "optimal" and r["violations"] == 0
+        greedy = r["greedy"]
+        assert greedy["tool"] == "hsqueeze" and greedy["violations"] == 0
+        assert r["value"] >= greedy["value"]
+        assert compare.verdict(r) in ("same", "exact better")
+    assert "hsqueeze" in report.text()
+
+
+def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no hsqueeze on PATH
+    monkeypatch.setattr(compare, "HAIL", tmp_path / "no-hail")
+    (data,) = _snapshots(tmp_path, range(1), nodes=4)
+    fixture = FIXTURES / "single_disk_min_only.yaml"
+    report = compare.run(_args(data, fixture))
+    squeeze = next(r for r in report.records if r["problem"] == "squeeze")
+    assert squeeze["greedy"]["error"] == compare.INSTALL_HINT
+    partition = next(r for r in report.records if r["problem"] == "partition")
+    assert partition["greedy"]["value"] == 0  # the baseline needs no htools
+    text = report.text()
+    assert "scripts/get-ganeti-reference" in text and "showing exalloc alone" in text
+    assert text.count("scripts/get-ganeti-reference") == 1
+
+
+def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
+    cluster = generate_cluster(ClusterSpec(nodes=5, fill=0.3), 4)
+    request = tmp_path / "r.allocate.json"
+    import json
+
+    request.write_text(json.dumps(generate_request(cluster, 4)))
+    (record,) = compare.run(_args(request)).records
+    assert record["problem"] == "allocate"
+    assert record["greedy"]["tool"] == "hail" and record["greedy"]["value"] in (0, 1)
+
+
+def test_verdicts() -> None:
+    base = {"problem": "squeeze", "error": None, "value": 3}
+    assert compare.verdict({**base, "greedy": {"value": 2}}) == "exact better"
+    assert compare.verdict({**base, "greedy": {"value": 3}}) == "same"
+    assert compare.verdict({**base, "greedy": {"value": 4}}) == "greedy better"
+    lost = {"problem": "partition", "error": None, "value": 0}
+    assert compare.verdict({**lost, "greedy": {"value": 10}}) == "exact better"
+    assert compare.verdict({**lost, "greedy": {"value": None}}) == "exact better"
+    assert compare.verdict({**lost, "greedy": {"error": "x"}}) == "-"
+    assert compare.verdict({**lost, "error": "bad"}) == "-"
+
+
+def test_placed_counts_iallocator_results() -> None:
+    assert compare.placed({"success": True, "result": ["n1", "n2"]}) == 1
+    assert compare.placed({"success": False, "result": []}) == 0
+    multi = {"success": True, "result": [[["i1", ["n1"]], ["i2", ["n2", "n1"]]], ["i3"]]}
+    assert compare.placed(multi) == 2
+
+
+def test_missing_input_is_a_one_line_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "compare", str(tmp_path / "nope.data")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1 and "no such file" in done.stderr
+    assert "Traceback" not in done.stderr

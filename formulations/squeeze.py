@@ -250,17 +250,26 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
 
 
 def objectives(model: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:
-    """Stage order: node count, then moves, then evenness (soft mode: probe hosts first)."""
+    """Stage order: node count, then moves, then evenness (soft mode: probe hosts first).
+
+    Stages whose expression is a constant (no candidates, nothing placed) are left out.
+    """
     nodes_expr = sum(model.on[n] for n in model.NC)
     moves = Objective("moves", sum(model.out[k] for k in model.SN_now), "min")
     util = Objective("max_memory_utilisation", model.util, "min", integral=False)
     if problem.mode == SHRINK:
         first = Objective("nodes_freed", len(model.NC) - nodes_expr, "max")
-        return [first, moves, util]
-    if problem.soft_probe:
+        stages = [first, moves, util]
+    elif problem.soft_probe:
         host = Objective("nodes_hosting_probe", sum(model.host[n] for n in model.N), "max")
-        return [host, util, moves]
-    return [Objective("nodes_powered_on", nodes_expr, "min"), moves, util]
+        stages = [host, util, moves]
+    else:
+        stages = [Objective("nodes_powered_on", nodes_expr, "min"), moves, util]
+    return [o for o in stages if not _constant(o.expr)]
+
+
+def _constant(expr: object) -> bool:
+    return isinstance(expr, (int, float)) or bool(getattr(expr, "is_fixed", lambda: False)())
 
 
 # -- the type aggregate: the volume bound and the decomposition's first step -----------------

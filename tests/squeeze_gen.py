@@ -1,0 +1,115 @@
+"""Seeded random clusters for the squeeze tests and benchmarks.
+
+Externally mirrored (ext) instances of a few flavours on nodes of a few hardware types, with
+consistent reported free memory, so both htools and exalloc load them without warnings.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from model.cluster import (
+    DEFAULT_ISPEC_MAX,
+    Cluster,
+    Disk,
+    Instance,
+    IPolicy,
+    ISpec,
+    MinMax,
+    Node,
+    NodeGroup,
+)
+
+# (memory MiB, physical CPUs): hardware types
+NODE_TYPES: tuple[tuple[int, int], ...] = ((16384, 8), (32768, 16), (65536, 24))
+# (memory MiB, vcpus): instance flavours
+FLAVOURS: tuple[tuple[int, int], ...] = (
+    (512, 1),
+    (1024, 1),
+    (1536, 1),
+    (2048, 2),
+    (3072, 2),
+    (4096, 2),
+    (6144, 4),
+    (8192, 4),
+)
+STD = ISpec(1024, 1, 1024, 1, 1, 1)
+POLICY = IPolicy(
+    minmax=(MinMax(ISpec(128, 1, 0, 0, 1, 1), DEFAULT_ISPEC_MAX),),
+    std=STD,
+    disk_templates=("ext", "drbd", "plain", "diskless"),
+    vcpu_ratio=4.0,
+    spindle_ratio=32.0,
+)
+
+
+@dataclass(frozen=True)
+class SqueezeSpec:
+    """Shape of a generated cluster; the seed names it for good."""
+
+    nodes: int = 8
+    instances: int = 32
+    node_types: tuple[tuple[int, int], ...] = NODE_TYPES
+    flavours: tuple[tuple[int, int], ...] = FLAVOURS
+    node_memory_mib: int = 1024
+    max_fill: float = 0.6  # a node is filled to at most this share of its memory
+    standby: int = 0  # offline nodes tagged htools:standby:auto, at the end
+    seed: int = 0
+
+
+def ext_cluster(spec: SqueezeSpec) -> Cluster:
+    """Nodes `node-NNNN` (the first is master), instances `inst-NNNNN` placed at random."""
+    rng = random.Random(spec.seed)
+    group = NodeGroup("default", "uuid-default", ipolicy=POLICY)
+    hw = [rng.choice(spec.node_types) for _ in range(spec.nodes)]
+    used = [0] * spec.nodes
+    online = spec.nodes - spec.standby
+    placed: list[Instance] = []
+    for k in range(spec.instances):
+        mem, vcpus = rng.choice(spec.flavours)
+        for _ in range(50):
+            n = rng.randrange(online)
+            cap = hw[n][0] * spec.max_fill - spec.node_memory_mib
+            if used[n] + mem <= cap:
+                break
+        else:
+            continue
+        used[n] += mem
+        placed.append(
+            Instance(
+                name=f"inst-{k:05d}",
+                memory_mib=mem,
+                disks=(Disk(10240),),
+                vcpus=vcpus,
+                status="running",
+                auto_balance=True,
+                primary=f"node-{n:04d}",
+                secondary=None,
+                disk_template="ext",
+            )
+        )
+    nodes = []
+    for n, (mem, cpus) in enumerate(hw):
+        standby = n >= online
+        nodes.append(
+            Node(
+                name=f"node-{n:04d}",
+                total_memory_mib=float(mem),
+                node_memory_mib=spec.node_memory_mib,
+                free_memory_mib=mem - spec.node_memory_mib - used[n],
+                total_disk_mib=1048576.0,
+                free_disk_mib=1048576,
+                total_cpus=float(cpus),
+                group_uuid=group.uuid,
+                offline=standby,
+                master=n == 0,
+                tags=("htools:standby:auto",) if standby else (),
+            )
+        )
+    return Cluster(
+        groups=(group,),
+        nodes=tuple(nodes),
+        instances=tuple(placed),
+        cluster_policy=POLICY,
+    )

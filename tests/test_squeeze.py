@@ -1,0 +1,206 @@
+"""exalloc squeeze: hsqueeze's shell tests, the real hsqueeze side by side, output forms."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from squeeze_gen import SqueezeSpec, ext_cluster
+
+import cli
+import programs.squeeze as squeeze
+from model.check import Move, check_squeeze
+from model.resources import probe_demand
+from model.text_backend import load_text
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "squeeze"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shell_tests(path: Path) -> list[tuple[list[str], str, str]]:
+    """(arguments, kind, expected) of each hsqueeze command: kind 're' or 'literal'."""
+    text = path.read_text()
+    cases = []
+    blocks = re.split(r"\n(?=\./test/hs/hsqueeze)", text)
+    for block in blocks:
+        if not block.startswith("./test/hs/hsqueeze"):
+            continue
+        command, rest = block.split("\n", 1)
+        body = rest.split(">>>=")[0]
+        assert body.startswith(">>>")
+        body = body[3:]
+        if body.startswith("/"):
+            cases.append((shlex.split(command)[1:], "re", body.strip()[1:-1]))
+        else:
+            cases.append((shlex.split(command)[1:], "literal", body.strip("\n")))
+    return cases
+
+
+def _cases(ganeti) -> list[tuple[list[str], str, str]]:  # noqa: ANN001
+    return shell_tests(ganeti.shelltests_dir / "htools-hsqueeze.test")
+
+
+def test_shelltests_parse(ganeti) -> None:  # noqa: ANN001
+    assert len(_cases(ganeti)) == 13
+
+
+@pytest.mark.parametrize("k", range(13))
+def test_hsqueeze_shelltest(ganeti, capsys, k: int) -> None:  # noqa: ANN001
+    """Node sets at least as good as the real hsqueeze's; its patterns where counts agree."""
+    args, kind, expected = _cases(ganeti)[k]
+    args = [a.replace("$TESTDATA_DIR", str(ganeti.data_dir)) for a in args]
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), *args], capture_output=True, text=True, timeout=60
+    ).stdout
+    code, out, _ = run_cli(capsys, "squeeze", *args)
+    assert code == 0
+    ours_nodes = [ln for ln in out.splitlines() if re.fullmatch(r"node-\d\d-\d\d\d", ln)]
+    real_nodes = [ln for ln in real.splitlines() if re.fullmatch(r"node-\d\d-\d\d\d", ln)]
+    if "'Nodes to online'" in real:
+        assert "'Nodes to online'" in out or "--no-headers" in args
+        assert len(ours_nodes) <= len(real_nodes)
+    elif "'Nodes to offline'" in real or ("--no-headers" in args and real_nodes):
+        assert len(ours_nodes) >= len(real_nodes)
+    if len(ours_nodes) == len(real_nodes):
+        if kind == "re":
+            assert re.search(expected, out, re.M), (expected, out)
+        else:
+            assert out.strip("\n") == expected
+
+
+def _hsqueeze_plan(output: str) -> tuple[list[str], list[Move]]:
+    nodes = [ln for ln in output.splitlines() if re.fullmatch(r"node-\d+", ln)]
+    moves = [
+        Move(m.group(2), m.group(1))
+        for m in re.finditer(r"gnt-instance migrate -f -n (\S+) (\S+)", output)
+    ]
+    return nodes, moves
+
+
+def test_exact_beats_greedy(ganeti, capsys) -> None:  # noqa: ANN001
+    """A cluster where greedy hsqueeze frees 1 node and the exact plan 2, both checked."""
+    path = DATA / "greedy-gap.data"
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(path), "-C"], capture_output=True, text=True, timeout=60
+    ).stdout
+    real_nodes, real_moves = _hsqueeze_plan(real)
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
+    assert code == 0
+    ours = json.loads(out)
+    assert ours["status"] == "optimal"
+    assert len(ours["nodes"]) > len(real_nodes) >= 1
+    cluster = load_text(path)
+    probe = probe_demand(cluster.cluster_policy.std, 2.0)
+    assert check_squeeze(cluster, real_nodes, real_moves, probe).ok
+    ours_moves = [Move(m["instance"], m["to"]) for m in ours["moves"]]
+    assert check_squeeze(cluster, ours["nodes"], ours_moves, probe).ok
+
+
+def test_json_keys_and_checker(capsys) -> None:  # noqa: ANN001
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(DATA / "mixed-standby.data"))
+    assert code == 0
+    doc = json.loads(out)
+    for key in (
+        "mode",
+        "nodes",
+        "moves",
+        "status",
+        "objective",
+        "bound",
+        "gap",
+        "build_s",
+        "solve_s",
+    ):
+        assert key in doc
+    assert doc["mode"] == "offline" and doc["status"] == "optimal"
+    assert doc["checker"]["ok"]
+    # tagged instances never land next to a namesake: the checker would have refused
+    assert len(doc["objective"]) == 3
+
+
+def test_expand_without_powering_on(capsys) -> None:  # noqa: ANN001
+    code, out, _ = run_cli(
+        capsys, "squeeze", "-t", str(DATA / "mixed-standby.data"), "--minimal-resources=6", "-C"
+    )
+    assert code == 0
+    assert out.startswith("'Nodes to online'\n\nCommands to run:\n  echo Power Commands\n")
+    assert "gnt-instance migrate -f -n" in out
+
+
+def test_save_and_command_file(tmp_path, capsys) -> None:  # noqa: ANN001
+    script = tmp_path / "cmds.sh"
+    base = tmp_path / "snap"
+    code, out, err = run_cli(
+        capsys, "squeeze", "-t", str(DATA / "greedy-gap.data"), f"-C{script}", "-S", str(base)
+    )
+    assert code == 0
+    assert f"The commands have been written to file '{script}'" in out
+    assert "has been written to file" in err
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n") and "  check\n" in text
+    assert "gnt-node power -f off node-0004" in text
+    after = load_text(str(base) + ".squeezed")
+    assert load_text(str(base) + ".original") == load_text(DATA / "greedy-gap.data")
+    off = {n.name for n in after.nodes if n.offline}
+    assert {"node-0003", "node-0004"} <= off
+    assert not any(i.primary in off for i in after.instances)
+
+
+def test_no_action_forms(ganeti, capsys) -> None:  # noqa: ANN001
+    path = ganeti.data_dir / "hsqueeze-overutilized.data"
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "--minimal-resources=0", "-C")
+    assert code == 0
+    assert out == "'No action'\n\nCommands to run:\n  echo Nothing to do\n"
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), "--minimal-resources=0")
+    assert json.loads(out)["mode"] == "none"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["squeeze", "-t", "/nonexistent.data"], "cannot read file"),
+        (["squeeze", "-t", "DATA", "--target-resources=-1"], "--target-resources"),
+        (["squeeze", "-t", "DATA", "--move", "drbd"], "--move drbd"),
+    ],
+)
+def test_bad_input_one_line(capsys, argv: list[str], message: str) -> None:  # noqa: ANN001
+    argv = [a.replace("DATA", str(DATA / "greedy-gap.data")) for a in argv]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_time_limit_reports_gap(tmp_path, capsys) -> None:  # noqa: ANN001
+    from model.text_backend import save_text
+
+    path = tmp_path / "c.data"
+    save_text(ext_cluster(SqueezeSpec(nodes=60, instances=300, seed=3)), path)
+    code, out, _ = run_cli(capsys, "--json", "--time-limit", "0.5", "squeeze", "-t", str(path))
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["status"] in ("optimal", "feasible")
+    assert len(doc["gap"]) == len(doc["objective"])
+    assert doc["checker"]["ok"]
+
+
+def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
+    from model.text_backend import save_text
+
+    path = tmp_path / "c.data"
+    save_text(ext_cluster(SqueezeSpec(nodes=24, instances=80, seed=5)), path)
+    _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
+    mip = json.loads(out)
+    monkeypatch.setattr(squeeze, "DECOMPOSE_NODES", 0)
+    _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
+    dec = json.loads(out)
+    assert dec["method"] == "decomposed" and dec["checker"]["ok"]
+    assert dec["bound"][0] >= mip["objective"][0] >= dec["objective"][0]

@@ -1,0 +1,382 @@
+"""Dedicated (exclusive-storage) allocation as a lexicographic MIP (spec §3, issue 3).
+
+Two builders share the data classes below; neither calls a solver.
+
+* `build_batch` (multi-allocate, also valid for one instance): binaries place each new
+  instance's primary (and drbd secondary); integer count variables `a[n,t]` hold how many
+  minimally compliant test instances t still fit on node n after the batch, bounded by each of
+  the node's capacity rows (`model.dedicated.capacity_rows`) minus what the batch takes. At a
+  lexicographic optimum every count is at its bound, so the lost-allocation vector is exact for
+  any combination of placements on a node.
+* `build_single` (allocate): the same question for one instance, where each candidate node's
+  lost vector and remaining disk are known constants, so the model is tiny (O(nodes)) and
+  carries hail's tie-break (the later node or pair in iteration order) as a last stage.
+
+Objectives (in `objectives(model)` order): [placed (batch only, max)], lost_0 … lost_{T-1}
+(min), remaining disk on the nodes that received instances (min), [tie-break (single, max)].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyomo.environ as pyo
+
+from model.dedicated import N1, CapacityRow
+from solvers import Objective
+
+
+@dataclass(frozen=True)
+class NodeData:
+    """A candidate node: its capacities now and what test instances take from them."""
+
+    name: str
+    rank: int  # position in hail's iteration order (node index); larger wins ties
+    group: str
+    rows: tuple[CapacityRow, ...]
+    reserve_mib: int  # the N+1 reserve rMem now
+    peers_mib: Mapping[str, int]  # failover memory reserved per primary node now
+    free_disk_mib: int  # f_dsk now
+    before: tuple[int, ...]  # allocation vector now
+    test_usage: tuple[Mapping[str, int], ...]  # per test instance: usage per row kind
+    fails_n1: bool  # already failing N+1: htools skips the N+1 checks
+    unallocated_mib: int
+    free_memory_forth_mib: int
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    """A new instance and where it may go (each candidate passed hail's checks alone)."""
+
+    name: str
+    drbd: bool
+    primary_usage: Mapping[str, int]  # per row kind
+    secondary_usage: Mapping[str, int]
+    failover_mib: int  # memory its secondary reserves (usesSecMem)
+    primaries: tuple[str, ...]
+    secondaries: tuple[str, ...] = ()
+    forbidden_pairs: frozenset[tuple[str, str]] = frozenset()  # fail only as this pair
+
+
+@dataclass(frozen=True)
+class SingleCandidate:
+    """One node's constants for `build_single`: metric contribution in each role."""
+
+    name: str
+    rank: int
+    group: str
+    primary_lost: tuple[int, ...] | None = None  # None: cannot be primary
+    primary_disk_mib: int = 0  # f_dsk after taking the primary
+    secondary_lost: tuple[int, ...] | None = None  # generic (no existing peer reservation)
+    secondary_disk_mib: int = 0
+    # primary node -> (lost vector as secondary of that primary, or None if it fails)
+    secondary_lost_with: Mapping[str, tuple[int, ...] | None] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------
+# multi-allocate: count variables
+# --------------------------------------------------------------------------------------
+
+
+def build_batch(
+    nodes: tuple[NodeData, ...], instances: tuple[NewInstance, ...], *, place_all: bool = False
+) -> pyo.ConcreteModel:
+    """The joint placement model; `place_all` forces every instance to be placed."""
+    m = pyo.ConcreteModel(name="dedicated_batch")
+    by_name = {n.name: n for n in nodes}
+    n_tests = max((len(n.before) for n in nodes), default=0)
+    inst = {i.name: i for i in instances}
+
+    m.N = pyo.Set(initialize=[n.name for n in nodes], ordered=True, doc="candidate nodes")
+    m.J = pyo.Set(initialize=[i.name for i in instances], ordered=True, doc="new instances")
+    m.T = pyo.RangeSet(0, n_tests - 1) if n_tests else pyo.Set(initialize=[])
+    m.JP = pyo.Set(
+        dimen=2, initialize=[(i.name, p) for i in instances for p in i.primaries if p in by_name]
+    )
+    m.JS = pyo.Set(
+        dimen=2,
+        initialize=[
+            (i.name, s) for i in instances if i.drbd for s in i.secondaries if s in by_name
+        ],
+    )
+    # nodes that may receive something; only they get count variables
+    touched = sorted({n for _, n in m.JP} | {n for _, n in m.JS}, key=lambda n: by_name[n].rank)
+    m.NT = pyo.Set(
+        dimen=2,
+        initialize=[(n, t) for n in touched for t in range(len(by_name[n].before))],
+        doc="(node, test) pairs whose count may change",
+    )
+    m.before = pyo.Param(
+        m.NT, initialize={(n, t): by_name[n].before[t] for n, t in m.NT}, doc="count now"
+    )
+
+    m.x = pyo.Var(m.JP, domain=pyo.Binary, doc="x[j,n] = 1: instance j has primary n")
+    m.y = pyo.Var(m.JS, domain=pyo.Binary, doc="y[j,s] = 1: instance j has secondary s")
+    m.a = pyo.Var(
+        m.NT,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda _m, n, t: (0, by_name[n].before[t]),
+        doc="a[n,t]: copies of test instance t that still fit on n after the batch",
+    )
+    m.u = pyo.Var(touched, bounds=(0, 1), doc="u[n] >= 1 when n received anything")
+    reserve_nodes = [n for n in touched if not by_name[n].fails_n1 and _is_secondary(m, n)]
+    m.r = pyo.Var(
+        reserve_nodes,
+        bounds=lambda _m, n: (by_name[n].reserve_mib, None),
+        doc="r[n]: the N+1 reserve of n after the batch (MiB)",
+    )
+
+    xs_of: dict[str, list] = {n: [] for n in touched}
+    ys_of: dict[str, list] = {n: [] for n in touched}
+    for j, n in m.JP:
+        xs_of[n].append(j)
+    for j, n in m.JS:
+        ys_of[n].append(j)
+
+    def use(n: str, kind: str):
+        """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n]."""
+        return sum(inst[j].primary_usage.get(kind, 0) * m.x[j, n] for j in xs_of[n]) + sum(
+            inst[j].secondary_usage.get(kind, 0) * m.y[j, n] for j in ys_of[n]
+        )
+
+    def reserve(n: str):
+        return m.r[n] if n in m.r else by_name[n].reserve_mib
+
+    prim_of: dict[str, list[str]] = {j: [] for j in m.J}
+    sec_of: dict[str, list[str]] = {j: [] for j in m.J}
+    for j, n in m.JP:
+        prim_of[j].append(n)
+    for j, n in m.JS:
+        sec_of[j].append(n)
+
+    # place: Σ_n x[j,n] = 1 (allocate) or <= 1 (multi-allocate: the rest is reported failed)
+    def place_rule(_m, j):
+        placed = sum(m.x[j, n] for n in prim_of[j])
+        if isinstance(placed, int):
+            return pyo.Constraint.Infeasible if place_all else pyo.Constraint.Skip
+        return placed == 1 if place_all else placed <= 1
+
+    m.place = pyo.Constraint(m.J, rule=place_rule)
+    groups = sorted({n.group for n in nodes})
+    drbd_j = [i.name for i in instances if i.drbd]
+    # pair_group: Σ_{s in g} y[j,s] = Σ_{p in g} x[j,p]  (drbd: one secondary, same group)
+    m.pair_group = pyo.Constraint(
+        [(j, g) for j in drbd_j for g in groups],
+        rule=lambda _m, j, g: (
+            sum(m.y[j, n] for n in sec_of[j] if by_name[n].group == g)
+            == sum(m.x[j, n] for n in prim_of[j] if by_name[n].group == g)
+        ),
+    )
+    # distinct: x[j,n] + y[j,n] <= 1  (primary and secondary differ)
+    m.distinct = pyo.Constraint(
+        [(j, n) for j, n in m.JS if (j, n) in m.JP],
+        rule=lambda _m, j, n: m.x[j, n] + m.y[j, n] <= 1,
+    )
+    # forbidden: x[j,p] + y[j,s] <= 1  (pairs failing only together, via the peer reserve)
+    m.forbidden = pyo.Constraint(
+        [
+            (i.name, p, s)
+            for i in instances
+            for p, s in sorted(i.forbidden_pairs)
+            if (i.name, p) in m.JP and (i.name, s) in m.JS
+        ],
+        rule=lambda _m, j, p, s: m.x[j, p] + m.y[j, s] <= 1,
+    )
+    # used: u[n] >= x[j,n], u[n] >= y[j,n]
+    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: m.u[n] >= m.x[j, n])
+    m.used_s = pyo.Constraint(m.JS, rule=lambda _m, j, n: m.u[n] >= m.y[j, n])
+
+    # capacity rows, instance part: use(n, k) [+ r[n] for n1] <= cap
+    def inst_row(_m, n, k):
+        row = next(r for r in by_name[n].rows if r.kind == k)
+        expr = use(n, k)
+        if k == N1:
+            expr = expr + reserve(n)
+        if isinstance(expr, (int, float)):
+            return pyo.Constraint.Skip
+        return expr <= row.cap
+
+    m.cap = pyo.Constraint([(n, r.kind) for n in touched for r in by_name[n].rows], rule=inst_row)
+    # counts: usage_t,k · a[n,t] + use(n, k) [+ r[n]] <= cap   (every row with usage_t,k > 0)
+    count_rows = [
+        (n, t, r.kind)
+        for n, t in m.NT
+        for r in by_name[n].rows
+        if by_name[n].test_usage[t].get(r.kind, 0) > 0
+    ]
+
+    def count_row(_m, n, t, k):
+        row = next(r for r in by_name[n].rows if r.kind == k)
+        expr = by_name[n].test_usage[t][k] * m.a[n, t] + use(n, k)
+        if k == N1:
+            expr = expr + reserve(n)
+        return expr <= row.cap
+
+    m.count = pyo.Constraint(count_rows, rule=count_row)
+
+    # failover memory on nodes failing N+1 (else implied by the n1 row):
+    # f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1, same on the forth counters
+    fo = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
+    m.failover = pyo.Constraint(
+        fo,
+        rule=lambda _m, j, n: (
+            inst[j].failover_mib * m.y[j, n] + use(n, "memory") <= by_name[n].unallocated_mib - 1
+        ),
+    )
+    m.failover_forth = pyo.Constraint(
+        fo,
+        rule=lambda _m, j, n: (
+            inst[j].failover_mib * m.y[j, n] + use(n, "memory_forth")
+            <= by_name[n].free_memory_forth_mib - 1
+        ),
+    )
+    # reserve: r[s] >= peers_s[p] + Σ_j f_j · z[j,p,s],  z[j,p,s] >= x[j,p] + y[j,s] - 1
+    pairs = [
+        (j, p, s)
+        for j, s in m.JS
+        if s in m.r
+        for p in prim_of[j]
+        if p != s and by_name[p].group == by_name[s].group
+    ]
+    m.z = pyo.Var(pairs, bounds=(0, 1), doc="z[j,p,s] >= 1 when j is on the pair (p, s)")
+    m.z_and = pyo.Constraint(
+        pairs, rule=lambda _m, j, p, s: m.z[j, p, s] >= m.x[j, p] + m.y[j, s] - 1
+    )
+    ps = sorted({(p, s) for _, p, s in pairs})
+    js_of: dict[tuple[str, str], list[str]] = {}
+    for j, p, s in pairs:
+        js_of.setdefault((p, s), []).append(j)
+    m.reserve = pyo.Constraint(
+        ps,
+        rule=lambda _m, p, s: (
+            m.r[s]
+            >= by_name[s].peers_mib.get(p, 0)
+            + sum(inst[j].failover_mib * m.z[j, p, s] for j in js_of[(p, s)])
+        ),
+    )
+
+    # objectives
+    m.placed = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP))
+    m.lost = pyo.Expression(
+        range(n_tests),
+        rule=lambda _m, t: sum(m.before[n, tt] - m.a[n, tt] for n, tt in m.NT if tt == t),
+    )
+    m.remaining_disk = pyo.Expression(
+        expr=sum(by_name[n].free_disk_mib * m.u[n] for n in touched)
+        - sum(use(n, "disk") for n in touched)
+    )
+    m.n_tests = n_tests
+    return m
+
+
+def _is_secondary(m: pyo.ConcreteModel, n: str) -> bool:
+    return any(s == n for _, s in m.JS)
+
+
+def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:
+    """placed (max), then lost_0 … lost_{T-1} (min), then remaining disk (min)."""
+    objs = [Objective("placed", m.placed, "max")]
+    objs += [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
+    objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
+    return objs
+
+
+def batch_solution(m: pyo.ConcreteModel) -> dict[str, tuple[str, str | None]]:
+    """instance -> (primary, secondary) of the loaded solution; unplaced ones are absent."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for j, n in m.JP:
+        if pyo.value(m.x[j, n]) > 0.5:
+            out[j] = (n, None)
+    for j, s in m.JS:
+        if pyo.value(m.y[j, s]) > 0.5 and j in out:
+            out[j] = (out[j][0], s)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# allocate: one instance, constant metrics per candidate
+# --------------------------------------------------------------------------------------
+
+
+def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -> pyo.ConcreteModel:
+    """hail's dedicated allocate: pick the candidate (pair) with the least metric, last wins.
+
+    For drbd the metric of (p, s) is primary_lost[p] + secondary_lost(s | p) and the disk is
+    primary_disk[p] + secondary_disk[s]; the secondary's loss depends on p only when s
+    already reserves failover memory for p, which `w[p,s]` switches on.
+    """
+    m = pyo.ConcreteModel(name="dedicated_single")
+    by_name = {c.name: c for c in cands}
+    prim = [c.name for c in cands if c.primary_lost is not None]
+    sec = [c.name for c in cands if drbd and c.secondary_lost is not None]
+    m.P = pyo.Set(initialize=prim, ordered=True, doc="possible primaries")
+    m.S = pyo.Set(initialize=sec, ordered=True, doc="possible secondaries (generic)")
+    m.T = pyo.RangeSet(0, n_tests - 1) if n_tests else pyo.Set(initialize=[])
+    m.x = pyo.Var(m.P, domain=pyo.Binary, doc="x[p] = 1: primary is p")
+    m.y = pyo.Var(m.S, domain=pyo.Binary, doc="y[s] = 1: secondary is s")
+    # one_primary: Σ_p x[p] = 1
+    m.one_primary = pyo.Constraint(expr=sum(m.x[p] for p in m.P) == 1)
+    lost_expr: list = [
+        sum(by_name[p].primary_lost[t] * m.x[p] for p in m.P) for t in range(n_tests)
+    ]
+    disk_expr = sum(by_name[p].primary_disk_mib * m.x[p] for p in m.P)
+    tie = sum(by_name[p].rank * m.x[p] for p in m.P)
+    if drbd:
+        groups = sorted({by_name[n].group for n in prim + sec})
+        # same_group: Σ_{s in g} y[s] = Σ_{p in g} x[p]  (one secondary, in the primary's group)
+        m.same_group = pyo.Constraint(
+            groups,
+            rule=lambda _m, g: (
+                sum(m.y[s] for s in m.S if by_name[s].group == g)
+                == sum(m.x[p] for p in m.P if by_name[p].group == g)
+            ),
+        )
+        # distinct: x[n] + y[n] <= 1
+        both = [n for n in prim if n in set(sec)]
+        m.distinct = pyo.Constraint(both, rule=lambda _m, n: m.x[n] + m.y[n] <= 1)
+        special = [
+            (p, s)
+            for s in sec
+            for p in by_name[s].secondary_lost_with
+            if p in by_name and by_name[p].primary_lost is not None and p != s
+        ]
+        bad = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is None]
+        good = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is not None]
+        # forbidden: x[p] + y[s] <= 1  (s cannot reserve failover memory for p)
+        m.forbidden = pyo.Constraint(bad, rule=lambda _m, p, s: m.x[p] + m.y[s] <= 1)
+        m.w = pyo.Var(good, bounds=(0, 1), doc="w[p,s] >= 1 when the pair is (p, s)")
+        # pair_and: w[p,s] >= x[p] + y[s] - 1
+        m.pair_and = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] >= m.x[p] + m.y[s] - 1)
+        for t in range(n_tests):
+            lost_expr[t] = (
+                lost_expr[t]
+                + sum(by_name[s].secondary_lost[t] * m.y[s] for s in m.S)
+                + sum(
+                    (by_name[s].secondary_lost_with[p][t] - by_name[s].secondary_lost[t])
+                    * m.w[p, s]
+                    for p, s in good
+                )
+            )
+        disk_expr = disk_expr + sum(by_name[s].secondary_disk_mib * m.y[s] for s in m.S)
+        width = max((c.rank for c in cands), default=0) + 1
+        tie = width * tie + sum(by_name[s].rank * m.y[s] for s in m.S)
+    m.lost = pyo.Expression(range(n_tests), rule=lambda _m, t: lost_expr[t])
+    m.remaining_disk = pyo.Expression(expr=disk_expr)
+    m.tie = pyo.Expression(expr=tie, doc="hail's iteration order: the later candidate wins")
+    m.n_tests = n_tests
+    return m
+
+
+def single_objectives(m: pyo.ConcreteModel) -> list[Objective]:
+    """lost_0 … lost_{T-1} (min), remaining disk (min), tie-break (max)."""
+    objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
+    objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
+    objs.append(Objective("tie_break", m.tie, "max"))
+    return objs
+
+
+def single_solution(m: pyo.ConcreteModel) -> tuple[str, str | None]:
+    p = next(p for p in m.P if pyo.value(m.x[p]) > 0.5)
+    s = next((s for s in m.S if pyo.value(m.y[s]) > 0.5), None) if hasattr(m, "y") else None
+    return p, s

@@ -1,0 +1,900 @@
+"""`exalloc hail`: a drop-in Ganeti iallocator for dedicated (exclusive-storage) groups.
+
+Pipeline: IAllocator request → hail's candidate screening (policy, strict `addPri`/`addSec`,
+failure counts; spec §3, `Dedicated.hs`) → exact lexicographic MIP (`formulations/dedicated`)
+→ independent checker (`model.check`) → hail's response JSON. allocate answers exactly as
+hail does (same node(s), same info); multi-allocate places the whole batch jointly.
+Requests hail would not handle with the dedicated algorithm get `success:false` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from formulations import dedicated as form
+from model.check import check_allocation
+from model.cluster import Cluster, NodeGroup
+from model.dedicated import allocation_vector, capacity_rows, format_metric
+from model.dedicated import primary_usage as row_primary_usage
+from model.dedicated import secondary_usage as row_secondary_usage
+from model.dedicated import test_usage as row_test_usage
+from model.errors import CheckFailedError, InputError
+from model.iallocator import (
+    AllocateRequest,
+    IAllocatorInput,
+    MultiAllocateRequest,
+    format_failure_counts,
+    load_request,
+    multi_allocate_response,
+    new_instance,
+    parse_request,
+    response_json,
+)
+from model.resources import (
+    ClusterState,
+    FailMode,
+    InstanceDemand,
+    NodeState,
+    add_primary,
+    add_secondary,
+    demand_of,
+    minimal_instances,
+    node_states,
+    policy_shortfall,
+)
+from solvers import LexResult, Status, Stopwatch, solve_lexicographic
+
+REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
+POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
+NO_PRIMARY = ""
+REQUEST_TYPES = {
+    "RelocateRequest": "relocate",
+    "NodeEvacuateRequest": "node-evacuate",
+    "ChangeGroupRequest": "change-group",
+    "AllocateSecondaryRequest": "allocate-secondary",
+}  # a primary name no node has: the secondary's peer reservation is 0
+
+
+# --------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SolverRun:
+    """What the MIP said, for the info suffix and --json."""
+
+    solver: str
+    status: str
+    gap: float | None
+    build_s: float
+    solve_s: float
+    objective: tuple[float | None, ...] = ()
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, solver: str, lex: LexResult) -> SolverRun:
+        gaps = [g for g in lex.gap if g is not None]
+        return cls(
+            solver=solver,
+            status=str(lex.status),
+            gap=max(gaps) if gaps else None,
+            build_s=lex.build_s,
+            solve_s=lex.solve_s,
+            objective=lex.objective,
+            names=lex.names,
+        )
+
+    def summary(self) -> str:
+        gap = "gap 0" if not self.gap else f"gap {self.gap:.3g}"
+        return f"{self.status}, {gap}"
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """One group's answer to one instance, as hail's AllocSolution."""
+
+    group: NodeGroup
+    error: str | None = None  # hail's `Bad` for the group (network, no online nodes)
+    failures: Counter = field(default_factory=Counter)
+    successes: int = 0
+    nodes: tuple[str, ...] = ()  # chosen primary [, secondary]
+    lost: tuple[int, ...] = ()
+    disk_mib: int = 0
+    run: SolverRun | None = None
+
+    @property
+    def solved(self) -> bool:
+        return bool(self.nodes)
+
+    def description(self) -> str:
+        """hail's `genericDescribeSolution` (without the `Group ...:` prefix)."""
+        n_fail = sum(self.failures.values())
+        reasons = format_failure_counts({str(k): v for k, v in self.failures.items()})
+        if not self.solved:
+            return "No valid allocation solutions, failure reasons: " + (
+                reasons if n_fail else "unknown reasons"
+            )
+        return (
+            f"score: {format_metric(self.lost, self.disk_mib)}, successes {self.successes}, "
+            f"failures {n_fail} ({reasons}) for node(s) {'/'.join(self.nodes)}"
+        )
+
+    def message(self) -> str:
+        """hail's `solutionDescription`: the group-prefixed line."""
+        if self.error is not None:
+            return f"Group {self.group.name}: error {self.error}"
+        return f"Group {self.group.name} ({self.group.alloc_policy}): {self.description()}"
+
+
+@dataclass(frozen=True)
+class HailReport:
+    """The response line plus what --json / --compare show; exit code 0 like hail."""
+
+    response: str
+    kind: str  # allocate | multi-allocate | unsupported
+    placements: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    runs: tuple[SolverRun, ...] = ()
+    objectives: Mapping[str, Any] = field(default_factory=dict)
+    compare: Mapping[str, Any] | None = None
+    exit_code: int = 0
+
+    def text(self) -> str:
+        if self.compare is None:
+            return self.response
+        return compare_text(self)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "response": json.loads(self.response),
+            "request": self.kind,
+            "placements": {n: list(nodes) for n, nodes in self.placements},
+            "solver": [r.__dict__ for r in self.runs],
+            "objectives": _jsonable(self.objectives),
+        }
+        if self.compare is not None:
+            out["compare"] = _jsonable(self.compare)
+        return out
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+# --------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    solver: str = "highs"
+    time_limit: float | None = None
+    gap: float = 0.0
+    threads: int = 1
+
+
+def run(args: Any) -> HailReport:
+    """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
+    opts = Options(
+        solver=getattr(args, "solver", "highs"),
+        time_limit=getattr(args, "time_limit", None),
+        gap=getattr(args, "gap", 0.0),
+        threads=getattr(args, "threads", 1),
+    )
+    kvm = getattr(args, "static_kvm_node_memory", 4096)
+    request_path = args.request
+    text = None
+    if request_path == "-":
+        text = sys.stdin.read()
+        inp = parse_request(text, "<stdin>", static_kvm_node_memory=kvm)
+    else:
+        inp = load_request(request_path, static_kvm_node_memory=kvm)
+    if getattr(args, "text_data", None):
+        from model.text_backend import load_text
+
+        inp = IAllocatorInput(load_text(args.text_data), inp.request, inp.enabled_hypervisors)
+    report = answer(inp, opts)
+    if getattr(args, "compare", False):
+        report = with_comparison(report, inp, request_path, text, args, kvm)
+    return report
+
+
+def answer(inp: IAllocatorInput, opts: Options = Options()) -> HailReport:
+    """The exalloc answer to a parsed request (checked before it is returned)."""
+    req = inp.request
+    cluster = inp.cluster
+    if isinstance(req, AllocateRequest):
+        if not is_dedicated(cluster, req.group_name):
+            return _unsupported("allocate on a group without exclusive storage")
+        return allocate(cluster, req, opts)
+    if isinstance(req, MultiAllocateRequest):
+        names = {i.group_name for i in req.instances}
+        group = names.pop() if len(names) == 1 else None
+        if not is_dedicated(cluster, group):
+            return _unsupported("multi-allocate on a group without exclusive storage")
+        return multi_allocate(cluster, req, opts)
+    kind = REQUEST_TYPES.get(type(req).__name__, type(req).__name__)
+    return _unsupported(f"{kind} requests")
+
+
+def _unsupported(what: str) -> HailReport:
+    info = (
+        f"exalloc handles only allocate and multi-allocate on dedicated (exclusive-storage) "
+        f"groups yet, not {what}; use hail for it"
+    )
+    return HailReport(response_json(False, info, []), "unsupported")
+
+
+def is_dedicated(cluster: Cluster, group_name: str | None) -> bool:
+    """`Dedicated.isDedicated`: every node of the requested (or every allocatable) group has
+    exclusive storage; vacuously true for an empty cluster."""
+    if group_name is None:
+        wanted = {g.uuid for g in cluster.groups if g.alloc_policy != "unallocable"}
+    else:
+        wanted = {g.uuid for g in cluster.groups if g.name == group_name}
+    return all(n.exclusive_storage for n in cluster.nodes if n.group_uuid in wanted)
+
+
+# --------------------------------------------------------------------------------------
+# candidate screening (hail's enumeration, with failure counts)
+# --------------------------------------------------------------------------------------
+
+
+def _networks_ok(group: NodeGroup, inst_nics: Sequence[Mapping[str, Any]]) -> bool:
+    return all(nic.get("network") in (None, *group.networks) for nic in inst_nics)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Every candidate of one group for one instance, as hail enumerates them."""
+
+    group: NodeGroup
+    error: str | None
+    tests: tuple[InstanceDemand, ...]
+    candidates: tuple[str, ...]  # online nodes of the group, in index order
+    primary: Mapping[str, NodeState | FailMode]  # after addPri, or its failure
+    secondary: Mapping[str, NodeState | FailMode]  # after addSec with no peer reservation
+    secondary_with: Mapping[str, Mapping[str, NodeState | FailMode]]  # s -> p -> after
+    failures: Counter
+    successes: int
+
+
+def screen(
+    states: ClusterState,
+    group: NodeGroup,
+    d: InstanceDemand,
+    required_nodes: int,
+    nics: Sequence[Mapping[str, Any]],
+    restrict: Sequence[str] | None = None,
+) -> Screen:
+    """Policy check, strict addPri (and addSec) per candidate, hail's failure counting."""
+    cluster = states.cluster
+    tests = minimal_instances(group.ipolicy)
+    if not _networks_ok(group, nics):
+        msg = f"The group {group.name} is not connected to a network required by instance {d.name}"
+        return Screen(group, msg, tests, (), {}, {}, {}, Counter(), 0)
+    cands = tuple(
+        n.name
+        for n in cluster.nodes
+        if n.group_uuid == group.uuid and not n.offline and (restrict is None or n.name in restrict)
+    )
+    if required_nodes not in (1, 2):
+        return Screen(
+            group,
+            "Unsupported number of nodes, only one or two  supported",
+            tests,
+            (),
+            {},
+            {},
+            {},
+            Counter(),
+            0,
+        )
+    if required_nodes == 1 and not cands:
+        return Screen(group, "No online nodes", tests, (), {}, {}, {}, Counter(), 0)
+    if required_nodes == 2 and len(cands) < 2:
+        return Screen(group, "Not enough online nodes", tests, (), {}, {}, {}, Counter(), 0)
+    failures: Counter = Counter()
+    primary: dict[str, NodeState | FailMode] = {}
+    for p in cands:
+        st = states.nodes[p]
+        fail = policy_shortfall(d, group.ipolicy, st.exclusive_storage)
+        primary[p] = fail if fail is not None else add_primary(st, d)
+    if required_nodes == 1:
+        for p in cands:
+            if isinstance(primary[p], FailMode):
+                failures[primary[p]] += 1
+        ok = sum(1 for p in cands if not isinstance(primary[p], FailMode))
+        return Screen(group, None, tests, cands, primary, {}, {}, failures, ok)
+    secondary: dict[str, NodeState | FailMode] = {}
+    secondary_with: dict[str, dict[str, NodeState | FailMode]] = {}
+    cand_set = set(cands)
+    for s in cands:
+        st = states.nodes[s]
+        secondary[s] = add_secondary(st, d, NO_PRIMARY)
+        special = {p: add_secondary(st, d, p) for p, _ in st.peers if p in cand_set and p != s}
+        if special:
+            secondary_with[s] = special
+    # count pairs (p, s), p != s, without enumerating all of them
+    generic = Counter(
+        (v if isinstance(v, FailMode) else None) for v in secondary.values()
+    )  # None counts successes
+    successes = 0
+    n_other = len(cands) - 1
+    for p in cands:
+        if isinstance(primary[p], FailMode):
+            failures[primary[p]] += n_other
+            continue
+        per = generic.copy()
+        own = secondary[p]
+        per[own if isinstance(own, FailMode) else None] -= 1
+        for s, special in secondary_with.items():
+            if p in special and s != p:
+                g, sp = secondary[s], special[p]
+                per[g if isinstance(g, FailMode) else None] -= 1
+                per[sp if isinstance(sp, FailMode) else None] += 1
+        successes += per.pop(None, 0)
+        failures.update({k: v for k, v in per.items() if v})
+    return Screen(
+        group, None, tests, cands, primary, secondary, secondary_with, failures, successes
+    )
+
+
+def _lost(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(b - a for b, a in zip(before, after, strict=True))
+
+
+# --------------------------------------------------------------------------------------
+# allocate
+# --------------------------------------------------------------------------------------
+
+
+def solve_group(
+    states: ClusterState, sc: Screen, d: InstanceDemand, drbd: bool, opts: Options
+) -> GroupOutcome:
+    """The exact choice within one group: build_single → lexicographic solve."""
+    if sc.error is not None:
+        return GroupOutcome(sc.group, error=sc.error)
+    if sc.successes == 0:
+        return GroupOutcome(sc.group, failures=sc.failures)
+    rank = {n.name: i for i, n in enumerate(states.cluster.nodes)}
+    tests = sc.tests
+
+    def vec(st: NodeState) -> tuple[int, ...]:
+        return allocation_vector(st, tests)
+
+    cands = []
+    for n in sc.candidates:
+        st = states.nodes[n]
+        before = vec(st)
+        p_after = sc.primary.get(n)
+        s_after = sc.secondary.get(n)
+        with_p = {
+            p: (None if isinstance(v, FailMode) else _lost(before, vec(v)))
+            for p, v in sc.secondary_with.get(n, {}).items()
+        }
+        cands.append(
+            form.SingleCandidate(
+                name=n,
+                rank=rank[n],
+                group=sc.group.uuid,
+                primary_lost=None if isinstance(p_after, FailMode) else _lost(before, vec(p_after)),
+                primary_disk_mib=0 if isinstance(p_after, FailMode) else p_after.free_disk_mib,
+                secondary_lost=(
+                    None
+                    if s_after is None or isinstance(s_after, FailMode)
+                    else _lost(before, vec(s_after))
+                ),
+                secondary_disk_mib=(
+                    0 if s_after is None or isinstance(s_after, FailMode) else s_after.free_disk_mib
+                ),
+                secondary_lost_with=with_p,
+            )
+        )
+    with Stopwatch() as sw:
+        m = form.build_single(tuple(cands), len(tests), drbd)
+    lex = solve_lexicographic(
+        m,
+        form.single_objectives(m),
+        solver=opts.solver,
+        time_limit=opts.time_limit,
+        mip_gap=opts.gap,
+        threads=opts.threads,
+        build_s=sw.seconds,
+    )
+    run_ = SolverRun.of(opts.solver, lex)
+    if not lex.has_solution:
+        raise CheckFailedError(
+            f"group {sc.group.name}: hail finds {sc.successes} valid placement(s) but the "
+            f"solver returned {lex.status}"
+        )
+    p, s = form.single_solution(m)
+    by = {c.name: c for c in cands}
+    lost = by[p].primary_lost
+    disk = by[p].primary_disk_mib
+    if s is not None:
+        sl = by[s].secondary_lost_with.get(p, by[s].secondary_lost)
+        if sl is None:
+            raise CheckFailedError(f"solver chose the failing pair {p}/{s}")
+        lost = tuple(a + b for a, b in zip(lost, sl, strict=True))
+        disk += by[s].secondary_disk_mib
+    claimed = tuple(int(round(v)) for v in lex.objective[: len(tests)])
+    if lex.status == Status.OPTIMAL and claimed != lost:
+        raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {lost}")
+    return GroupOutcome(
+        sc.group,
+        failures=sc.failures,
+        successes=sc.successes,
+        nodes=(p,) if s is None else (p, s),
+        lost=lost,
+        disk_mib=disk,
+        run=run_,
+    )
+
+
+def _groups_with_nodes(cluster: Cluster) -> list[NodeGroup]:
+    used = {n.group_uuid for n in cluster.nodes}
+    return [g for g in cluster.groups if g.uuid in used]
+
+
+def _find_group(cluster: Cluster, name: str) -> NodeGroup | None:
+    found = [g for g in cluster.groups if g.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def best_group(outcomes: Sequence[GroupOutcome]) -> GroupOutcome | None:
+    """hail's filterMGResults + sortMGResults: (policy, metric), ties to the later group."""
+    good = [
+        o
+        for o in outcomes
+        if o.error is None and o.solved and o.group.alloc_policy != "unallocable"
+    ]
+    good.reverse()
+    good.sort(key=lambda o: (POLICY_ORDER.get(o.group.alloc_policy, 3), (list(o.lost), o.disk_mib)))
+    return good[0] if good else None
+
+
+def allocate_one(
+    states: ClusterState,
+    d: InstanceDemand,
+    required_nodes: int,
+    nics: Sequence[Mapping[str, Any]],
+    group_name: str | None,
+    restrict: Sequence[str] | None,
+    opts: Options,
+) -> tuple[GroupOutcome | None, str, list[GroupOutcome]]:
+    """hail's findAllocation / findMGAllocation: (winner or None, info, every group)."""
+    cluster = states.cluster
+    drbd = required_nodes == 2
+    if group_name is not None:
+        group = _find_group(cluster, group_name)
+        if group is None:
+            return None, f"Wrong number of elems found with name {group_name}", []
+        sc = screen(states, group, d, required_nodes, nics, restrict)
+        out = solve_group(states, sc, d, drbd, opts)
+        return (out if out.solved else None), out.message(), [out]
+    outcomes = [
+        solve_group(states, screen(states, g, d, required_nodes, nics, restrict), d, drbd, opts)
+        for g in _groups_with_nodes(cluster)
+    ]
+    messages = [o.message() for o in outcomes]
+    best = best_group(outcomes)
+    if best is None:
+        return None, ", ".join(messages), outcomes
+    return best, ", ".join([f"Selected group: {best.group.name}", *messages]), outcomes
+
+
+def _suffix(runs: Sequence[SolverRun]) -> str:
+    if not runs:
+        return ""
+    worst = next((r for r in runs if r.status != "optimal"), runs[0])
+    return f" [exalloc {worst.solver}: {worst.summary()}]"
+
+
+def allocate(cluster: Cluster, req: AllocateRequest, opts: Options = Options()) -> HailReport:
+    states = node_states(cluster)
+    inst = new_instance(req)
+    d = demand_of(inst, states.rules)
+    best, info, outcomes = allocate_one(
+        states, d, req.required_nodes, req.nics, req.group_name, req.restrict_to_nodes, opts
+    )
+    runs = tuple(o.run for o in outcomes if o.run is not None)
+    if best is None:
+        return HailReport(response_json(False, info, []), "allocate", runs=runs)
+    p, s = best.nodes[0], (best.nodes[1] if len(best.nodes) > 1 else None)
+    report = check_allocation(states, [(inst, p, s)])
+    report.raise_if_failed()
+    metric = report.objectives["placement_metrics"][0]
+    if (tuple(metric[0]), metric[1]) != (best.lost, best.disk_mib):
+        raise CheckFailedError(
+            f"checker computes metric {format_metric(*metric)} for {'/'.join(best.nodes)}, "
+            f"the model claims {format_metric(best.lost, best.disk_mib)}"
+        )
+    return HailReport(
+        response_json(True, info + _suffix(runs), list(best.nodes)),
+        "allocate",
+        placements=((req.name, best.nodes),),
+        runs=runs,
+        objectives=_objectives(report.objectives),
+    )
+
+
+def _objectives(obj: Mapping[str, Any]) -> dict[str, Any]:
+    keys = (
+        "lost_allocations_total",
+        "remaining_disk_mib",
+        "allocation_vector_before",
+        "allocation_vector_after",
+        "placement_metrics",
+    )
+    return {k: obj[k] for k in keys if k in obj}
+
+
+# --------------------------------------------------------------------------------------
+# multi-allocate: the joint model
+# --------------------------------------------------------------------------------------
+
+
+def _node_data(states: ClusterState, name: str, rank: int) -> form.NodeData:
+    st = states.nodes[name]
+    group = states.cluster.group_of(states.cluster.node(name))
+    tests = minimal_instances(group.ipolicy)
+    rows = capacity_rows(st)
+    return form.NodeData(
+        name=name,
+        rank=rank,
+        group=group.uuid,
+        rows=rows,
+        reserve_mib=st.reserved_memory_mib,
+        peers_mib=dict(st.peers),
+        free_disk_mib=st.free_disk_mib,
+        before=allocation_vector(st, tests),
+        test_usage=tuple({r.kind: row_test_usage(r.kind, t) for r in rows} for t in tests),
+        fails_n1=st.fail_n1,
+        unallocated_mib=st.unallocated_memory_mib,
+        free_memory_forth_mib=st.free_memory_forth_mib,
+    )
+
+
+def multi_allocate(
+    cluster: Cluster, req: MultiAllocateRequest, opts: Options = Options()
+) -> HailReport:
+    """Place the batch jointly: most instances, then the least lost-allocations vector,
+    then the least remaining disk on the nodes used."""
+    states = node_states(cluster)
+    group_name = req.group_name
+    if group_name is not None:
+        g = _find_group(cluster, group_name)
+        if g is None:
+            return HailReport(
+                response_json(False, f"Wrong number of elems found with name {group_name}", []),
+                "multi-allocate",
+            )
+        groups = [g]
+    else:
+        groups = [g for g in _groups_with_nodes(cluster) if g.alloc_policy != "unallocable"]
+    demands = []
+    new_instances: list[form.NewInstance] = []
+    failed_alone: dict[str, str] = {}
+    row_kinds = sorted({r.kind for n in cluster.nodes for r in capacity_rows(states.nodes[n.name])})
+    seen = {i.name for i in cluster.instances}
+    for r in req.instances:
+        inst = new_instance(r)
+        d = demand_of(inst, states.rules)
+        demands.append((r, inst, d))
+        if r.name in seen:
+            raise InputError(f"multi-allocate: instance name {r.name} is used twice")
+        seen.add(r.name)
+        prims: list[str] = []
+        secs: list[str] = []
+        forbidden: set[tuple[str, str]] = set()
+        fails: Counter = Counter()
+        errors: list[str] = []
+        for g in groups:
+            sc = screen(states, g, d, r.required_nodes, r.nics)
+            if sc.error is not None:
+                errors.append(f"Group {g.name}: error {sc.error}")
+                continue
+            fails.update(sc.failures)
+            if sc.successes == 0:
+                continue
+            prims += [p for p in sc.candidates if not isinstance(sc.primary[p], FailMode)]
+            if r.required_nodes == 2:
+                secs += [
+                    s
+                    for s in sc.candidates
+                    if s in sc.secondary and not isinstance(sc.secondary[s], FailMode)
+                ]
+                for s, special in sc.secondary_with.items():
+                    forbidden |= {(p, s) for p, v in special.items() if isinstance(v, FailMode)}
+        if not prims or (r.required_nodes == 2 and not secs):
+            reasons = format_failure_counts({str(k): v for k, v in fails.items()})
+            msg = "No valid allocation solutions, failure reasons: " + (
+                reasons if reasons else "unknown reasons"
+            )
+            failed_alone[r.name] = ", ".join([*errors, msg]) if errors and not reasons else msg
+            continue
+        new_instances.append(
+            form.NewInstance(
+                name=r.name,
+                drbd=r.required_nodes == 2,
+                primary_usage={k: row_primary_usage(k, d) for k in row_kinds},
+                secondary_usage={k: row_secondary_usage(k, d) for k in row_kinds},
+                failover_mib=d.secondary_memory_mib if r.required_nodes == 2 else 0,
+                primaries=tuple(prims),
+                secondaries=tuple(secs),
+                forbidden_pairs=frozenset(forbidden),
+            )
+        )
+    rank = {n.name: i for i, n in enumerate(cluster.nodes)}
+    wanted = {g.uuid for g in groups}
+    node_names = [n.name for n in cluster.nodes if n.group_uuid in wanted and not n.offline]
+    runs: tuple[SolverRun, ...] = ()
+    chosen: dict[str, tuple[str, str | None]] = {}
+    claimed: tuple[int, ...] | None = None
+    claimed_disk = 0
+    if new_instances:
+        with Stopwatch() as sw:
+            nodes = tuple(_node_data(states, n, rank[n]) for n in node_names)
+            m = form.build_batch(nodes, tuple(new_instances))
+        objs = form.batch_objectives(m)
+        lex = solve_lexicographic(
+            m,
+            objs,
+            solver=opts.solver,
+            time_limit=opts.time_limit,
+            mip_gap=opts.gap,
+            threads=opts.threads,
+            build_s=sw.seconds,
+        )
+        runs = (SolverRun.of(opts.solver, lex),)
+        if not lex.has_solution:
+            raise CheckFailedError(f"multi-allocate: the solver returned {lex.status}")
+        chosen = form.batch_solution(m)
+        if lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
+            claimed = tuple(int(round(v)) for v in lex.objective[1 : 1 + m.n_tests])
+            claimed_disk = int(round(lex.objective[-1]))
+    placements = []
+    allocated: list[tuple[str, list[str]]] = []
+    failed: list[tuple[str, str]] = []
+    n_alone_ok = len(new_instances)
+    for r, inst, _d in demands:
+        if r.name in chosen:
+            p, s = chosen[r.name]
+            placements.append((inst, p, s))
+            allocated.append((r.name, [p] if s is None else [p, s]))
+        elif r.name in failed_alone:
+            failed.append((r.name, failed_alone[r.name]))
+        else:
+            failed.append(
+                (
+                    r.name,
+                    f"No joint placement leaves room for it: exalloc places at most "
+                    f"{len(chosen)} of the {n_alone_ok} instances that fit alone",
+                )
+            )
+    report = check_allocation(states, placements)
+    report.raise_if_failed()
+    got = tuple(report.objectives["lost_allocations_total"])
+    if claimed is not None and placements:
+        got_padded = got + (0,) * (len(claimed) - len(got))
+        if got_padded != claimed or report.objectives["remaining_disk_mib"] != claimed_disk:
+            raise CheckFailedError(
+                f"checker computes lost {got} and remaining disk "
+                f"{report.objectives['remaining_disk_mib']}, the model claims {claimed} and "
+                f"{claimed_disk}"
+            )
+    info, result = multi_allocate_response(allocated, failed)
+    return HailReport(
+        response_json(True, info + _suffix(runs), result),
+        "multi-allocate",
+        placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
+        runs=runs,
+        objectives=_objectives(report.objectives),
+    )
+
+
+# --------------------------------------------------------------------------------------
+# --compare: the real hail beside exalloc
+# --------------------------------------------------------------------------------------
+
+
+def run_real_hail(request_file: str | os.PathLike[str], extra: Sequence[str] = ()) -> dict:
+    """Run the real hail; its parsed response plus wall time (raises InputError if absent)."""
+    if not REAL_HAIL.exists():
+        raise InputError(f"--compare needs the real hail at {REAL_HAIL} (EXALLOC_REAL_HAIL)")
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(REAL_HAIL), *extra, str(request_file)], capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise InputError(f"real hail failed (exit {proc.returncode}): {proc.stderr.strip()}")
+    return {"response": json.loads(proc.stdout), "wall_s": wall, "stderr": proc.stderr}
+
+
+def hail_placements(inp: IAllocatorInput, response: Mapping[str, Any]) -> list[tuple]:
+    """hail's answer as checker placements (instance, primary, secondary), request order."""
+    req = inp.request
+    if not response.get("success"):
+        return []
+    if isinstance(req, AllocateRequest):
+        nodes = response["result"]
+        return [(new_instance(req), nodes[0], nodes[1] if len(nodes) > 1 else None)]
+    if isinstance(req, MultiAllocateRequest):
+        where = {name: nodes for name, nodes in response["result"][0]}
+        out = []
+        for r in req.instances:
+            if r.name in where:
+                nodes = where[r.name]
+                out.append((new_instance(r), nodes[0], nodes[1] if len(nodes) > 1 else None))
+        return out
+    return []
+
+
+def with_comparison(
+    report: HailReport,
+    inp: IAllocatorInput,
+    request_path: str,
+    text: str | None,
+    args: Any,
+    kvm: int,
+) -> HailReport:
+    extra = ["--static-kvm-node-memory", str(kvm)]
+    if getattr(args, "text_data", None):
+        extra += ["-t", str(args.text_data)]
+    if text is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(text)
+        try:
+            real = run_real_hail(f.name, extra)
+        finally:
+            os.unlink(f.name)
+    else:
+        real = run_real_hail(request_path, extra)
+    states = node_states(inp.cluster)
+    ours = [
+        (new_instance(r), *(list(nodes) + [None])[:2])
+        for r in _requested(inp)
+        for n, nodes in report.placements
+        if n == r.name
+    ]
+    mine = check_allocation(states, ours)
+    theirs_pl = hail_placements(inp, real["response"])
+    theirs = check_allocation(states, theirs_pl)
+    comp = {
+        "hail": real,
+        "hail_placements": {i.name: [p] + ([s] if s else []) for i, p, s in theirs_pl},
+        "hail_check": [str(v) for v in theirs.violations],
+        "hail_objectives": _objectives(theirs.objectives),
+        "exalloc_objectives": _objectives(mine.objectives),
+        "nodes": _vectors(states, ours, theirs_pl),
+    }
+    return HailReport(
+        report.response,
+        report.kind,
+        report.placements,
+        report.runs,
+        report.objectives,
+        comp,
+        report.exit_code,
+    )
+
+
+def _requested(inp: IAllocatorInput) -> list[AllocateRequest]:
+    req = inp.request
+    if isinstance(req, AllocateRequest):
+        return [req]
+    if isinstance(req, MultiAllocateRequest):
+        return list(req.instances)
+    return []
+
+
+def _vectors(states: ClusterState, ours: list, theirs: list) -> list[dict[str, Any]]:
+    """Per node touched by either answer: allocation vector before / exalloc / hail."""
+    from model.resources import apply_primary, apply_secondary
+
+    def after(placements: list) -> dict[str, NodeState]:
+        nodes = dict(states.nodes)
+        for inst, p, s in placements:
+            d = demand_of(inst, states.rules)
+            nodes[p] = apply_primary(nodes[p], d)
+            if s is not None:
+                nodes[s] = apply_secondary(nodes[s], d, p)
+        return nodes
+
+    a, b = after(ours), after(theirs)
+    touched = {p for _, p, _ in ours + theirs} | {s for _, _, s in ours + theirs if s}
+    rows = []
+    for n in [x for x in states.nodes if x in touched]:
+        tests = minimal_instances(states.ipolicy_of(n))
+        rows.append(
+            {
+                "node": n,
+                "before": allocation_vector(states.nodes[n], tests),
+                "exalloc": allocation_vector(a[n], tests),
+                "hail": allocation_vector(b[n], tests),
+                "disk_before": states.nodes[n].free_disk_mib,
+                "disk_exalloc": a[n].free_disk_mib,
+                "disk_hail": b[n].free_disk_mib,
+            }
+        )
+    return rows
+
+
+def _vec(v: Sequence[int]) -> str:
+    return "[" + ",".join(str(x) for x in v) + "]"
+
+
+def compare_text(report: HailReport) -> str:
+    c = report.compare or {}
+    real = c["hail"]
+    run_ = report.runs[0] if report.runs else None
+    timing = (
+        f"{run_.solver} {run_.summary()}, build {run_.build_s:.3f} s, solve {run_.solve_s:.3f} s"
+        if run_
+        else "no solve"
+    )
+    lines = [
+        f"exalloc ({timing}):",
+        report.response,
+        f"hail ({REAL_HAIL}, {real['wall_s']:.3f} s):",
+        json.dumps(real["response"], separators=(",", ":")),
+        "",
+    ]
+    ours = dict(report.placements)
+    theirs = c["hail_placements"]
+    names = list(dict.fromkeys([*ours, *theirs]))
+    if names:
+        w = max(12, *(len(n) for n in names))
+        lines.append(f"{'instance':<{w}}  {'exalloc':<28}  hail")
+        for n in names:
+            a = "/".join(ours.get(n, ())) or "-"
+            b = "/".join(theirs.get(n, ())) or "-"
+            mark = "" if a == b else "   *"
+            lines.append(f"{n:<{w}}  {a:<28}  {b}{mark}")
+        lines.append("")
+    eo, ho = c["exalloc_objectives"], c["hail_objectives"]
+    lines.append("allocation vectors (test instances by min disk, descending)")
+    lines.append(f"{'':<22}{'exalloc':<24}hail")
+    lines.append(
+        f"{'lost, total':<22}{_vec(eo.get('lost_allocations_total', ())):<24}"
+        f"{_vec(ho.get('lost_allocations_total', ()))}"
+    )
+    lines.append(
+        f"{'cluster after':<22}{_vec(eo.get('allocation_vector_after', ())):<24}"
+        f"{_vec(ho.get('allocation_vector_after', ()))}"
+    )
+    lines.append(
+        f"{'remaining disk MiB':<22}{eo.get('remaining_disk_mib', 0)!s:<24}"
+        f"{ho.get('remaining_disk_mib', 0)}"
+    )
+    if c["hail_check"]:
+        lines.append("hail's answer fails the checker: " + "; ".join(c["hail_check"]))
+    if c["nodes"]:
+        lines.append("")
+        w = max(8, *(len(r["node"]) for r in c["nodes"]))
+        lines.append(
+            f"{'node':<{w}}  {'before':<14}{'exalloc':<14}{'hail':<14}disk before/exalloc/hail"
+        )
+        for r in c["nodes"]:
+            lines.append(
+                f"{r['node']:<{w}}  {_vec(r['before']):<14}{_vec(r['exalloc']):<14}"
+                f"{_vec(r['hail']):<14}{r['disk_before']}/{r['disk_exalloc']}/{r['disk_hail']}"
+            )
+    return "\n".join(lines)

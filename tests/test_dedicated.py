@@ -1,0 +1,163 @@
+"""Dedicated metric as linear capacities, and the two MIP builders, without the real hail.
+
+* `model.dedicated.allocation_vector` (closed form over capacity rows) equals the checker's
+  `model.resources.allocation_vector` (repeated strict adds) on many random node states,
+  including states after new primaries and drbd secondaries;
+* the count-variable batch model with one instance gives the same lost vector and disk as the
+  constant-coefficient single model (whose answers the hail tests compare with the real hail).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import dedicated_gen as gen
+import pytest
+
+from formulations import dedicated as form
+from model.dedicated import allocation_vector, format_metric, max_total_vcpus
+from model.iallocator import new_instance, parse_request
+from model.resources import (
+    FailMode,
+    add_primary,
+    add_secondary,
+    demand_of,
+    minimal_instances,
+    node_states,
+)
+from model.resources import allocation_vector as checker_vector
+from programs.hail import Options, answer
+from solvers import Status, solve_lexicographic
+
+DED_1 = {
+    "node1-empty": (1, 2, 4),
+    "node2-quarter": (0, 1, 3),
+    "node3-half": (0, 1, 2),
+    "node4-full": (0, 0, 0),
+}
+
+
+def _load(data: dict) -> tuple:
+    inp = parse_request(json.dumps(data))
+    return inp, node_states(inp.cluster)
+
+
+def test_vcpu_limit_matches_float_division() -> None:
+    for t_cpu in (1, 3, 5, 7, 16, 24.0, 0.5):
+        for ratio in (0.3, 1.0, 1.1, 2.5, 4.0, 0.0):
+            v = max_total_vcpus(t_cpu, ratio)
+            assert v / t_cpu <= ratio
+            assert (v + 1) / t_cpu > ratio
+    assert max_total_vcpus(8, -1.0) is None
+
+
+def test_format_metric_is_haskell_show() -> None:
+    assert format_metric((0, 0, 1), 20490) == "([0,0,1],20490)"
+    assert format_metric((), 5) == "([],5)"
+
+
+def test_closed_form_vectors_of_spec_3_3(ganeti) -> None:
+    """The hand-checked table of §3.3 (hail-alloc-dedicated-1.json)."""
+    text = (ganeti.data_dir / "hail-alloc-dedicated-1.json").read_text()
+    inp = parse_request(text)
+    states = node_states(inp.cluster)
+    tests = minimal_instances(inp.cluster.groups[0].ipolicy)
+    got = {n: allocation_vector(st, tests) for n, st in states.nodes.items()}
+    assert got == DED_1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_closed_form_equals_repeated_adds(seed: int) -> None:
+    rng = random.Random(seed)
+    data = gen.allocate(
+        rng,
+        6,
+        template="drbd",
+        slices=("full", "threequarter", "half", "quarter"),
+        vcpu_ratio=rng.choice((1.0, 1.5, 3.0)),
+        drbd_share=0.5,
+    )
+    inp, states = _load(data)
+    d = demand_of(new_instance(inp.request), states.rules)
+    for name, st in states.nodes.items():
+        ipolicy = states.ipolicy_of(name)
+        tests = minimal_instances(ipolicy)
+        assert allocation_vector(st, tests) == checker_vector(st, ipolicy), name
+        after = add_primary(st, d)
+        if not isinstance(after, FailMode):
+            assert allocation_vector(after, tests) == checker_vector(after, ipolicy)
+        for p in states.nodes:
+            if p == name:
+                continue
+            sec = add_secondary(st, d, p)
+            if not isinstance(sec, FailMode):
+                assert allocation_vector(sec, tests) == checker_vector(sec, ipolicy)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_batch_model_agrees_with_single_model(seed: int) -> None:
+    """One instance through the count-variable model: same lost vector and remaining disk."""
+    rng = random.Random(1000 + seed)
+    template = "drbd" if seed % 3 == 0 else "plain"
+    data = gen.allocate(rng, rng.choice((4, 6, 8)), template=template, drbd_share=0.4)
+    inp, states = _load(data)
+    single = answer(inp, Options())
+    resp = json.loads(single.response)
+    batch_req = dict(data)
+    req = dict(data["request"], type="multi-allocate")
+    batch_req["request"] = {"type": "multi-allocate", "instances": [req]}
+    multi = answer(parse_request(json.dumps(batch_req)), Options())
+    mresp = json.loads(multi.response)
+    if not resp["success"]:
+        assert mresp["result"][0] == []
+        return
+    assert mresp["result"][1] == []
+    lost_single = single.objectives["lost_allocations_total"]
+    lost_multi = multi.objectives["lost_allocations_total"]
+    assert lost_multi == lost_single
+    assert multi.objectives["remaining_disk_mib"] == single.objectives["remaining_disk_mib"]
+
+
+def test_batch_objectives_are_exact_counts() -> None:
+    """At the optimum every count variable sits on its bound (the checker's count)."""
+    rng = random.Random(7)
+    data = gen.multi_allocate(rng, 8, 5, odd_nodes=True)
+    inp, states = _load(data)
+    report = answer(inp, Options())
+    assert json.loads(report.response)["success"]
+    assert report.runs[0].status == Status.OPTIMAL
+
+
+def test_build_single_tie_break_takes_the_later_node() -> None:
+    cands = tuple(
+        form.SingleCandidate(
+            name=f"n{i}", rank=i, group="g", primary_lost=(0, 1), primary_disk_mib=5
+        )
+        for i in range(4)
+    )
+    m = form.build_single(cands, 2, drbd=False)
+    lex = solve_lexicographic(m, form.single_objectives(m))
+    assert lex.status == Status.OPTIMAL
+    assert form.single_solution(m) == ("n3", None)
+
+
+def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
+    """s1 already reserves memory for p0: as p0's secondary it loses more, so p0/s2 wins."""
+    cands = (
+        form.SingleCandidate("p0", 0, "g", primary_lost=(0, 1), primary_disk_mib=10),
+        form.SingleCandidate(
+            "s1",
+            1,
+            "g",
+            secondary_lost=(0, 0),
+            secondary_disk_mib=5,
+            secondary_lost_with={"p0": (1, 1)},
+        ),
+        form.SingleCandidate("s2", 2, "g", secondary_lost=(0, 1), secondary_disk_mib=5),
+    )
+    m = form.build_single(cands, 2, drbd=True)
+    lex = solve_lexicographic(m, form.single_objectives(m))
+    assert lex.status == Status.OPTIMAL
+    assert form.single_solution(m) == ("p0", "s2")
+    assert tuple(round(v) for v in lex.objective[:2]) == (0, 2)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import random
+import re
+import subprocess
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -224,3 +229,116 @@ def test_probe_and_safe_division() -> None:
         "ext",
     )
     assert safe_div(1, 0) == float("inf") and safe_div(0, 0) != safe_div(0, 0)
+
+
+# --- the strict checks against the real hail ------------------------------------------
+
+HAIL_FILES = (
+    "hbal-excl-tags.data",
+    "hspace-tiered-vcpu.data",
+    "hbal-forth.data",
+    "hspace-groups-two.data",
+    "hspace-tiered-dualspec-exclusive.data",
+    "hbal-location-exclusion.data",
+    "n1-failure.data",
+    "missing-resources.data",
+)
+
+
+def _hail_counts(info: str) -> dict[str, tuple[int, dict[str, int]]]:
+    """Per group: (successes, failure counts) from hail's info string."""
+    groups = {}
+    pattern = (
+        r"Group (\S+) \((\w+)\): (?:score: .*?, successes (\d+), failures \d+(?: \(([^)]*)\))?"
+        r"|No valid allocation solutions, failure reasons: ([A-Za-z0-9:, ]*?)(?=, Group |$))"
+    )
+    for m in re.finditer(pattern, info):
+        fails = m.group(4) or m.group(5) or ""
+        counts = {k: int(v) for k, v in re.findall(r"(Fail\w+): (\d+)", fails)}
+        groups[m.group(1)] = (int(m.group(3) or 0), counts)
+    return groups
+
+
+def _my_counts(cluster, inst: Instance) -> dict[str, tuple[int, dict[str, int]]]:
+    """hail's candidate loop: policy check, addPri, then addSec, one count per candidate."""
+    st = node_states(cluster)
+    d = demand_of(inst, st.rules)
+    out = {}
+    for g in cluster.groups:
+        cands = [s for s in st.nodes.values() if s.group_uuid == g.uuid and not s.offline]
+        pairs = (
+            [(p, s) for p in cands for s in cands if s.name != p.name]
+            if d.has_secondary
+            else [(p, None) for p in cands]
+        )
+        succ, fails = 0, Counter()
+        for p, s in pairs:
+            fail = policy_shortfall(d, g.ipolicy, p.exclusive_storage)
+            if fail is None:
+                fail = add_primary(p, d)
+                if not isinstance(fail, FailMode):
+                    fail = None if s is None else add_secondary(s, d, p.name)
+                    fail = fail if isinstance(fail, FailMode) else None
+            if fail is None:
+                succ += 1
+            else:
+                fails[str(fail)] += 1
+        out[g.name] = (succ, dict(fails))
+    return out
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("name", HAIL_FILES)
+def test_fit_checks_match_hail(ganeti, tmp_path, name: str) -> None:
+    """Random requests: per group, our successes and failure modes equal hail's
+    (`hail -t FILE --no-capacity-checks`, which reports exactly these counts)."""
+    rng = random.Random(name)
+    cluster = load_text(ganeti.data_dir / name)
+    carrier = json.loads((ganeti.data_dir / "hail-alloc-drbd.json").read_text())
+    for _ in range(25):
+        template = rng.choice(["drbd", "drbd", "plain", "ext", "file", "diskless"])
+        mem = rng.choice([128, 1024, 4096, 13312, 30720, 32768, 65536, 262144])
+        size = rng.choice([0, 1024, 51200, 65536, 1048576, 4000000])
+        spindles = rng.choice([None, 1, 2])
+        disks = [] if template == "diskless" else [Disk(size, spindles)]
+        inst = Instance(
+            name="instance1",
+            memory_mib=mem,
+            disks=tuple(disks),
+            vcpus=rng.choice([1, 2, 4, 8, 16]),
+            status="running",
+            auto_balance=True,
+            primary="",
+            secondary=None,
+            disk_template=template,
+            tags=tuple(rng.choice([[], [], ["service-group:dns"], ["test:ftp"]])),
+            spindle_use=rng.choice([1, 2, 4]),
+        )
+        request = dict(
+            carrier["request"],
+            memory=mem,
+            disks=[
+                {"mode": "rw", "size": d.size_mib}
+                | ({} if d.spindles is None else {"spindles": d.spindles})
+                for d in disks
+            ],
+            disk_space_total=inst.disk_mib,
+            vcpus=inst.vcpus,
+            disk_template=template,
+            tags=list(inst.tags),
+            spindle_use=inst.spindle_use,
+            required_nodes=2 if template == "drbd" else 1,
+        )
+        req = tmp_path / "req.json"
+        req.write_text(json.dumps(dict(carrier, request=request)))
+        out = subprocess.run(
+            [str(ganeti.hail), "-t", str(ganeti.data_dir / name), "--no-capacity-checks", str(req)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        ref = _hail_counts(json.loads(out)["info"])
+        assert ref, out
+        mine = {g: v for g, v in _my_counts(cluster, inst).items() if g in ref}
+        assert mine == ref, (request, out)

@@ -192,6 +192,42 @@ def _exact_squeeze(path: str, o: Options) -> dict[str, Any]:
     return {**{k: out.get(k) for k in SOLVER_KEYS}, **judged}
 
 
+def judge_allocation(path: str, where: dict[str, list[str]]) -> dict[str, Any]:
+    """New instances on chosen nodes as exalloc's checker sees them: placed, lost vector."""
+    from model.check import check_allocation
+    from model.iallocator import AllocateRequest, load_request, new_instance
+
+    inp = load_request(path)
+    req = inp.request
+    wanted = [req] if isinstance(req, AllocateRequest) else list(getattr(req, "instances", ()))
+    placements = [
+        (new_instance(r), where[r.name][0], (where[r.name][1:] or [None])[0])
+        for r in wanted
+        if where.get(r.name)
+    ]
+    report = check_allocation(inp.cluster, placements)
+    lost = list(report.objectives.get("lost_allocations_total") or ())
+    return {
+        "answer": {"placements": {r.name: where[r.name] for r in wanted if where.get(r.name)}},
+        "value": len(placements),
+        "lost": lost,
+        "violations": len(report.violations),
+        **({"broken": [str(v) for v in report.violations[:5]]} if report.violations else {}),
+    }
+
+
+def response_placements(path: str, response: dict[str, Any]) -> dict[str, list[str]]:
+    """An IAllocator response's placements by instance name (allocate or multi-allocate)."""
+    if not response.get("success"):
+        return {}
+    result = response.get("result") or []
+    if result and all(isinstance(x, str) for x in result):  # allocate: [primary, secondary?]
+        doc = json.loads(Path(path).read_text())
+        return {str(doc["request"].get("name")): list(result)}
+    placed_list = result[0] if result and isinstance(result[0], list) else []
+    return {str(name): list(nodes) for name, nodes in placed_list}
+
+
 def _exact_hail(path: str, o: Options) -> dict[str, Any]:
     args = Namespace(
         request=path,
@@ -200,12 +236,22 @@ def _exact_hail(path: str, o: Options) -> dict[str, Any]:
         static_kvm_node_memory=4096,
         **_solver_args(o),
     )
-    out = _program("hail").run(args).to_json()
-    response = out.get("response", out)
+    report = _program("hail").run(args)
+    out = report.to_json()
+    if out.get("request") == "unsupported":
+        raise ExallocError((out.get("response") or {}).get("info", "unsupported request"))
+    runs = out.get("solver") or []
+    statuses = {str(r.get("status")) for r in runs}
+    gaps = [r["gap"] for r in runs if isinstance(r.get("gap"), int | float)]
+    judged = judge_allocation(path, {k: list(v) for k, v in (out.get("placements") or {}).items()})
     return {
-        **{k: out.get(k) for k in SOLVER_KEYS},
-        "answer": {k: response.get(k) for k in ("success", "result")},
-        "value": placed(response),
+        "status": statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses)) or None,
+        "objective": [list(r.get("objective") or ()) for r in runs],
+        "bound": None,
+        "gap": max(gaps) if gaps else None,
+        "build_s": round(sum(r.get("build_s") or 0.0 for r in runs), 6),
+        "solve_s": round(sum(r.get("solve_s") or 0.0 for r in runs), 6),
+        **judged,
     }
 
 
@@ -225,17 +271,6 @@ def _exact_partition(path: str, o: Options) -> dict[str, Any]:
         "answer": {"layout": out.get("layout"), "unallocated_mib": out.get("unallocated_mib")},
         "value": out.get("unallocated_mib"),
     }
-
-
-def placed(response: dict[str, Any]) -> int:
-    """How many instances an IAllocator response places (allocate: 0 or 1)."""
-    if not response.get("success"):
-        return 0
-    result = response.get("result") or []
-    if len(result) == 2 and all(isinstance(x, list) for x in result):
-        if result and all(isinstance(p, list) and len(p) == 2 for p in result[0]):
-            return len(result[0])  # multi-allocate: [placed, failed]
-    return 1 if result else 0
 
 
 # -- greedy runners -------------------------------------------------------------------------------
@@ -288,12 +323,8 @@ def _greedy_squeeze(path: str, o: Options) -> dict[str, Any]:
 def _greedy_hail(path: str, o: Options) -> dict[str, Any]:
     out, wall = _call([_tool(o.hail, HAIL), path], o.greedy_timeout)
     response = json.loads(out)
-    return {
-        "tool": "hail",
-        "answer": {k: response.get(k) for k in ("success", "result")},
-        "value": placed(response),
-        "wall_s": round(wall, 6),
-    }
+    judged = judge_allocation(path, response_placements(path, response))
+    return {"tool": "hail", **judged, "info": response.get("info"), "wall_s": round(wall, 6)}
 
 
 def _greedy_partition(path: str, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
@@ -402,6 +433,9 @@ def verdict(record: dict[str, Any]) -> str:
         return "-"
     if b is None:  # the greedy tool found no answer (e.g. its LP was infeasible)
         return "exact better"
+    if record["problem"] in ("allocate", "multi-allocate"):  # then fewer slots lost
+        a = (a, [-x for x in record.get("lost") or ()])
+        b = (b, [-x for x in greedy.get("lost") or ()])
     sense = METRICS.get(record["problem"], ("", "max"))[1]
     if a == b:
         return "same"
@@ -409,15 +443,17 @@ def verdict(record: dict[str, Any]) -> str:
     return "exact better" if better else "greedy better"
 
 
-def _greedy_cell(g: dict[str, Any]) -> str:
-    if not g:
+def _value_cell(part: dict[str, Any]) -> str:
+    """The judged value, with the lost-allocation vector and any broken constraints."""
+    if not part:
         return "-"
-    if g.get("error"):
+    if part.get("error"):
         return "error"
-    if g.get("value") is None:
-        return str((g.get("answer") or {}).get("status") or "-")
-    broken = f" ({g['violations']} broken)" if g.get("violations") else ""
-    return _fmt(g["value"]) + broken
+    if part.get("value") is None:
+        return str((part.get("answer") or {}).get("status") or "-")
+    lost = f" lost {_fmt(part['lost'])}" if part.get("lost") else ""
+    broken = f" ({part['violations']} broken)" if part.get("violations") else ""
+    return _fmt(part["value"]) + lost + broken
 
 
 @dataclass(frozen=True)
@@ -448,11 +484,11 @@ class CompareReport:
                     Path(r["input"]).name,
                     r["problem"],
                     metric,
-                    "error" if r.get("error") else _fmt(r.get("value")),
+                    _value_cell(r),
                     _fmt(r.get("status")),
                     _fmt(r.get("gap")),
                     _fmt(r.get("wall_s")),
-                    _greedy_cell(g),
+                    _value_cell(g),
                     g.get("tool", "-"),
                     _fmt(g.get("wall_s")) if g else "-",
                     verdict(r),

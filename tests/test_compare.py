@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from argparse import Namespace
@@ -87,8 +88,6 @@ def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> N
 def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
     cluster = generate_cluster(ClusterSpec(nodes=5, fill=0.3), 4)
     request = tmp_path / "r.allocate.json"
-    import json
-
     request.write_text(json.dumps(generate_request(cluster, 4)))
     (record,) = compare.run(_args(request)).records
     assert record["problem"] == "allocate"
@@ -107,11 +106,47 @@ def test_verdicts() -> None:
     assert compare.verdict({**lost, "error": "bad"}) == "-"
 
 
-def test_placed_counts_iallocator_results() -> None:
-    assert compare.placed({"success": True, "result": ["n1", "n2"]}) == 1
-    assert compare.placed({"success": False, "result": []}) == 0
+def test_response_placements(tmp_path: Path) -> None:
+    request = tmp_path / "r.json"
+    request.write_text('{"request": {"type": "allocate", "name": "i0"}}')
+    one = {"success": True, "result": ["n1", "n2"]}
+    assert compare.response_placements(str(request), one) == {"i0": ["n1", "n2"]}
+    assert compare.response_placements(str(request), {"success": False, "result": []}) == {}
     multi = {"success": True, "result": [[["i1", ["n1"]], ["i2", ["n2", "n1"]]], ["i3"]]}
-    assert compare.placed(multi) == 2
+    assert compare.response_placements(str(request), multi) == {"i1": ["n1"], "i2": ["n2", "n1"]}
+
+
+def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
+    """Both answers judged by the checker: placed count and lost-allocation vector."""
+    pytest.importorskip("programs.hail")
+    paths = [
+        ganeti.data_dir / "hail-alloc-dedicated-1.json",
+        ganeti.data_dir / "hail-multialloc-dedicated.json",
+    ]
+    for seed in range(2):
+        cluster = generate_cluster(
+            ClusterSpec(nodes=5, exclusive_storage=True, templates=("plain",)), seed
+        )
+        for kind in ("allocate", "multi-allocate"):
+            path = tmp_path / f"s{seed}.{kind}.json"
+            path.write_text(json.dumps(generate_request(cluster, seed, kind)))
+            paths.append(path)
+    report = compare.run(_args(*paths))
+    for r in report.records:
+        assert r["error"] is None, r["error"]
+        assert r["status"] == "optimal" and r["violations"] == 0
+        assert r["greedy"]["tool"] == "hail" and r["greedy"]["violations"] == 0
+        assert r["lost"] and len(r["lost"]) == len(r["greedy"]["lost"])
+        assert compare.verdict(r) in ("same", "exact better")
+    assert report.records[0]["problem"] == "allocate"
+    assert report.records[1]["problem"] == "multi-allocate"
+
+
+def test_non_dedicated_request_is_a_recorded_failure(ganeti) -> None:
+    pytest.importorskip("programs.hail")
+    (record,) = compare.run(_args(ganeti.data_dir / "hail-alloc-drbd.json")).records
+    assert record["status"] == "error" and "exclusive-storage" in record["error"]
+    assert record["greedy"]["value"] == 1
 
 
 def test_missing_input_is_a_one_line_error(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ from model.cluster import (
 EXCLUSION_TAG_PREFIX = "htools:iextags:"
 LOCATION_TAG_PREFIX = "htools:nlocation:"
 DESIRED_LOCATION_TAG_PREFIX = "htools:desiredlocation:"
+MIGRATION_TAG_PREFIX = "htools:migration:"
+ALLOW_MIGRATION_PREFIX = "htools:allowmigration:"
 # Upper bound of a repeat count when a test instance asks for nothing (htools would loop).
 MAX_REPEAT = 2**31 - 1
 
@@ -93,6 +95,8 @@ class TagRules:
     exclusion_prefixes: tuple[str, ...] = ()
     location_prefixes: tuple[str, ...] = ()
     desired_location_prefixes: tuple[str, ...] = ()
+    migration_prefixes: tuple[str, ...] = ()
+    allowed_migrations: tuple[tuple[str, str], ...] = ()  # (source tag, target tag)
 
     @classmethod
     def of(cls, cluster: Cluster) -> TagRules:
@@ -103,6 +107,12 @@ class TagRules:
             exclusion_prefixes=tuple(p for p in stripped(EXCLUSION_TAG_PREFIX) if p),
             location_prefixes=stripped(LOCATION_TAG_PREFIX),
             desired_location_prefixes=tuple(p for p in stripped(DESIRED_LOCATION_TAG_PREFIX) if p),
+            migration_prefixes=stripped(MIGRATION_TAG_PREFIX),
+            allowed_migrations=tuple(
+                (src, dst)
+                for src, sep, dst in (t.partition("::") for t in stripped(ALLOW_MIGRATION_PREFIX))
+                if sep and "::" not in dst
+            ),
         )
 
     def exclusion_tags(self, tags: Iterable[str]) -> tuple[str, ...]:
@@ -118,6 +128,16 @@ class TagRules:
         """A node's location tags: node tags starting with `P:` for a location prefix P."""
         tags = tuple(node_tags)
         return frozenset(t for p in self.location_prefixes for t in tags if t.startswith(p + ":"))
+
+    def migration_tags(self, node_tags: Iterable[str]) -> frozenset[str]:
+        """Node tags starting with `P:` for a migration prefix P (htools:migration:P)."""
+        tags = tuple(node_tags)
+        return frozenset(t for p in self.migration_prefixes for t in tags if t.startswith(p + ":"))
+
+    def receivable_migration_tags(self, node_tags: Iterable[str]) -> frozenset[str]:
+        """Its own migration tags plus every A allowed by htools:allowmigration:A::B for its B."""
+        own = self.migration_tags(node_tags)
+        return own | frozenset(src for src, dst in self.allowed_migrations if dst in own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +303,8 @@ class NodeState:
     peers: tuple[tuple[str, int], ...] = ()  # primary node -> memory to reserve for it
     exclusion_tag_counts: tuple[tuple[str, int], ...] = ()  # pTags (forthcoming included)
     location_tags: frozenset[str] = frozenset()
+    migration_tags: frozenset[str] = frozenset()
+    receivable_migration_tags: frozenset[str] = frozenset()
     location_score: int = 0
     location_exclusion_counts: tuple[tuple[tuple[str, str], int], ...] = ()
     util_load: Utilisation = ZERO_UTIL
@@ -526,7 +548,11 @@ def node_states(cluster: Cluster) -> ClusterState:
     states: dict[str, NodeState] = {}
     for node in cluster.nodes:
         group = cluster.group_of(node)
-        states[node.name] = initial_state(node, group.ipolicy, rules.node_locations(node.tags))
+        states[node.name] = replace(
+            initial_state(node, group.ipolicy, rules.node_locations(node.tags)),
+            migration_tags=rules.migration_tags(node.tags),
+            receivable_migration_tags=rules.receivable_migration_tags(node.tags),
+        )
     demands: dict[str, InstanceDemand] = {}
     peers: dict[str, dict[str, int]] = {name: {} for name in states}
     for inst in cluster.instances:
@@ -1089,3 +1115,132 @@ def repeat_count(state: NodeState, d: InstanceDemand) -> int:
 def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:
     """The node's dedicated allocation vector: repeat counts of each test instance."""
     return tuple(repeat_count(state, t) for t in minimal_instances(ipolicy))
+
+
+# --- instance moves (Cluster/Moves.hs `applyMoveEx`) --------------------------------------
+
+
+class MoveKind(StrEnum):
+    """hbal's move types, by the code hbal prints in `a=...`."""
+
+    FAILOVER = "f"  # drbd: swap primary and secondary
+    FAILOVER_TO_ANY = "fa"  # externally mirrored: migrate to any node
+    REPLACE_PRIMARY = "f r f"  # drbd: new primary, same secondary
+    REPLACE_SECONDARY = "r"  # drbd: same primary, new secondary
+    REPLACE_AND_FAILOVER = "r f"  # drbd: new primary, the old primary becomes secondary
+    FAILOVER_AND_REPLACE = "f r"  # drbd: the old secondary becomes primary, new secondary
+
+
+def check_migration(source: NodeState, target: NodeState) -> FailMode | None:
+    """A live migration needs the source's migration tags to be receivable by the target."""
+    if source.migration_tags <= target.receivable_migration_tags:
+        return None
+    return FailMode.MIG
+
+
+@dataclass(frozen=True, slots=True)
+class MoveResult:
+    """The changed node states and the instance's new (primary, secondary)."""
+
+    nodes: Mapping[str, NodeState]
+    primary: str
+    secondary: str | None
+
+
+def apply_move(
+    nodes: Mapping[str, NodeState],
+    d: InstanceDemand,
+    primary: str,
+    secondary: str | None,
+    kind: MoveKind,
+    target: str | None = None,
+    *,
+    force: bool = False,
+) -> MoveResult | FailMode:
+    """One hbal move of instance `d` now on (primary, secondary), exactly as htools does it.
+
+    Soft checks are skipped with `force` and whenever the node the instance leaves is
+    offline (evacuation), as in htools. Returns the changed nodes or the first failure.
+    """
+    old_p = nodes[primary]
+    old_s = nodes[secondary] if secondary is not None else None
+    old_loc = pair_location_score(old_p, old_s)
+    force_p = old_p.offline or force
+
+    def fail_or(*checks: FailMode | None) -> FailMode | None:
+        return next((c for c in checks if c is not None), None)
+
+    if kind is MoveKind.FAILOVER_TO_ANY:
+        assert target is not None
+        tgt = nodes[target]
+        if fail := check_migration(old_p, tgt):
+            return fail
+        new_p = add_primary(tgt, d, strict=not force_p, location_score=old_loc)
+        if isinstance(new_p, FailMode):
+            return new_p
+        return MoveResult(
+            {target: new_p, primary: remove_primary(old_p, d, old_loc)}, target, secondary
+        )
+
+    assert old_s is not None and secondary is not None, "only mirrored instances have moves"
+    int_p = remove_primary(old_p, d, old_loc)
+    int_s = remove_secondary(old_s, d, primary)
+    if kind is MoveKind.FAILOVER:
+        if fail := check_migration(old_p, old_s):
+            return fail
+        new_p = add_primary(int_s, d, strict=not force_p, location_score=old_loc)
+        if isinstance(new_p, FailMode):
+            return new_p
+        new_s = add_secondary(int_p, d, secondary, strict=not force_p, ignore_disks=old_p.offline)
+        if isinstance(new_s, FailMode):
+            return new_s
+        return MoveResult({secondary: new_p, primary: new_s}, secondary, primary)
+
+    assert target is not None
+    tgt = nodes[target]
+    if kind is MoveKind.REPLACE_SECONDARY:
+        loc = pair_location_score(old_p, tgt)
+        new_s = add_secondary(tgt, d, primary, strict=not (old_s.offline or force))
+        if isinstance(new_s, FailMode):
+            return new_s
+        p_back = add_primary(int_p, d, strict=False, location_score=loc)
+        if isinstance(p_back, FailMode):
+            return p_back
+        return MoveResult({primary: p_back, target: new_s, secondary: int_s}, primary, target)
+    if kind is MoveKind.REPLACE_PRIMARY:
+        loc = pair_location_score(tgt, int_s)
+        if fail := fail_or(check_migration(old_p, old_s), check_migration(old_s, tgt)):
+            return fail
+        tmp_s = add_primary(int_s, d, strict=not force_p, location_score=loc)
+        if isinstance(tmp_s, FailMode):
+            return tmp_s
+        new_p = add_primary(tgt, d, strict=not force_p, location_score=loc)
+        if isinstance(new_p, FailMode):
+            return new_p
+        new_s = add_secondary(remove_primary(tmp_s, d, loc), d, target, strict=not force_p)
+        if isinstance(new_s, FailMode):
+            return new_s
+        return MoveResult({target: new_p, primary: int_p, secondary: new_s}, target, secondary)
+    if kind is MoveKind.REPLACE_AND_FAILOVER:
+        loc = pair_location_score(tgt, int_p)
+        if fail := check_migration(old_p, tgt):
+            return fail
+        new_p = add_primary(tgt, d, strict=not force, location_score=loc)
+        if isinstance(new_p, FailMode):
+            return new_p
+        new_s = add_secondary(int_p, d, target, strict=not (old_s.offline or force))
+        if isinstance(new_s, FailMode):
+            return new_s
+        return MoveResult({target: new_p, primary: new_s, secondary: int_s}, target, primary)
+    if kind is MoveKind.FAILOVER_AND_REPLACE:
+        loc = pair_location_score(int_s, tgt)
+        if fail := check_migration(old_p, old_s):
+            return fail
+        new_p = add_primary(int_s, d, strict=not force_p, location_score=loc)
+        if isinstance(new_p, FailMode):
+            return new_p
+        new_s = add_secondary(tgt, d, secondary, strict=not force_p)
+        if isinstance(new_s, FailMode):
+            return new_s
+        return MoveResult({secondary: new_p, target: new_s, primary: int_p}, secondary, target)
+    raise ValueError(f"unknown move {kind}")

@@ -15,9 +15,11 @@ from model.cluster import DEFAULT_IPOLICY, Disk, Instance, IPolicy, ISpec, MinMa
 from model.resources import (
     FailMode,
     InstanceDemand,
+    MoveKind,
     add_primary,
     add_secondary,
     allocation_vector,
+    apply_move,
     demand_of,
     minimal_instances,
     node_states,
@@ -29,6 +31,7 @@ from model.resources import (
     repeat_count,
     safe_div,
 )
+from model.score import cluster_score
 from model.text_backend import load_text, parse_text
 
 # hail-alloc-dedicated-1.json (§3.3) as a text snapshot: 4 exclusive-storage nodes.
@@ -342,3 +345,65 @@ def test_fit_checks_match_hail(ganeti, tmp_path, name: str) -> None:
         assert ref, out
         mine = {g: v for g, v in _my_counts(cluster, inst).items() if g in ref}
         assert mine == ref, (request, out)
+
+
+# --- moves against the real hbal -------------------------------------------------------
+
+HBAL_FILES = (
+    "hbal-desiredlocation-2.data",
+    "hbal-evac.data",
+    "hbal-forth.data",
+    "hbal-location-1.data",
+    "hbal-location-exclusion.data",
+    "hbal-migration-1.data",
+    "hbal-migration-3.data",
+    "hspace-groups-one.data",
+    "partly-used.data",
+)
+HBAL_STEP = re.compile(r"^\s+\d+\. (\S+)\s+\S+ => (\S+):(\S*)\s+([\d.]+) a=(.*)$", re.M)
+
+
+def _move_kind(code: str) -> tuple[MoveKind, str | None]:
+    if code == "f":
+        return MoveKind.FAILOVER, None
+    if code.startswith("fa:"):
+        return MoveKind.FAILOVER_TO_ANY, code[3:]
+    m = re.fullmatch(r"(f )?r:(\S+)( f)?", code)
+    assert m, code
+    kinds = {
+        (False, False): MoveKind.REPLACE_SECONDARY,
+        (False, True): MoveKind.REPLACE_AND_FAILOVER,
+        (True, False): MoveKind.FAILOVER_AND_REPLACE,
+        (True, True): MoveKind.REPLACE_PRIMARY,
+    }
+    return kinds[(bool(m.group(1)), bool(m.group(3)))], m.group(2)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("name", HBAL_FILES)
+def test_moves_replay_hbal(ganeti, name: str) -> None:
+    """Replaying hbal's solution move by move gives its nodes and its score at each step."""
+    cluster = load_text(ganeti.data_dir / name)
+    group = cluster.groups[0]
+    out = subprocess.run(
+        [str(ganeti.hbal), "-t", str(ganeti.data_dir / name), "-G", group.name],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    steps = HBAL_STEP.findall(out)
+    assert steps, out
+    st = node_states(cluster)
+    nodes = dict(st.nodes)
+    where = {i.name: (i.primary, i.secondary) for i in cluster.instances}
+    for inst, new_p, new_s, score, code in steps:
+        kind, target = _move_kind(code.strip())
+        result = apply_move(nodes, st.demands[inst], *where[inst], kind, target)
+        assert not isinstance(result, FailMode), (inst, code, result)
+        nodes.update(result.nodes)
+        where[inst] = (result.primary, result.secondary)
+        assert (result.primary, result.secondary or "") == (new_p, new_s)
+        assert cluster_score(st.with_nodes(nodes), group.uuid) == pytest.approx(
+            float(score), abs=1e-6
+        )

@@ -31,6 +31,7 @@ from model.resources import (
     allocation_vector,
     apply_primary,
     apply_secondary,
+    check_migration,
     demand_of,
     minmax_shortfall,
     node_states,
@@ -51,7 +52,8 @@ class Violation:
     `kind` is one of: memory, n1, disk, disk_reserve, spindles, spindle_ratio, vcpu,
     exclusion_tags, template, ipolicy, unknown_node, unknown_instance, duplicate_instance,
     offline_node, drained_node, not_vm_capable, same_node, secondary, group, not_movable,
-    master_offline, not_online, not_offline, primary_offline, secondary_offline, probe.
+    master_offline, not_online, not_offline, migration, unallocable_group, primary_offline,
+    secondary_offline, probe.
     """
 
     kind: str
@@ -281,6 +283,17 @@ def check_allocation(
         violations += _target_violations(states, pl.secondary, d.name, "secondary")
         violations += _pair_violations(states, d, pl.primary, pl.secondary)
         violations += _policy_violations(states, d, pl.primary)
+        if pl.primary in nodes:
+            group = states.cluster.group(nodes[pl.primary].group_uuid)
+            if group.alloc_policy == "unallocable":
+                violations.append(
+                    Violation(
+                        "unallocable_group",
+                        f"group {group.name} is unallocable",
+                        pl.primary,
+                        d.name,
+                    )
+                )
         used = [n for n in (pl.primary, pl.secondary) if n is not None and n in nodes]
         used = list(dict.fromkeys(used))
         step_before = {n: _vector(states, nodes, n) for n in used}
@@ -402,6 +415,16 @@ def check_moves(
         violations += _target_violations(powered, primary, d.name, "primary")
         violations += _target_violations(powered, secondary, d.name, "secondary")
         violations += _pair_violations(powered, d, primary, secondary)
+        if primary != inst.primary and primary in nodes:
+            if check_migration(nodes[inst.primary], nodes[primary]) is not None:
+                violations.append(
+                    Violation(
+                        "migration",
+                        f"migration tags of {inst.primary} not accepted by {primary}",
+                        primary,
+                        d.name,
+                    )
+                )
         resolved.append((inst, d, primary, secondary))
 
     # Everything moving leaves first, then arrives: the check is on the final layout.

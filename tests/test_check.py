@@ -189,3 +189,15 @@ def test_checker_never_mutates_input(excl) -> None:
     check_allocation(excl, [(new("x", 1024, 1024, 1), "node-01", "node-02")])
     check_moves(excl, [Move("ftp1", "node-01")], powered_off=["node-02"])
     assert node_states(excl).nodes == before.nodes
+
+
+def test_migration_tags_and_unallocable_group(ganeti, excl) -> None:
+    """hbal-migration-1.data: node-01 carries hv:new, node-02 nothing, node-03 hv:new."""
+    mig = load_text(ganeti.data_dir / "hbal-migration-1.data")
+    assert check_moves(mig, [Move("inst121", "node-02")]).kinds == {"migration"}
+    assert check_moves(mig, [Move("inst131", "node-03")]).ok
+    closed = replace(
+        excl, groups=tuple(replace(g, alloc_policy="unallocable") for g in excl.groups)
+    )
+    report = check_allocation(closed, [(new("x", 1024, 1024, 1), "node-01", "node-02")])
+    assert report.kinds == {"unallocable_group"}

@@ -284,12 +284,12 @@ def check_allocation(
         violations += _pair_violations(states, d, pl.primary, pl.secondary)
         violations += _policy_violations(states, d, pl.primary)
         if pl.primary in nodes:
-            group = states.cluster.group(nodes[pl.primary].group_uuid)
-            if group.alloc_policy == "unallocable":
+            owner = states.cluster.group(nodes[pl.primary].group_uuid)
+            if owner.alloc_policy == "unallocable":
                 violations.append(
                     Violation(
                         "unallocable_group",
-                        f"group {group.name} is unallocable",
+                        f"group {owner.name} is unallocable",
                         pl.primary,
                         d.name,
                     )

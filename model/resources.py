@@ -1091,25 +1091,65 @@ def _scaled(d: InstanceDemand, k: int) -> InstanceDemand:
     )
 
 
+def _repeat_estimate(st: NodeState, d: InstanceDemand) -> int:
+    """Closed-form guess of `repeat_count` from each resource (checked by the caller)."""
+    bounds: list[int] = []
+
+    def cap(available: float, per_copy: float) -> None:
+        if per_copy > 0:
+            bounds.append(math.floor(available / per_copy))
+
+    if d.uses_memory:
+        cap(st.unallocated_memory_mib - 1, d.memory_mib)
+        if not st.fail_n1:
+            cap(st.unallocated_memory_mib - st.reserved_memory_mib - 1, d.memory_mib)
+    cap(st.free_memory_forth_mib - 1, d.memory_mib)
+    if d.uses_local_storage:
+        reserve = max(1, st.lo_disk_mib)
+        cap(st.free_disk_mib - reserve, d.disk_mib)
+        cap(st.free_disk_forth_mib - reserve, d.disk_mib)
+        if st.exclusive_storage:
+            if d.disk_spindles is None:
+                return 0
+            cap(min(st.free_spindles, st.free_spindles_forth), d.disk_spindles)
+        else:
+            cap(
+                st.hi_spindles - max(st.instance_spindles, st.instance_spindles_forth),
+                d.spindle_use,
+            )
+    if st.vcpu_ratio >= 0:
+        cap(
+            st.vcpu_ratio * st.total_cpus - max(st.used_vcpus, st.used_vcpus_forth),
+            d.counted_vcpus,
+        )
+    return max(0, min(min(bounds, default=MAX_REPEAT), MAX_REPEAT))
+
+
 def repeat_count(state: NodeState, d: InstanceDemand) -> int:
     """How many copies of a tagless instance fit one after another as primaries (strict).
 
     Every check of `addPriEx` is monotone in the number of copies, and k copies pass the
-    k-th add exactly when one k-fold instance passes, so a bisection gives htools' count.
+    k-th add exactly when one k-fold instance passes. A closed-form estimate is confirmed
+    with two checks; if it is off (float rounding), a bisection gives htools' count.
     """
+
+    def fails(k: int) -> bool:
+        return bool(primary_shortfalls(state, _scaled(d, k)))
+
     if d.exclusion_tags:
         return 1 if not primary_shortfalls(state, d) else 0
-    if primary_shortfalls(state, d):
+    if fails(1):
         return 0
+    guess = _repeat_estimate(state, d)
+    if guess >= 1 and not fails(guess) and (guess >= MAX_REPEAT or fails(guess + 1)):
+        return guess
     lo, hi = 1, 2
-    while hi < MAX_REPEAT and not primary_shortfalls(state, _scaled(d, hi)):
+    while hi < MAX_REPEAT and not fails(hi):
         lo, hi = hi, min(hi * 2, MAX_REPEAT)
-    if hi >= MAX_REPEAT and not primary_shortfalls(state, _scaled(d, hi)):
+    if hi >= MAX_REPEAT and not fails(hi):
         return MAX_REPEAT
     # invariant: lo fits, hi does not
-    return lo + bisect.bisect_left(
-        range(lo + 1, hi), True, key=lambda k: bool(primary_shortfalls(state, _scaled(d, k)))
-    )
+    return lo + bisect.bisect_left(range(lo + 1, hi), True, key=fails)
 
 
 def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:

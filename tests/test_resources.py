@@ -407,3 +407,28 @@ def test_moves_replay_hbal(ganeti, name: str) -> None:
         assert cluster_score(st.with_nodes(nodes), group.uuid) == pytest.approx(
             float(score), abs=1e-6
         )
+
+
+def test_repeat_count_equals_sequential_adds_random(ganeti) -> None:
+    rng = random.Random(7)
+    for name in ("hbal-forth.data", "missing-resources.data", "hspace-tiered-exclusive.data"):
+        st = node_states(load_text(ganeti.data_dir / name))
+        for node in st.nodes.values():
+            for _ in range(15):
+                d = InstanceDemand(
+                    "t",
+                    rng.choice([1, 100, 1000, 4096, 30000]),
+                    rng.choice([0, 1, 10240, 100000]),
+                    rng.choice([0, 1, 3]),
+                    rng.choice(["plain", "drbd", "ext"]),
+                    disk_spindles=rng.choice([0, 1, None]),
+                    spindle_use=rng.choice([0, 1, 2]),
+                    status=rng.choice(["running", "ADMIN_down"]),
+                )
+                count, cur = 0, node
+                while count <= 3000 and not isinstance(
+                    cur := add_primary(cur, replace(d, name=f"t{count}")), FailMode
+                ):
+                    count += 1
+                if count <= 3000:
+                    assert repeat_count(node, d) == count, (name, node.name, d)

@@ -5,7 +5,9 @@ A `NodeState` is the immutable per-node bookkeeping htools derives after loading
 free memory), the N+1 reserve `rMem`, used vCPUs counting `n_cpu`, spindles, the `*_forth`
 counters, tag maps. `add_primary` / `add_secondary` are the strict "does it fit" checks of
 §5.2 (`addPriEx` / `addSecExEx`) and return either the new state or a `FailMode`;
-`remove_primary` / `remove_secondary` undo them. Everything is in MiB.
+`remove_primary` / `remove_secondary` undo them; `apply_move` performs hbal's moves
+(failover, replace primary/secondary, failover to any node) with htools' force rules;
+`allocation_vector` gives §3.2's dedicated allocation counts. Everything is in MiB.
 
 Instances enter this module as an `InstanceDemand`: what an instance asks of a node. It
 is built from a model `Instance` (`demand_of`) or directly, e.g. for the dedicated
@@ -429,7 +431,7 @@ def initial_state(node: Node, ipolicy: IPolicy, location_tags: frozenset[str]) -
     )
 
 
-def _spindle_use_delta(state: NodeState, d: InstanceDemand) -> float:
+def _spindle_use_delta(d: InstanceDemand) -> float:
     """instSpindles contribution (calcSpindleUse): spindle_use of local-storage instances."""
     return float(d.spindle_use) if d.uses_local_storage else 0.0
 
@@ -437,7 +439,7 @@ def _spindle_use_delta(state: NodeState, d: InstanceDemand) -> float:
 def _new_instance_spindles(state: NodeState, current: float, d: InstanceDemand, sign: int) -> float:
     if state.exclusive_storage:
         return 0.0
-    return current + sign * _spindle_use_delta(state, d)
+    return current + sign * _spindle_use_delta(d)
 
 
 def _new_free_spindles(state: NodeState, current: int, d: InstanceDemand, sign: int) -> int:
@@ -538,8 +540,33 @@ class ClusterState:
         return self.cluster.group_of(self.cluster.node(node_name)).ipolicy
 
     def with_nodes(self, changed: Mapping[str, NodeState]) -> ClusterState:
+        """The same cluster with some node states replaced (node order kept)."""
         merged = {name: changed.get(name, st) for name, st in self.nodes.items()}
         return replace(self, nodes=merged)
+
+    def place(
+        self,
+        d: InstanceDemand,
+        primary: str,
+        secondary: str | None = None,
+        *,
+        strict: bool = True,
+    ) -> ClusterState | FailMode:
+        """Add a new instance on its nodes with htools' node checks (no ipolicy check)."""
+        p = self.nodes[primary]
+        s = self.nodes[secondary] if secondary is not None else None
+        new_p = add_primary(p, d, strict=strict, location_score=pair_location_score(p, s))
+        if isinstance(new_p, FailMode):
+            return new_p
+        changed = {primary: new_p}
+        if s is not None:
+            new_s = add_secondary(s, d, primary, strict=strict)
+            if isinstance(new_s, FailMode):
+                return new_s
+            changed[s.name] = new_s
+        demands = dict(self.demands)
+        demands[d.name] = d
+        return replace(self.with_nodes(changed), demands=demands)
 
 
 def node_states(cluster: Cluster) -> ClusterState:

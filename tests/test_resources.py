@@ -432,3 +432,12 @@ def test_repeat_count_equals_sequential_adds_random(ganeti) -> None:
                     count += 1
                 if count <= 3000:
                     assert repeat_count(node, d) == count, (name, node.name, d)
+
+
+def test_cluster_state_place(excl_tags) -> None:
+    d = InstanceDemand("web", 1024, 10240, 1, "drbd")
+    placed = excl_tags.place(d, "node-02", "node-01")
+    assert not isinstance(placed, FailMode)
+    assert placed.node("node-01").peer_memory_mib("node-02") == 3072 + 1024
+    assert placed.node("node-02").primaries[-1] == "web" and "web" in placed.demands
+    assert excl_tags.place(replace(d, memory_mib=20000), "node-02", "node-01") is FailMode.MEM

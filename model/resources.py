@@ -19,8 +19,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from typing import Any
 
 from model.cluster import (
     LOCAL_STORAGE_TEMPLATES,
@@ -391,6 +392,20 @@ class NodeState:
         return any(t in present for t in tags)
 
 
+_NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NodeState))
+_NODE_FIELD_SET = frozenset(_NODE_FIELDS)
+
+
+def _evolve(state: NodeState, **changes: Any) -> NodeState:
+    """`dataclasses.replace` for NodeState, ~10× faster (loading 30 000 instances)."""
+    if not changes.keys() <= _NODE_FIELD_SET:
+        raise TypeError(f"unknown NodeState fields {sorted(changes.keys() - _NODE_FIELD_SET)}")
+    new = object.__new__(NodeState)
+    for name in _NODE_FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(state, name))
+    return new
+
+
 # --- loading (Loader.mergeData) ---------------------------------------------------------
 
 
@@ -478,14 +493,14 @@ def load_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -
         instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return replace(
+        return _evolve(
             state,
             **forth,
             free_disk_forth_mib=state.free_disk_forth_mib
             - (d.disk_mib if d.uses_local_storage else 0),
             free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
         )
-    return replace(
+    return _evolve(
         state,
         **forth,
         primaries=state.primaries + (d.name,),
@@ -508,14 +523,14 @@ def load_secondary(state: NodeState, d: InstanceDemand) -> NodeState:
         instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return replace(
+        return _evolve(
             state,
             **forth,
             free_disk_forth_mib=state.free_disk_forth_mib
             - (d.disk_mib if d.uses_local_storage else 0),
             free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
         )
-    return replace(
+    return _evolve(
         state,
         **forth,
         secondaries=state.secondaries + (d.name,),
@@ -575,7 +590,7 @@ def node_states(cluster: Cluster) -> ClusterState:
     states: dict[str, NodeState] = {}
     for node in cluster.nodes:
         group = cluster.group_of(node)
-        states[node.name] = replace(
+        states[node.name] = _evolve(
             initial_state(node, group.ipolicy, rules.node_locations(node.tags)),
             migration_tags=rules.migration_tags(node.tags),
             receivable_migration_tags=rules.receivable_migration_tags(node.tags),
@@ -597,7 +612,7 @@ def node_states(cluster: Cluster) -> ClusterState:
         i_mem = sum(demands[i].memory_mib for i in st.primaries if demands[i].uses_memory)
         x_mem = int(st.total_memory_mib) - st.node_memory_mib - st.reported_free_memory_mib - i_mem
         r_mem = max(peers[name].values(), default=0)
-        states[name] = replace(
+        states[name] = _evolve(
             st,
             instance_memory_mib=i_mem,
             missing_memory_mib=x_mem,
@@ -755,9 +770,9 @@ def apply_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) 
         free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return replace(state, **forth)
+        return _evolve(state, **forth)
     i_mem = state.instance_memory_mib + (d.memory_mib if d.uses_memory else 0)
-    new = replace(
+    new = _evolve(
         state,
         **forth,
         primaries=state.primaries + (d.name,),
@@ -772,7 +787,7 @@ def apply_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) 
             state.location_exclusion_counts, _location_exclusion_pairs(state, d)
         ),
     )
-    return replace(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
+    return _evolve(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
 
 
 def add_primary(
@@ -918,11 +933,11 @@ def apply_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeSt
         free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return replace(state, **forth)
+        return _evolve(state, **forth)
     peers = dict(state.peers)
     peers[primary] = peers.get(primary, 0) + d.secondary_memory_mib
     new_rmem = max(state.reserved_memory_mib, peers[primary])
-    return replace(
+    return _evolve(
         state,
         **forth,
         secondaries=state.secondaries + (d.name,),
@@ -965,9 +980,9 @@ def remove_primary(state: NodeState, d: InstanceDemand, location_score: int = 0)
         free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, -1),
     )
     if d.forthcoming:
-        return replace(state, **forth)
+        return _evolve(state, **forth)
     i_mem = state.instance_memory_mib - (d.memory_mib if d.uses_memory else 0)
-    new = replace(
+    new = _evolve(
         state,
         **forth,
         primaries=_without(state.primaries, d.name),
@@ -982,7 +997,7 @@ def remove_primary(state: NodeState, d: InstanceDemand, location_score: int = 0)
             state.location_exclusion_counts, _location_exclusion_pairs(state, d)
         ),
     )
-    return replace(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
+    return _evolve(new, fail_n1=new.unallocated_memory_mib <= new.reserved_memory_mib)
 
 
 def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeState:
@@ -996,7 +1011,7 @@ def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeS
         free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, -1),
     )
     if d.forthcoming:
-        return replace(state, **forth)
+        return _evolve(state, **forth)
     peers = dict(state.peers)
     old_peer = peers.get(primary, 0)
     new_peer = old_peer - d.secondary_memory_mib
@@ -1006,7 +1021,7 @@ def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeS
         peers.pop(primary, None)
     old_rmem = state.reserved_memory_mib
     new_rmem = old_rmem if old_peer < old_rmem else max(peers.values(), default=0)
-    return replace(
+    return _evolve(
         state,
         **forth,
         secondaries=_without(state.secondaries, d.name),

@@ -350,13 +350,15 @@ def check_moves(
     powered_off: Iterable[str] = (),
     powered_on: Iterable[str] = (),
     probe: InstanceDemand | None = None,
+    probe_offline_nodes: bool = False,
     strict: bool = True,
 ) -> CheckReport:
     """Check a plan of instance moves with nodes powered off or on (hbal / hsqueeze).
 
     Powered-off nodes become offline before the moves, powered-on ones online. Afterwards
     no instance may keep its primary (or secondary) on an offline node, and with `probe`
-    every online node must still host the probe instance with the strict checks.
+    every online node must still host the probe instance with the strict checks
+    (`probe_offline_nodes`: offline nodes too, hsqueeze's expand-mode capacity test).
 
     Objectives: `moves` (instances whose nodes changed), `nodes_powered_off`,
     `nodes_powered_on`, `score_before`, `score`, `max_memory_utilisation` (the largest
@@ -450,7 +452,7 @@ def check_moves(
             )
     if probe is not None:
         for name, st in nodes.items():
-            if st.offline:
+            if st.offline and not probe_offline_nodes:
                 continue
             fails = primary_shortfalls(st, probe, strict=True)
             if fails:
@@ -484,6 +486,7 @@ def check_squeeze(
     *,
     factor: float = 1.0,
     powered_on_nodes: Iterable[str] = (),
+    probe_offline_nodes: bool = False,
     strict: bool = True,
 ) -> CheckReport:
     """An hsqueeze plan: power nodes off (shrink) or on (expand), move instances, and keep
@@ -497,6 +500,7 @@ def check_squeeze(
         powered_off=powered_off_nodes,
         powered_on=powered_on_nodes,
         probe=probe,
+        probe_offline_nodes=probe_offline_nodes,
         strict=strict,
     )
     objectives = dict(report.objectives)

@@ -201,3 +201,22 @@ def test_migration_tags_and_unallocable_group(ganeti, excl) -> None:
     )
     report = check_allocation(closed, [(new("x", 1024, 1024, 1), "node-01", "node-02")])
     assert report.kinds == {"unallocable_group"}
+
+
+def test_squeeze_expand_plan(ganeti) -> None:
+    """hsqueeze-overutilized.data: hsqueeze powers on node-01-002 and node-01-004 (standby)
+    and migrates inst-00, inst-10 / inst-01, inst-11 onto them."""
+    c = load_text(ganeti.data_dir / "hsqueeze-overutilized.data")
+    std = c.cluster_policy.std
+    assert "probe" in check_squeeze(c, [], [], std, factor=2.0).kinds
+    moves = [
+        ("inst-00", "node-01-002"),
+        ("inst-10", "node-01-004"),
+        ("inst-01", "node-01-002"),
+        ("inst-11", "node-01-004"),
+    ]
+    plan = check_squeeze(
+        c, [], moves, std, factor=2.0, powered_on_nodes=["node-01-002", "node-01-004"]
+    )
+    assert plan.ok, plan.text()
+    assert plan.objectives["nodes_powered_on"] == 2 and plan.objectives["moves"] == 4

@@ -408,52 +408,39 @@ def migrations(cluster: Cluster, built: Built, sol: Solution) -> list[Migration]
     return out
 
 
-def order_moves(state: ClusterState, moves: list[Migration]) -> list[Migration]:
-    """A sequence in which every migration passes htools' strict checks when it runs, grouped
-    so that consecutive migrations touch disjoint nodes (they then share a jobset).
+def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migration]]:
+    """Jobsets in which every migration passes htools' strict checks when it runs.
 
-    Greedy: take the first pending migration the target accepts now and whose nodes the
-    current jobset leaves alone; else start a new jobset. Migrations that never become
-    acceptable on their own (a swap) are appended last; the checker judges the final layout.
+    Migrations in one jobset touch disjoint nodes, so they run in parallel. Greedy, one pass
+    per jobset: take each pending migration whose nodes are still free in this jobset and
+    whose target accepts it now. Migrations that never become acceptable on their own (a
+    swap) form the last jobset; the checker judges the final layout either way.
     """
     nodes = dict(state.nodes)
     pending = list(moves)
-    done: list[Migration] = []
-    busy: set[str] = set()
-    while pending:
-        fitting = []
-        for k, mv in enumerate(pending):
-            new = add_primary(nodes[mv.target], state.demands[mv.instance])
-            if isinstance(new, NodeState):
-                fitting.append((k, mv, new))
-                if not ({mv.source, mv.target} & busy):
-                    break
-        if not fitting:
-            break
-        k, mv, new = fitting[-1]
-        if {mv.source, mv.target} & busy:  # nothing disjoint fits: a new jobset
-            k, mv, new = fitting[0]
-            busy = set()
-        nodes[mv.target] = new
-        nodes[mv.source] = remove_primary(nodes[mv.source], state.demands[mv.instance])
-        busy |= {mv.source, mv.target}
-        done.append(mv)
-        del pending[k]
-    return done + pending
-
-
-def split_jobs(moves: Sequence[Migration]) -> list[list[Migration]]:
-    """hbal's `splitJobs`: consecutive moves share a jobset while their nodes are disjoint."""
     jobsets: list[list[Migration]] = []
-    busy: set[str] = set()
-    for mv in moves:
-        touched = {mv.source, mv.target}
-        if jobsets and not (touched & busy):
-            jobsets[-1].append(mv)
-            busy |= touched
-        else:
-            jobsets.append([mv])
-            busy = set(touched)
+    while pending:
+        busy: set[str] = set()
+        jobset: list[Migration] = []
+        rest: list[Migration] = []
+        for mv in pending:
+            if mv.source in busy or mv.target in busy:
+                rest.append(mv)
+                continue
+            d = state.demands[mv.instance]
+            new = add_primary(nodes[mv.target], d)
+            if not isinstance(new, NodeState):
+                rest.append(mv)
+                continue
+            nodes[mv.target] = new
+            nodes[mv.source] = remove_primary(nodes[mv.source], d)
+            busy |= {mv.source, mv.target}
+            jobset.append(mv)
+        if not jobset:
+            jobsets += [[mv] for mv in rest]
+            break
+        jobsets.append(jobset)
+        pending = rest
     return jobsets
 
 
@@ -648,8 +635,8 @@ def plan(cluster: Cluster, args: Any) -> SqueezeReport:
         off, on = list(nodes), []
         mode = "offline" if nodes else "none"
     moves = migrations(cluster, built, sol) if (sol.on and (expand or nodes)) else []
-    moves = order_moves(_powered(state, off, on), moves)
-    jobsets = split_jobs(moves)
+    jobsets = order_moves(_powered(state, off, on), moves)
+    moves = [mv for js in jobsets for mv in js]
 
     report = check_squeeze(
         state,

@@ -23,6 +23,8 @@ from model.cluster import (
 
 # (memory MiB, physical CPUs): hardware types
 NODE_TYPES: tuple[tuple[int, int], ...] = ((16384, 8), (32768, 16), (65536, 24))
+# bigger hardware for the scale benchmarks (about ten instances per node)
+LARGE_NODE_TYPES: tuple[tuple[int, int], ...] = ((65536, 24), (98304, 32), (131072, 48))
 # (memory MiB, vcpus): instance flavours
 FLAVOURS: tuple[tuple[int, int], ...] = (
     (512, 1),
@@ -68,13 +70,13 @@ def ext_cluster(spec: SqueezeSpec) -> Cluster:
     placed: list[Instance] = []
     for k in range(spec.instances):
         mem, vcpus = rng.choice(spec.flavours)
-        for _ in range(50):
-            n = rng.randrange(online)
-            cap = hw[n][0] * spec.max_fill - spec.node_memory_mib
-            if used[n] + mem <= cap:
-                break
-        else:
-            continue
+        tries = [rng.randrange(online) for _ in range(20)] + rng.sample(range(online), online)
+        fitting = (
+            n for n in tries if used[n] + mem <= hw[n][0] * spec.max_fill - spec.node_memory_mib
+        )
+        n = next(fitting, -1)
+        if n < 0:
+            continue  # the cluster is full: fewer instances than asked
         used[n] += mem
         placed.append(
             Instance(

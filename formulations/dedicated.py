@@ -80,7 +80,10 @@ class SingleCandidate:
 
 
 def build_batch(
-    nodes: tuple[NodeData, ...], instances: tuple[NewInstance, ...], *, place_all: bool = False
+    nodes: tuple[NodeData, ...],
+    instances: tuple[NewInstance, ...],
+    *,
+    place_all: bool = False,
 ) -> pyo.ConcreteModel:
     """The joint placement model; `place_all` forces every instance to be placed."""
     m = pyo.ConcreteModel(name="dedicated_batch")
@@ -119,7 +122,7 @@ def build_batch(
         bounds=lambda _m, n, t: (0, by_name[n].before[t]),
         doc="a[n,t]: copies of test instance t that still fit on n after the batch",
     )
-    m.u = pyo.Var(touched, bounds=(0, 1), doc="u[n] >= 1 when n received anything")
+    m.u = pyo.Var(touched, domain=pyo.Binary, doc="u[n] = 1 when n received anything")
     reserve_nodes = [n for n in touched if not by_name[n].fails_n1 and _is_secondary(m, n)]
     m.r = pyo.Var(
         reserve_nodes,
@@ -186,6 +189,19 @@ def build_batch(
     # used: u[n] >= x[j,n], u[n] >= y[j,n]
     m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: m.u[n] >= m.x[j, n])
     m.used_s = pyo.Constraint(m.JS, rule=lambda _m, j, n: m.u[n] >= m.y[j, n])
+
+    # used_cap: use(n, k) <= cap · u[n]  (a bin-packing cut: only used nodes take anything;
+    # implied for integer u, it tightens the LP of the remaining-disk stage)
+    def used_cap(_m, n, k):
+        row = next(r for r in by_name[n].rows if r.kind == k)
+        expr = use(n, k)
+        if isinstance(expr, (int, float)) or row.cap <= 0 or k == N1:
+            return pyo.Constraint.Skip
+        return expr <= row.cap * m.u[n]
+
+    m.used_cap = pyo.Constraint(
+        [(n, r.kind) for n in touched for r in by_name[n].rows], rule=used_cap
+    )
 
     # capacity rows, instance part: use(n, k) [+ r[n] for n1] <= cap
     def inst_row(_m, n, k):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,7 @@ class Figure:
     stem: str
     title: str
     series: tuple[str, ...]
-    svg: str
-    png: bytes
+    content: str | bytes  # SVG text, or PNG bytes
 
 
 def _pyplot() -> Any:
@@ -53,53 +53,87 @@ def _pyplot() -> Any:
     return plt
 
 
-def _render(fig: Any, plt: Any) -> tuple[str, bytes]:
-    svg, png = io.StringIO(), io.BytesIO()
+def _render(fig: Any, plt: Any, fmt: str) -> str | bytes:
+    """SVG text (from the opening <svg> tag, to inline in HTML) or PNG bytes."""
+    if fmt == "png":
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return png.getvalue()
+    svg = io.StringIO()
     fig.savefig(svg, format="svg", bbox_inches="tight")
-    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     text = svg.getvalue()
-    return text[text.find("<svg") :], png.getvalue()
+    return text[text.find("<svg") :]
 
 
-def _exact_vs_greedy(problem: str, records: list[dict[str, Any]], plt: Any) -> Figure | None:
+ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
+
+
+def plotted(problem: str, part: dict[str, Any]) -> float | None:
+    """The number drawn for one answer: slots lost for allocations, else the judged value."""
+    if part.get("error"):
+        return None
+    if problem in ALLOCATION_PROBLEMS:
+        lost = part.get("lost")
+        return float(sum(lost)) if isinstance(lost, list) and lost else None
+    value = part.get("value")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def short_names(paths: list[str]) -> list[str]:
+    """Paths without their common folder, so equal file names in two folders stay apart."""
+    if len(paths) < 2:
+        return [Path(p).name for p in paths]
+    base = os.path.commonpath([os.path.dirname(p) or "." for p in paths])
+    return [os.path.relpath(p, base) if base else p for p in paths]
+
+
+def _exact_vs_greedy(
+    problem: str, records: list[dict[str, Any]], plt: Any, fmt: str
+) -> Figure | None:
     """Per input (ordered by size), the metric of exalloc's answer and of the greedy tool's."""
     pairs = [
-        r
+        (r, a, b)
         for r in records
         if r["problem"] == problem
-        and not r.get("error")
-        and isinstance(r.get("value"), int | float)
-        and isinstance((r.get("greedy") or {}).get("value"), int | float)
+        and (a := plotted(problem, r)) is not None
+        and (b := plotted(problem, r.get("greedy") or {})) is not None
     ]
     if not pairs:
         return None
-    pairs.sort(key=lambda r: (r.get("size") or 0, r["input"]))
-    metric = METRICS.get(problem, ("value", ""))[0]
-    tool = pairs[0]["greedy"].get("tool", "greedy")
+    pairs.sort(key=lambda p: (p[0].get("size") or 0, p[0]["input"]))
+    metric = "slots lost" if problem in ALLOCATION_PROBLEMS else METRICS.get(problem, ("value",))[0]
+    tool = pairs[0][0]["greedy"].get("tool", "greedy")
     xs = list(range(len(pairs)))
     fig, ax = plt.subplots(figsize=(7, 3.6))
     width = 0.4
-    ax.bar([x - width / 2 for x in xs], [r["value"] for r in pairs], width, label="exalloc")
-    ax.bar([x + width / 2 for x in xs], [r["greedy"]["value"] for r in pairs], width, label=tool)
-    ax.set_xticks(xs, [Path(r["input"]).stem for r in pairs], rotation=60, ha="right", fontsize=7)
+    ax.bar([x - width / 2 for x in xs], [a for _, a, _ in pairs], width, label="exalloc")
+    ax.bar([x + width / 2 for x in xs], [b for _, _, b in pairs], width, label=tool)
+    names = short_names([r["input"] for r, _, _ in pairs])
+    ax.set_xticks(xs, names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(metric)
     title = f"{problem}: {metric}, exalloc vs {tool}"
     ax.set_title(title)
     ax.legend()
-    svg, png = _render(fig, plt)
-    return Figure(f"{problem}-exact-vs-greedy", title, ("exalloc", tool), svg, png)
+    content = _render(fig, plt, fmt)
+    return Figure(f"{problem}-exact-vs-greedy", title, ("exalloc", tool), content)
 
 
-def _time_vs_size(records: list[dict[str, Any]], plt: Any) -> Figure | None:
+def _time_vs_size(records: list[dict[str, Any]], plt: Any, fmt: str) -> Figure | None:
     """Wall time against input size, one series per (problem, solver or tool)."""
     series: dict[str, list[tuple[float, float]]] = {}
     for r in records:
         size = r.get("size")
         if not isinstance(size, int | float) or r.get("error"):
             continue
-        if isinstance(r.get("wall_s"), int | float):
-            series.setdefault(f"exalloc {r['problem']}", []).append((size, r["wall_s"]))
+        solver_s = [r.get(k) for k in ("build_s", "solve_s")]
+        if all(isinstance(t, int | float) for t in solver_s):
+            exact_s = float(sum(solver_s))  # type: ignore[arg-type]
+        else:
+            exact_s = r.get("wall_s")
+        if isinstance(exact_s, int | float) and exact_s > 0:
+            series.setdefault(f"exalloc {r['problem']}", []).append((size, exact_s))
         g = r.get("greedy") or {}
         if isinstance(g.get("wall_s"), int | float) and not g.get("error"):
             series.setdefault(f"{g.get('tool')} {r['problem']}", []).append((size, g["wall_s"]))
@@ -110,23 +144,22 @@ def _time_vs_size(records: list[dict[str, Any]], plt: Any) -> Figure | None:
         marker = "o" if name.startswith("exalloc") else "x"
         ax.scatter([p[0] for p in points], [p[1] for p in points], label=name, marker=marker, s=18)
     ax.set_xlabel("size (nodes; disks for partition)")
-    ax.set_ylabel("wall time (s)")
+    ax.set_ylabel("s (exalloc: build + solve; greedy: tool run)")
     ax.set_yscale("log")
     title = "solve time vs cluster size"
     ax.set_title(title)
     ax.legend(fontsize=7)
-    svg, png = _render(fig, plt)
-    return Figure("time-vs-size", title, tuple(sorted(series)), svg, png)
+    return Figure("time-vs-size", title, tuple(sorted(series)), _render(fig, plt, fmt))
 
 
-def figures(records: list[dict[str, Any]]) -> list[Figure]:
+def figures(records: list[dict[str, Any]], fmt: str = "svg") -> list[Figure]:
     plt = _pyplot()
     out = []
     for problem in sorted({r["problem"] for r in records}):
-        fig = _exact_vs_greedy(problem, records, plt)
+        fig = _exact_vs_greedy(problem, records, plt, fmt)
         if fig is not None:
             out.append(fig)
-    fig = _time_vs_size(records, plt)
+    fig = _time_vs_size(records, plt, fmt)
     if fig is not None:
         out.append(fig)
     return out
@@ -201,17 +234,18 @@ def run(args: Any) -> ReportResult:
     if not records:
         raise InputError(f"{args.results}: no results to report")
     rows = summarise(records)
-    figs = figures(records)
+    html_out = Path(args.out).suffix.lower() in (".html", ".htm")
+    figs = figures(records, "svg" if html_out else "png")
     title = f"exalloc report: {Path(args.results).name}"
     errors = _errors_table(records)
     out = Path(args.out)
     series = tuple(f"{f.stem}: {s}" for f in figs for s in f.series)
     try:
-        if out.suffix.lower() in (".html", ".htm"):
+        if html_out:
             out.parent.mkdir(parents=True, exist_ok=True)
             body = "".join(
                 f"<figure id='{f.stem}'><figcaption>{html.escape(f.title)}</figcaption>"
-                f"{f.svg}</figure>"
+                f"{f.content}</figure>"
                 for f in figs
             )
             out.write_text(_page(title, rows, body, errors))
@@ -221,7 +255,7 @@ def run(args: Any) -> ReportResult:
             written = []
             for f in figs:
                 path = out / f"{f.stem}.png"
-                path.write_bytes(f.png)
+                path.write_bytes(f.content)  # type: ignore[arg-type]
                 written.append(str(path))
             body = "".join(
                 f"<figure><figcaption>{html.escape(f.title)}</figcaption>"

@@ -27,10 +27,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def _generate(out: Path, count: int, bareon: int = 2) -> None:
+def _generate(out: Path, count: int, bareon: int = 2, *extra: str) -> None:
     done = _cli(
         "generate", "--out", str(out), "--count", str(count), "--nodes", "4-6", "--fill", "0.4",
-        "--bareon", str(bareon), "--bareon-disks", "2", "--bareon-spaces", "3",
+        "--bareon", str(bareon), "--bareon-disks", "2", "--bareon-spaces", "3", *extra,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
@@ -169,9 +169,10 @@ def test_every_line_has_the_documented_keys(tmp_path: Path) -> None:
 
 def test_batch_killed_midway_then_resumed_has_every_input_once(tmp_path: Path) -> None:
     inputs = tmp_path / "in"
-    _generate(inputs, 20, bareon=4)
+    _generate(inputs, 20, 2, "--templates", "ext", "--requests", "none")
+    _generate(inputs / "dedicated", 2, 0, "--exclusive-storage", "--seed", "1")
     expected = {t.key for p in batch.discover(str(inputs)) for t in classify(p)}
-    assert len([k for k in expected if k[1] == "squeeze"]) == 20
+    assert len([k for k in expected if k[1] == "squeeze"]) == 22
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "cli", "batch", str(inputs), "--out", str(out), "--workers", "2",
            "--compare", "--no-progress", "--time-limit", "20"]  # fmt: skip
@@ -219,7 +220,8 @@ def _essence(records: list[dict]) -> dict:
 def test_dask_local_cluster_gives_the_local_results(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     inputs = tmp_path / "in"
-    _generate(inputs, 6, bareon=3)
+    _generate(inputs, 3, 2, "--exclusive-storage")
+    _generate(inputs / "ext", 2, 0, "--templates", "ext", "--requests", "none")
     local_out, dask_out = tmp_path / "local.jsonl", tmp_path / "dask.jsonl"
     local = batch.run(_batch_args([str(inputs)], local_out))
     with distributed.LocalCluster(
@@ -249,6 +251,7 @@ def test_dead_worker_is_recorded_and_the_rest_completes(tmp_path: Path, monkeypa
     """A worker killed under a task (OOM) breaks the pool; the batch rebuilds it and goes on."""
     tasks = [Task(str(FIXTURES / "two_disks_none_none.yaml"), "partition", 2), Task("x", "crash")]
     monkeypatch.setattr(batch, "solve_task", _crash_or_solve)
+    monkeypatch.setattr(batch, "POOL_RESTARTS", 1)
     records = list(batch.run_local(tasks, Options(), workers=1))
     by_problem = {r["problem"]: r for r in records}
     assert by_problem["partition"]["status"] == "optimal"

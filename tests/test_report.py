@@ -43,6 +43,10 @@ def results(tmp_path: Path) -> Path:
     records += [
         _record(f"b-{k}.yaml", "partition", 2 + k, 0, "lp-floor", 100 * k) for k in range(3)
     ]
+    for k in range(3):
+        alloc = _record(f"s{k}.multi-allocate.json", "multi-allocate", 5, 3, "hail", 3)
+        alloc["lost"], alloc["greedy"]["lost"] = [0, 1, 2], [0, 2, 2 + k]
+        records.append(alloc)
     records.append({"input": "in/bad.json", "problem": "unknown", "status": "error", "error": "x"})
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"input": "torn')
@@ -53,10 +57,12 @@ def test_html_report_has_the_expected_series(results: Path, tmp_path: Path) -> N
     out = tmp_path / "report.html"
     done = report.run(Namespace(results=str(results), out=str(out)))
     page = out.read_text()
-    assert page.startswith("<!doctype html>") and page.count("<svg") == 3
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 4
     for text in (
         "squeeze: nodes freed, exalloc vs hsqueeze",
         "partition: MiB lost, exalloc vs lp-floor",
+        "multi-allocate: slots lost, exalloc vs hail",
+        "hail multi-allocate",
         "solve time vs cluster size",
         "exalloc squeeze",
         "hsqueeze squeeze",
@@ -68,7 +74,7 @@ def test_html_report_has_the_expected_series(results: Path, tmp_path: Path) -> N
         assert text in page, text
     assert "squeeze-exact-vs-greedy: exalloc" in done.series
     assert "squeeze-exact-vs-greedy: hsqueeze" in done.series
-    assert done.records == 9  # the torn line is ignored
+    assert done.records == 12  # the torn line is ignored
 
 
 def test_png_folder(results: Path, tmp_path: Path) -> None:
@@ -76,6 +82,7 @@ def test_png_folder(results: Path, tmp_path: Path) -> None:
     done = report.run(Namespace(results=str(results), out=str(out)))
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == [
+        "multi-allocate-exact-vs-greedy.png",
         "partition-exact-vs-greedy.png",
         "squeeze-exact-vs-greedy.png",
         "time-vs-size.png",
@@ -83,7 +90,7 @@ def test_png_folder(results: Path, tmp_path: Path) -> None:
     for name in pngs:
         assert (out / name).read_bytes().startswith(b"\x89PNG")
     assert "summary" in (out / "summary.html").read_text()
-    assert len(done.files) == 4
+    assert len(done.files) == 5
 
 
 def test_empty_results_are_a_one_line_error(tmp_path: Path) -> None:

@@ -126,7 +126,11 @@ def build_batch(
     reserve_nodes = [n for n in touched if not by_name[n].fails_n1 and _is_secondary(m, n)]
     m.r = pyo.Var(
         reserve_nodes,
-        bounds=lambda _m, n: (by_name[n].reserve_mib, None),
+        domain=pyo.Integers,
+        bounds=lambda _m, n: (
+            by_name[n].reserve_mib,
+            max(by_name[n].reserve_mib, by_name[n].unallocated_mib),
+        ),
         doc="r[n]: the N+1 reserve of n after the batch (MiB)",
     )
 
@@ -255,7 +259,7 @@ def build_batch(
         for p in prim_of[j]
         if p != s and by_name[p].group == by_name[s].group
     ]
-    m.z = pyo.Var(pairs, bounds=(0, 1), doc="z[j,p,s] >= 1 when j is on the pair (p, s)")
+    m.z = pyo.Var(pairs, domain=pyo.Binary, doc="z[j,p,s] = 1 when j is on the pair (p, s)")
     m.z_and = pyo.Constraint(
         pairs, rule=lambda _m, j, p, s: m.z[j, p, s] >= m.x[j, p] + m.y[j, s] - 1
     )
@@ -361,7 +365,7 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
         good = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is not None]
         # forbidden: x[p] + y[s] <= 1  (s cannot reserve failover memory for p)
         m.forbidden = pyo.Constraint(bad, rule=lambda _m, p, s: m.x[p] + m.y[s] <= 1)
-        m.w = pyo.Var(good, bounds=(0, 1), doc="w[p,s] >= 1 when the pair is (p, s)")
+        m.w = pyo.Var(good, domain=pyo.Binary, doc="w[p,s] = 1 when the pair is (p, s)")
         # pair_and: w[p,s] >= x[p] + y[s] - 1
         m.pair_and = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] >= m.x[p] + m.y[s] - 1)
         for t in range(n_tests):

@@ -57,9 +57,16 @@ def ipolicy(shape: NodeShape, slices: tuple[str, ...], vcpu_ratio: float = 1.0) 
 
 
 def _instance(
-    shape: NodeShape, frac: float, nodes: list[str], template: str, rng: random.Random
+    shape: NodeShape,
+    frac: float,
+    nodes: list[str],
+    template: str,
+    rng: random.Random,
+    fits: bool = False,
 ) -> dict[str, Any]:
-    shrink = rng.choice((0, 0, 4, 8, 16))
+    """An instance of one slice; an exact slice (shrink 0) never fits its hole (memory must
+    stay above 0), so `fits` shaves a few MiB off every new instance."""
+    shrink = rng.choice((4, 8, 16) if fits else (0, 0, 4, 8, 16))
     mem = int(shape.memory_mib * frac) - shrink
     disk = int(shape.disk_mib * frac) - shrink * 10
     spindles = max(1, int(shape.spindles * frac))
@@ -176,10 +183,11 @@ def instance_request(
     shape: NodeShape | None = None,
     slices: tuple[str, ...] = ("full", "half", "quarter"),
     template: str = "plain",
+    fits: bool = False,
 ) -> dict[str, Any]:
     """Fields of one new instance (allocate-like), sized to one of the slices."""
     shape = shape or NodeShape()
-    inst = _instance(shape, SLICES[rng.choice(slices)], [], template, rng)
+    inst = _instance(shape, SLICES[rng.choice(slices)], [], template, rng, fits)
     inst.pop("nodes")
     inst.update(name=name, required_nodes=2 if template == "drbd" else 1)
     return inst
@@ -192,6 +200,7 @@ def allocate(
     template: str = "plain",
     groups: int = 1,
     group_name: str | None = None,
+    fits: bool = False,
     **kw: Any,
 ) -> dict[str, Any]:
     """A random dedicated cluster plus one allocate request."""
@@ -202,6 +211,7 @@ def allocate(
         slices=kw.get("slices", ("full", "half", "quarter")),
         template=template,
         shape=kw.get("shape"),
+        fits=fits,
     )
     req["type"] = "allocate"
     if group_name is not None:
@@ -217,6 +227,7 @@ def multi_allocate(
     *,
     template: str = "plain",
     group_name: str | None = None,
+    fits: bool = False,
     **kw: Any,
 ) -> dict[str, Any]:
     """A random dedicated cluster plus a multi-allocate batch of n_instances."""
@@ -224,7 +235,12 @@ def multi_allocate(
     slices = kw.get("slices", ("full", "half", "quarter"))
     insts = [
         instance_request(
-            rng, f"new-{k:03d}", slices=slices, template=template, shape=kw.get("shape")
+            rng,
+            f"new-{k:03d}",
+            slices=slices,
+            template=template,
+            shape=kw.get("shape"),
+            fits=fits,
         )
         for k in range(n_instances)
     ]

@@ -350,3 +350,43 @@ def test_json_output(capsys) -> None:
     assert doc["response"]["success"] is True
     assert doc["solver"][0]["status"] == "optimal"
     assert doc["objectives"]["lost_allocations_total"] == [0, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(0, 60, 6))
+def test_cpsat_gives_the_same_answers(ganeti, tmp_path, seed) -> None:
+    text = _random_request(seed)
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    mine = json.loads(answer(parse_request(text), Options(solver="cpsat")).response)
+    assert same_as_hail(real_hail(ganeti, path), mine)
+    if mine["success"]:
+        assert "[exalloc cpsat: optimal, gap 0]" in mine["info"]
+
+
+@pytest.mark.parametrize(
+    "snapshot", ["hspace-tiered-exclusive.data", "hspace-tiered-dualspec-exclusive.data"]
+)
+def test_text_backend_replaces_the_cluster(ganeti, capsys, snapshot) -> None:
+    request = ganeti.data_dir / "hail-alloc-dedicated-1.json"
+    data = ganeti.data_dir / snapshot
+    proc = subprocess.run(
+        [str(ganeti.hail), "-t", str(data), str(request)], capture_output=True, text=True
+    )
+    code, out, _ = run_cli(capsys, "-t", str(data), str(request))
+    assert code == 0
+    assert same_as_hail(json.loads(proc.stdout), json.loads(out))
+
+
+def test_multi_allocate_drbd_jointly(ganeti, tmp_path) -> None:
+    rng = random.Random(77)
+    data = gen.multi_allocate(rng, 8, 3, template="drbd", odd_nodes=False, fits=True)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    inp = parse_request(path.read_text())
+    report = answer(inp, Options())
+    mine = json.loads(report.response)
+    assert report.runs[0].status == "optimal"
+    assert all(len(nodes) == 2 for _, nodes in mine["result"][0])
+    theirs = real_hail(ganeti, path)
+    if theirs["success"]:
+        assert quality(inp, mine) <= quality(inp, theirs)

@@ -234,12 +234,19 @@ class Progress:
             from tqdm import tqdm
 
             tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked later
+            try:
+                sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+            except (OSError, ValueError):
+                sized = False
             self._bar = tqdm(
                 total=total,
                 initial=initial,
                 unit="input",
                 file=sys.stderr,
-                dynamic_ncols=True,
+                dynamic_ncols=sized,
+                # a terminal that reports no size (a bare pty) would hide the bar
+                ncols=None if sized else 100,
+                nrows=None if sized else 24,
                 smoothing=0.1,
             )
 

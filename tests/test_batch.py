@@ -262,3 +262,33 @@ def _crash_or_solve(task: Task, options: Options) -> dict:
     if task.problem == "crash":
         os._exit(9)
     return solve_task(task, options)
+
+
+def _in_pty(args: list[str]) -> str:
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the batch with a terminal on stdin/stdout/stderr
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "cli", *args])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    inputs = [str(FIXTURES / "two_disks_none_*.yaml")]
+    shown = _in_pty(["batch", *inputs, "--out", str(tmp_path / "a.jsonl")])
+    assert "input/s" in shown and "ok=" in shown and "100%" in shown
+    hidden = _in_pty(["batch", *inputs, "--out", str(tmp_path / "b.jsonl"), "--no-progress"])
+    assert "input/s" not in hidden and "ran now" in hidden
+    piped = _cli("batch", *inputs, "--out", str(tmp_path / "c.jsonl"))
+    assert piped.returncode == 0 and piped.stderr == ""

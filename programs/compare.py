@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from model.errors import ExallocError, InputError
+from model.errors import ExallocError, InfeasibleError, InputError
 
 HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
@@ -63,6 +63,7 @@ class Task:
     problem: str
     size: int | None = None
     error: str | None = None  # set when classifying already failed
+    hw: str | None = None  # the hardware YAML of a bare Bareon schema
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,6 +80,51 @@ def _snapshot_nodes(path: str) -> int | None:
     except (OSError, UnicodeDecodeError):
         return None
     return sum(1 for line in sections[1].splitlines() if line.strip()) if len(sections) > 1 else 0
+
+
+def _read_yaml(path: str) -> tuple[Any, str | None]:
+    try:
+        return yaml.safe_load(Path(path).read_text()), None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return None, f"{path}: not a readable YAML file: {reason}"
+
+
+def _is_hardware(doc: Any) -> bool:
+    return isinstance(doc, dict) and "disks" in doc and "dynamic_schema" not in doc
+
+
+def _disk_count(hw: Any) -> int | None:
+    disks = hw.get("disks") if isinstance(hw, dict) else None
+    return len(disks) if isinstance(disks, list) else None
+
+
+def _classify_yaml(path: str) -> list[Task]:
+    """A fixture is one partition; a bare schema pairs with the one hardware file beside it;
+    a hardware file is an input only through the schemas beside it."""
+    doc, error = _read_yaml(path)
+    if error is not None:
+        return [Task(path, "partition", error=error)]
+    if isinstance(doc, dict) and "dynamic_schema" in doc and "hw_info" in doc:
+        return [Task(path, "partition", _disk_count(doc["hw_info"]))]
+    siblings = [
+        (str(p), sdoc)
+        for p in sorted(Path(path).parent.glob("*.y*ml"))
+        if str(p) != path and p.suffix.lower() in (".yaml", ".yml")
+        for sdoc in [_read_yaml(str(p))[0]]
+    ]
+    if isinstance(doc, list):
+        hws = [(p, d) for p, d in siblings if _is_hardware(d)]
+        if len(hws) != 1:
+            found = "none" if not hws else ", ".join(Path(p).name for p, _ in hws)
+            why = f"a Bareon schema needs exactly one hardware YAML beside it (found {found})"
+            return [Task(path, "partition", error=f"{path}: {why}")]
+        return [Task(path, "partition", _disk_count(hws[0][1]), hw=hws[0][0])]
+    if _is_hardware(doc):
+        if any(isinstance(d, list) for _, d in siblings):
+            return []
+        return [Task(path, "partition", error=f"{path}: hardware info without a schema beside it")]
+    return [Task(path, "partition", error=f"{path}: not a Bareon fixture, schema or hardware")]
 
 
 def classify(path: str) -> list[Task]:
@@ -99,21 +145,7 @@ def classify(path: str) -> list[Task]:
             ]
         return [Task(path, str(kind), size)]
     if suffix in (".yaml", ".yml"):
-        try:
-            doc = yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-            return [Task(path, "partition", error=f"{path}: not a readable YAML file: {reason}")]
-        if not isinstance(doc, dict) or "dynamic_schema" not in doc or "hw_info" not in doc:
-            return [
-                Task(
-                    path,
-                    "partition",
-                    error=f"{path}: not a Bareon fixture (dynamic_schema, hw_info)",
-                )
-            ]
-        disks = doc["hw_info"].get("disks") if isinstance(doc["hw_info"], dict) else None
-        return [Task(path, "partition", len(disks) if isinstance(disks, list) else None)]
+        return _classify_yaml(path)
     return [Task(path, UNKNOWN, error=f"{path}: unknown input kind (.data, .json or .yaml)")]
 
 
@@ -173,7 +205,8 @@ def judge_squeeze(
     }
 
 
-def _exact_squeeze(path: str, o: Options) -> dict[str, Any]:
+def _exact_squeeze(task: Task, o: Options) -> dict[str, Any]:
+    path = task.input
     args = Namespace(
         text_data=path,
         minimal_resources=2.0,
@@ -228,7 +261,8 @@ def response_placements(path: str, response: dict[str, Any]) -> dict[str, list[s
     return {str(name): list(nodes) for name, nodes in placed_list}
 
 
-def _exact_hail(path: str, o: Options) -> dict[str, Any]:
+def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
+    path = task.input
     args = Namespace(
         request=path,
         text_data=None,
@@ -255,10 +289,11 @@ def _exact_hail(path: str, o: Options) -> dict[str, Any]:
     }
 
 
-def _exact_partition(path: str, o: Options) -> dict[str, Any]:
+def _exact_partition(task: Task, o: Options) -> dict[str, Any]:
+    path = task.input
     args = Namespace(
         schema=path,
-        hw_info=None,
+        hw_info=task.hw,
         output_format="allocator",
         svg=None,
         baseline=None,
@@ -300,7 +335,8 @@ def _call(cmd: list[str], timeout: float) -> tuple[str, float]:
     return done.stdout, wall
 
 
-def _greedy_squeeze(path: str, o: Options) -> dict[str, Any]:
+def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
+    path = task.input
     out, wall = _call([_tool(o.hsqueeze, "hsqueeze"), "-t", path, "-C"], o.greedy_timeout)
     lines = out.splitlines()
     mode, nodes = "none", []
@@ -320,23 +356,26 @@ def _greedy_squeeze(path: str, o: Options) -> dict[str, Any]:
     return {"tool": "hsqueeze", **judge_squeeze(path, mode, nodes, moves), "wall_s": round(wall, 6)}
 
 
-def _greedy_hail(path: str, o: Options) -> dict[str, Any]:
+def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
+    path = task.input
     out, wall = _call([_tool(o.hail, HAIL), path], o.greedy_timeout)
     response = json.loads(out)
     judged = judge_allocation(path, response_placements(path, response))
     return {"tool": "hail", **judged, "info": response.get("info"), "wall_s": round(wall, 6)}
 
 
-def _greedy_partition(path: str, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
+def _greedy_partition(task: Task, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
     """bareon-allocator's way (LP, floored), timed on its own, judged by exalloc's checker."""
-    if exact is None or not isinstance(exact.get("value"), int):
-        raise ExallocError("no baseline: the exact run failed")
     from model.bareon import read_problem
 
+    ours = (exact or {}).get("value")
     lp_floor_baseline = _program("partition").lp_floor_baseline
     start = time.perf_counter()
-    baseline = lp_floor_baseline(read_problem(path), exact["value"]).to_json()
+    problem = read_problem(task.input, task.hw)
+    baseline = lp_floor_baseline(problem, ours if isinstance(ours, int) else 0).to_json()
     wall = time.perf_counter() - start
+    if not isinstance(ours, int):
+        baseline["lost_mib"] = None  # nothing to measure it against
     keep = ("status", "unallocated_mib", "lost_mib", "broken", "layout")
     return {
         "tool": "lp-floor",
@@ -347,8 +386,8 @@ def _greedy_partition(path: str, o: Options, exact: dict[str, Any] | None) -> di
     }
 
 
-ExactRunner = Callable[[str, Options], dict[str, Any]]
-GreedyRunner = Callable[[str, Options, dict[str, Any] | None], dict[str, Any]]
+ExactRunner = Callable[[Task, Options], dict[str, Any]]
+GreedyRunner = Callable[[Task, Options, dict[str, Any] | None], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -361,9 +400,9 @@ class Problem:
 
 
 PROBLEMS: dict[str, Problem] = {
-    "squeeze": Problem(_exact_squeeze, lambda p, o, _e: _greedy_squeeze(p, o), "hsqueeze"),
-    "allocate": Problem(_exact_hail, lambda p, o, _e: _greedy_hail(p, o), "hail"),
-    "multi-allocate": Problem(_exact_hail, lambda p, o, _e: _greedy_hail(p, o), "hail"),
+    "squeeze": Problem(_exact_squeeze, lambda t, o, _e: _greedy_squeeze(t, o), "hsqueeze"),
+    "allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
+    "multi-allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "partition": Problem(_exact_partition, _greedy_partition, "lp-floor"),
 }
 
@@ -396,14 +435,16 @@ def solve_task(task: Task, options: Options) -> dict[str, Any]:
         record.update(status="error", error=f"no exalloc solver for problem {task.problem!r}")
     else:
         try:
-            exact = problem.exact(task.input, options)
+            exact = problem.exact(task, options)
             record.update(exact)
+        except InfeasibleError as err:  # an answer, not a failure: there is no solution
+            record.update(status="infeasible", note=_error_text(err))
         except Exception as err:  # noqa: BLE001 - every failure is recorded, none stops a batch
             record.update(status="error", error=_error_text(err))
     record["wall_s"] = round(time.perf_counter() - start, 6)
     if options.compare and problem is not None and task.error is None:
         try:
-            record["greedy"] = problem.greedy(task.input, options, exact)
+            record["greedy"] = problem.greedy(task, options, exact)
         except Exception as err:  # noqa: BLE001
             record["greedy"] = {"tool": problem.tool, "error": _error_text(err)}
     return record
@@ -505,6 +546,9 @@ class CompareReport:
             if (r.get("greedy") or {}).get("error") and r["greedy"]["error"] != INSTALL_HINT
         ]
         out = "\n".join(lines) + "\n"
+        notes = [f"{Path(r['input']).name}: {r['note']}" for r in self.records if r.get("note")]
+        if notes:
+            out += "\ninfeasible:\n" + "".join(f"  {n}\n" for n in notes)
         if errors:
             out += "\nerrors:\n" + "".join(f"  {e}\n" for e in errors)
         for note in self.notes:

@@ -292,3 +292,38 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     assert "input/s" not in hidden and "ran now" in hidden
     piped = _cli("batch", *inputs, "--out", str(tmp_path / "c.jsonl"))
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_bare_schema_pairs_with_the_hardware_beside_it(tmp_path: Path) -> None:
+    schema = tmp_path / "schema.yaml"
+    schema.write_text("- {id: lv1, type: lv, min_size: 10}\n- {id: lv2, type: lv}\n")
+    hw = tmp_path / "hw.yaml"
+    hw.write_text("disks:\n  - {id: sda, size: 100}\n  - {id: sdb, size: 50}\n")
+    assert classify(str(hw)) == []  # used through the schema
+    (task,) = classify(str(schema))
+    assert task.hw == str(hw) and task.size == 2 and task.error is None
+    record = solve_task(task, Options(compare=True))
+    assert record["status"] == "optimal" and record["value"] == 0
+    assert record["greedy"]["tool"] == "lp-floor"
+    (tmp_path / "hw2.yaml").write_text(hw.read_text())
+    (task,) = classify(str(schema))
+    assert "exactly one hardware YAML" in task.error
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "hw.yaml").write_text(hw.read_text())
+    (task,) = classify(str(alone / "hw.yaml"))
+    assert "without a schema" in task.error
+
+
+def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
+    path = tmp_path / "tight.yaml"
+    path.write_text(
+        "dynamic_schema:\n  - {id: a, type: lv, min_size: 60}\n"
+        "  - {id: b, type: lv, min_size: 50}\n"
+        "hw_info:\n  disks:\n    - {id: sda, size: 100}\n"
+    )
+    (task,) = classify(str(path))
+    record = solve_task(task, Options(compare=True))
+    assert record["status"] == "infeasible" and record["error"] is None
+    assert "exceed" in record["note"]
+    assert record["greedy"]["answer"]["status"] == "infeasible"

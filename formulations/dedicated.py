@@ -47,7 +47,8 @@ class NodeData:
 
 @dataclass(frozen=True)
 class NewInstance:
-    """A new instance and where it may go (each candidate passed hail's checks alone)."""
+    """A new instance (or `count` identical plain ones) and where it may go; each candidate
+    passed hail's checks for it alone."""
 
     name: str
     drbd: bool
@@ -57,6 +58,11 @@ class NewInstance:
     primaries: tuple[str, ...]
     secondaries: tuple[str, ...] = ()
     forbidden_pairs: frozenset[tuple[str, str]] = frozenset()  # fail only as this pair
+    count: int = 1  # identical plain instances share one integer variable per node
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or (self.drbd and self.count != 1):
+            raise ValueError(f"{self.name}: count {self.count} (drbd instances count 1 each)")
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,12 @@ def build_batch(
         m.NT, initialize={(n, t): by_name[n].before[t] for n, t in m.NT}, doc="count now"
     )
 
-    m.x = pyo.Var(m.JP, domain=pyo.Binary, doc="x[j,n] = 1: instance j has primary n")
+    m.x = pyo.Var(
+        m.JP,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda _m, j, n: (0, inst[j].count),
+        doc="x[j,n]: how many instances of kind j get primary n",
+    )
     m.y = pyo.Var(m.JS, domain=pyo.Binary, doc="y[j,s] = 1: instance j has secondary s")
     m.a = pyo.Var(
         m.NT,
@@ -157,12 +168,12 @@ def build_batch(
     for j, n in m.JS:
         sec_of[j].append(n)
 
-    # place: Σ_n x[j,n] = 1 (allocate) or <= 1 (multi-allocate: the rest is reported failed)
+    # place: Σ_n x[j,n] = count_j (allocate) or <= count_j (multi-allocate: the rest fails)
     def place_rule(_m, j):
         placed = sum(m.x[j, n] for n in prim_of[j])
         if isinstance(placed, int):
             return pyo.Constraint.Infeasible if place_all else pyo.Constraint.Skip
-        return placed == 1 if place_all else placed <= 1
+        return placed == inst[j].count if place_all else placed <= inst[j].count
 
     m.place = pyo.Constraint(m.J, rule=place_rule)
     groups = sorted({n.group for n in nodes})
@@ -190,8 +201,8 @@ def build_batch(
         ],
         rule=lambda _m, j, p, s: m.x[j, p] + m.y[j, s] <= 1,
     )
-    # used: u[n] >= x[j,n], u[n] >= y[j,n]
-    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: m.u[n] >= m.x[j, n])
+    # used: count_j · u[n] >= x[j,n], u[n] >= y[j,n]
+    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: inst[j].count * m.u[n] >= m.x[j, n])
     m.used_s = pyo.Constraint(m.JS, rule=lambda _m, j, n: m.u[n] >= m.y[j, n])
 
     # used_cap: use(n, k) <= cap · u[n]  (a bin-packing cut: only used nodes take anything;
@@ -302,16 +313,16 @@ def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:
     return objs
 
 
-def batch_solution(m: pyo.ConcreteModel) -> dict[str, tuple[str, str | None]]:
-    """instance -> (primary, secondary) of the loaded solution; unplaced ones are absent."""
-    out: dict[str, tuple[str, str | None]] = {}
+def batch_solution(m: pyo.ConcreteModel) -> dict[str, list[tuple[str, str | None]]]:
+    """kind j -> its placements (primary, secondary) in the loaded solution, one entry per
+    placed instance, primaries in node order; unplaced instances have no entry."""
+    out: dict[str, list[tuple[str, str | None]]] = {}
     for j, n in m.JP:
-        if pyo.value(m.x[j, n]) > 0.5:
-            out[j] = (n, None)
+        out.setdefault(j, []).extend([(n, None)] * int(round(pyo.value(m.x[j, n]))))
     for j, s in m.JS:
-        if pyo.value(m.y[j, s]) > 0.5 and j in out:
-            out[j] = (out[j][0], s)
-    return out
+        if pyo.value(m.y[j, s]) > 0.5 and out.get(j):
+            out[j] = [(out[j][0][0], s)]
+    return {j: v for j, v in out.items() if v}
 
 
 # --------------------------------------------------------------------------------------

@@ -618,7 +618,7 @@ def interchangeable(
             n if n in named else "",
         )
         per_class.setdefault(key, []).append(n)
-    limit = len(instances) * (2 if drbd else 1)
+    limit = sum(i.count for i in instances) * (2 if drbd else 1)
     kept: set[str] = set()
     for members in per_class.values():
         kept.update(sorted(members, key=lambda n: data[n].rank)[:limit])
@@ -645,6 +645,9 @@ def multi_allocate(
     demands = []
     new_instances: list[form.NewInstance] = []
     failed_alone: dict[str, str] = {}
+    # identical plain instances become one kind with a count (no symmetry among them)
+    kind_of: dict[tuple, str] = {}
+    members: dict[str, list[str]] = {}
     row_kinds = sorted({r.kind for n in cluster.nodes for r in capacity_rows(states.nodes[n.name])})
     seen = {i.name for i in cluster.instances}
     for r in req.instances:
@@ -683,10 +686,20 @@ def multi_allocate(
             )
             failed_alone[r.name] = ", ".join([*errors, msg]) if errors and not reasons else msg
             continue
+        drbd = r.required_nodes == 2
+        key = (r.name,) if drbd else (replace(d, name=""), tuple(prims))
+        if key in kind_of:
+            kind = kind_of[key]
+            members[kind].append(r.name)
+            i = next(k for k, x in enumerate(new_instances) if x.name == kind)
+            new_instances[i] = replace(new_instances[i], count=new_instances[i].count + 1)
+            continue
+        kind = kind_of[key] = f"kind-{len(kind_of)}"
+        members[kind] = [r.name]
         new_instances.append(
             form.NewInstance(
-                name=r.name,
-                drbd=r.required_nodes == 2,
+                name=kind,
+                drbd=drbd,
                 primary_usage={k: row_primary_usage(k, d) for k in row_kinds},
                 secondary_usage={k: row_secondary_usage(k, d) for k in row_kinds},
                 failover_mib=d.secondary_memory_mib if r.required_nodes == 2 else 0,
@@ -729,14 +742,18 @@ def multi_allocate(
         runs = (SolverRun.of(opts.solver, lex),)
         if not lex.has_solution:
             raise CheckFailedError(f"multi-allocate: the solver returned {lex.status}")
-        chosen = form.batch_solution(m)
+        chosen = {
+            name: where
+            for kind, spots in form.batch_solution(m).items()
+            for name, where in zip(members[kind], spots, strict=False)
+        }
         if lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
             claimed = tuple(int(round(v)) for v in lex.objective[1 : 1 + m.n_tests])
             claimed_disk = int(round(lex.objective[-1]))
     placements = []
     allocated: list[tuple[str, list[str]]] = []
     failed: list[tuple[str, str]] = []
-    n_alone_ok = len(new_instances)
+    n_alone_ok = sum(i.count for i in new_instances)
     for r, inst, _d in demands:
         if r.name in chosen:
             p, s = chosen[r.name]

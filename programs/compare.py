@@ -184,9 +184,21 @@ def judge_squeeze(
 ) -> dict[str, Any]:
     """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations."""
     from model.check import Move, check_squeeze
-    from model.text_backend import load_text
+    from model.text_backend import common_suffix, load_text
 
     cluster = load_text(path)
+    # hsqueeze prints names without the cluster's common domain suffix (htools' shortening)
+    node_sfx = common_suffix([n.name for n in cluster.nodes])
+    inst_sfx = common_suffix([i.name for i in cluster.instances])
+
+    def full(name: str, known: dict[str, Any], suffix: str) -> str:
+        return name if name in known or name + suffix not in known else name + suffix
+
+    nodes = [full(n, cluster.node_index, node_sfx) for n in nodes]
+    moves = [
+        (full(i, cluster.instance_index, inst_sfx), full(t, cluster.node_index, node_sfx))
+        for i, t in moves
+    ]
     report = check_squeeze(
         cluster,
         nodes if mode == "offline" else (),
@@ -474,6 +486,9 @@ def verdict(record: dict[str, Any]) -> str:
         return "-"
     if b is None:  # the greedy tool found no answer (e.g. its LP was infeasible)
         return "exact better"
+    broken_a, broken_b = record.get("violations") or 0, greedy.get("violations") or 0
+    if bool(broken_a) != bool(broken_b):  # an answer that breaks constraints loses
+        return "greedy better" if broken_a else "exact better"
     if record["problem"] in ("allocate", "multi-allocate"):  # then fewer slots lost
         a = (a, [-x for x in record.get("lost") or ()])
         b = (b, [-x for x in greedy.get("lost") or ()])

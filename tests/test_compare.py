@@ -70,6 +70,15 @@ def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
     assert "hsqueeze" in report.text()
 
 
+def test_hsqueeze_short_names_are_resolved(ganeti) -> None:
+    """hsqueeze prints names without the common domain suffix; the checker needs them whole."""
+    pytest.importorskip("programs.squeeze")
+    (record,) = compare.run(_args(REPO / "data" / "clusters" / "mixed-two-groups.data")).records
+    greedy = record["greedy"]
+    assert greedy["violations"] == 0 and greedy["answer"]["moves"] > 0
+    assert all(n.endswith(".example.com") for n in greedy["answer"]["nodes"])
+
+
 def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no hsqueeze on PATH
     monkeypatch.setattr(compare, "HAIL", tmp_path / "no-hail")
@@ -104,6 +113,8 @@ def test_verdicts() -> None:
     assert compare.verdict({**lost, "greedy": {"value": None}}) == "exact better"
     assert compare.verdict({**lost, "greedy": {"error": "x"}}) == "-"
     assert compare.verdict({**lost, "error": "bad"}) == "-"
+    broken = {**base, "greedy": {"value": 3, "violations": 2}}
+    assert compare.verdict(broken) == "exact better"
 
 
 def test_response_placements(tmp_path: Path) -> None:

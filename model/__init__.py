@@ -1,1 +1,4 @@
-"""Domain objects, readers and writers of the real formats, resource arithmetic and the checker.\n\nNothing here knows about Pyomo."""
+"""Domain objects, readers/writers of the real formats, resource arithmetic, checkers.
+
+Nothing here knows about Pyomo.
+"""

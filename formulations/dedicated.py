@@ -59,6 +59,7 @@ class NewInstance:
     secondaries: tuple[str, ...] = ()
     forbidden_pairs: frozenset[tuple[str, str]] = frozenset()  # fail only as this pair
     count: int = 1  # identical plain instances share one integer variable per node
+    exclusion_tags: tuple[str, ...] = ()  # at most one primary per node carries each tag
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -90,8 +91,14 @@ def build_batch(
     instances: tuple[NewInstance, ...],
     *,
     place_all: bool = False,
+    last_resort: frozenset[str] = frozenset(),
 ) -> pyo.ConcreteModel:
-    """The joint placement model; `place_all` forces every instance to be placed."""
+    """The joint placement model; `place_all` forces every instance to be placed.
+
+    `last_resort` names the nodes of last-resort groups: hail uses them only when no
+    preferred group can take an instance, so the batch puts as few instances there as it can
+    (a stage right after `placed`).
+    """
     m = pyo.ConcreteModel(name="dedicated_batch")
     by_name = {n.name: n for n in nodes}
     n_tests = max((len(n.before) for n in nodes), default=0)
@@ -167,6 +174,7 @@ def build_batch(
         prim_of[j].append(n)
     for j, n in m.JS:
         sec_of[j].append(n)
+    xs_of_set = {j: set(v) for j, v in prim_of.items()}
 
     # place: Σ_n x[j,n] = count_j (allocate) or <= count_j (multi-allocate: the rest fails)
     def place_rule(_m, j):
@@ -287,8 +295,27 @@ def build_batch(
         ),
     )
 
+    # exclusion: Σ_{j carries tag} x[j,n] <= 1  (htools' FailTags between new instances; nodes
+    # already hosting the tag were screened out)
+    tagged = sorted(
+        {(tag, n) for i in instances for tag in i.exclusion_tags for n in prim_of[i.name]}
+    )
+    m.exclusion = pyo.Constraint(
+        tagged,
+        rule=lambda _m, tag, n: (
+            sum(
+                m.x[i.name, n]
+                for i in instances
+                if tag in i.exclusion_tags and n in xs_of_set[i.name]
+            )
+            <= 1
+        ),
+    )
+
     # objectives
     m.placed = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP))
+    m.on_last_resort = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP if n in last_resort))
+    m.has_last_resort = any(n in last_resort for _, n in m.JP)
     m.lost = pyo.Expression(
         range(n_tests),
         rule=lambda _m, t: sum(m.before[n, tt] - m.a[n, tt] for n, tt in m.NT if tt == t),
@@ -306,8 +333,11 @@ def _is_secondary(m: pyo.ConcreteModel, n: str) -> bool:
 
 
 def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:
-    """placed (max), then lost_0 … lost_{T-1} (min), then remaining disk (min)."""
+    """placed (max), [instances on last-resort groups (min)], lost_0 … lost_{T-1} (min),
+    remaining disk on the nodes used (min)."""
     objs = [Objective("placed", m.placed, "max")]
+    if m.has_last_resort:
+        objs.append(Objective("on_last_resort", m.on_last_resort, "min"))
     objs += [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
     return objs

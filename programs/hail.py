@@ -706,6 +706,7 @@ def multi_allocate(
                 primaries=tuple(prims),
                 secondaries=tuple(secs),
                 forbidden_pairs=frozenset(forbidden),
+                exclusion_tags=d.exclusion_tags,
             )
         )
     rank = {n.name: i for i, n in enumerate(cluster.nodes)}
@@ -728,7 +729,12 @@ def multi_allocate(
                 for i in new_instances
             )
             nodes = tuple(data[n] for n in node_names if n in kept)
-            m = form.build_batch(nodes, pruned)
+            last = frozenset(
+                n.name
+                for n in cluster.nodes
+                if cluster.group_of(n).alloc_policy == "last_resort" and n.name in kept
+            )
+            m = form.build_batch(nodes, pruned, last_resort=last)
         objs = form.batch_objectives(m)
         lex = solve_lexicographic(
             m,
@@ -748,7 +754,11 @@ def multi_allocate(
             for name, where in zip(members[kind], spots, strict=False)
         }
         if lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
-            claimed = tuple(int(round(v)) for v in lex.objective[1 : 1 + m.n_tests])
+            claimed = tuple(
+                int(round(v))
+                for name, v in zip(lex.names, lex.objective, strict=True)
+                if name.startswith("lost_")
+            )
             claimed_disk = int(round(lex.objective[-1]))
     placements = []
     allocated: list[tuple[str, list[str]]] = []

@@ -390,3 +390,36 @@ def test_multi_allocate_drbd_jointly(ganeti, tmp_path) -> None:
     theirs = real_hail(ganeti, path)
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
+
+
+def test_batch_respects_exclusion_tags() -> None:
+    """Two new instances with the same exclusion tag never share a primary (FailTags)."""
+    rng = random.Random(3)
+    data = gen.multi_allocate(rng, 4, 2, odd_nodes=False, fits=True, slices=("quarter",))
+    data["cluster_tags"] = ["htools:iextags:service"]
+    for inst in data["request"]["instances"]:
+        inst["tags"] = ["service:db"]
+    report = answer(parse_request(json.dumps(data)), Options())
+    placed = dict(report.placements)
+    assert len(placed) == 2
+    assert placed["new-000"] != placed["new-001"]
+    for inst in data["request"]["instances"]:
+        inst["tags"] = []
+    untagged = dict(answer(parse_request(json.dumps(data)), Options()).placements)
+    assert untagged["new-000"] == untagged["new-001"]  # best fit packs them together
+
+
+def test_batch_prefers_preferred_groups(ganeti, tmp_path) -> None:
+    rng = random.Random(11)
+    data = gen.multi_allocate(rng, 8, 3, groups=2, odd_nodes=False, fits=True)
+    data["nodegroups"]["uuid-g1"]["alloc_policy"] = "last_resort"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    inp = parse_request(path.read_text())
+    report = answer(inp, Options())
+    group_of = {n: v["group"] for n, v in data["nodes"].items()}
+    assert report.placements
+    assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in report.placements)
+    theirs = real_hail(ganeti, path)
+    if theirs["success"]:
+        assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in theirs["result"][0])

@@ -3,11 +3,16 @@
 Sets      D disks (hw order), S spaces (schema order), G volume groups, F fairness groups
 Params    cap_d   = size_d - disk overhead (MiB)           min_s, max_s (MiB, totals)
           pv_mib  = LVM metadata per PV                      c_ds = A002620 order weight
-          right_ds = 1 if d is a right disk for s            w_fs = integer weight, W_f = sum
-Vars      x_ds in Z>=0   MiB of space s on disk d
+          R_s     = right disks of s                         w_fs = integer weight, W_f = sum
+          a_s     = |S| - position of s (schema order)
+Vars      x_ds in Z>=0   MiB of space s on disk d            T_s in Z>=0 total of s
           pv_gd in {0,1} VG g has a physical volume on disk d (only when pv_mib > 0)
+          k_f, r_f, y_fs in Z>=0  fairness: T_f = W_f k_f + r_f, T_s = w_s k_f + y_fs
 Stages    1 min off_preferred   2 max right_disk   3 max allocated (or min wrong_disk)
-          4 max order_score  -- solved lexicographically by the program, never here.
+          4 max space_order (sum a_s T_s)   5 max order_score (sum c_ds x_ds)
+The program solves stages 1-4 lexicographically, then stage 5 with every T_s, every
+space's MiB on its right disks and the PVs fixed (add_placement_rows): a transportation
+problem, whose LP optimum is integral, so the huge A002620 objective needs no branching.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from dataclasses import dataclass
 
 import pyomo.environ as pyo
 
-from model.bareon import Overheads, PartitionProblem, fairness_groups, order_coefficients
+from model.bareon import (
+    Overheads,
+    PartitionProblem,
+    fairness_groups,
+    order_coefficients,
+    space_order_weights,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ STAGES = (
     Stage("off_preferred_mib", "min", "MiB of preferring spaces off their preferred disks"),
     Stage("right_disk_mib", "max", "MiB of every space on its right disks"),
     Stage("allocated_mib", "max", "MiB allocated in total"),
+    Stage("space_order", "max", "MiB of earlier spaces first (schema order)"),
     Stage("order_score", "max", "seed's order preference (A002620, disk-major)"),
 )
 # With --leave-preferred-empty stage 3 keeps spaces without preference off preferred disks.
@@ -40,6 +52,7 @@ STAGES_LEAVE_PREFERRED_EMPTY = (
     STAGES[1],
     Stage("wrong_disk_mib", "min", "MiB of spaces without preference on preferred disks"),
     STAGES[3],
+    STAGES[4],
 )
 
 
@@ -73,7 +86,19 @@ def build_partition_model(
         return (0, top if limit is None else min(top, limit))
 
     m.x = pyo.Var(m.D, m.S, domain=pyo.NonNegativeIntegers, bounds=x_bounds)
-    m.total_mib = pyo.Expression(m.S, rule=lambda _m, s: sum(_m.x[d, s] for d in _m.D))
+    capacity = sum(pyo.value(m.cap_mib[d]) for d in m.D)
+
+    def total_bounds(_m, s):
+        limit = space_of[s].max_mib
+        return (space_of[s].min_mib, capacity if limit is None else min(capacity, limit))
+
+    # T_s: total MiB of space s; its bounds are min_s <= T_s <= max_s
+    m.total_mib = pyo.Var(m.S, domain=pyo.NonNegativeIntegers, bounds=total_bounds)
+
+    # sum_d x_ds = T_s
+    @m.Constraint(m.S)
+    def space_total(_m, s):
+        return sum(_m.x[d, s] for d in _m.D) == _m.total_mib[s]
 
     # --- volume groups: an LV lives only in a PV of its VG; each PV costs pv_mib on its disk
     vg_lvs = {vg.vg_id: vg.lv_ids for vg in problem.vgs if vg.lv_ids}
@@ -93,45 +118,51 @@ def build_partition_model(
     def lv_inside_pv(_m, g, d):
         return sum(_m.x[d, s] for s in vg_lvs[g]) <= _m.cap_mib[d] * _m.pv[g, d]
 
-    # sum_d x_ds >= min_s
-    @m.Constraint(m.S)
-    def space_min(_m, s):
-        if _m.min_mib[s] == 0:
-            return pyo.Constraint.Skip
-        return _m.total_mib[s] >= _m.min_mib[s]
-
-    # sum_d x_ds <= max_s
-    @m.Constraint(m.S)
-    def space_max(_m, s):
-        limit = space_of[s].max_mib
-        if limit is None:
-            return pyo.Constraint.Skip
-        return _m.total_mib[s] <= limit
-
-    # --- fairness: |W_f * T_s - w_s * sum_{t in f} T_t| <= W_f - 1, i.e. within 1 MiB of the share
+    # --- fairness, within 1 MiB of the weighted share: |W_f T_s - w_s T_f| <= W_f - 1.
+    # Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
+    # 0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x.
     groups = fairness_groups(problem)
     members = [
         (f, spaces[i], w)
         for f, g in enumerate(groups)
         for i, w in zip(g.space_indexes, g.weights, strict=True)
     ]
-    m.F = pyo.Set(initialize=[(f, s) for f, s, _ in members], dimen=2, ordered=True)
     weight = {(f, s): w for f, s, w in members}
+    m.F = pyo.Set(initialize=range(len(groups)), ordered=True)
+    m.FS = pyo.Set(initialize=[(f, s) for f, s, _ in members], dimen=2, ordered=True)
+    m.share_unit = pyo.Var(
+        m.F,
+        domain=pyo.NonNegativeIntegers,
+        bounds=(0, capacity // min(min(g.weights) for g in groups) if groups else 0),
+    )
+    m.group_rest = pyo.Var(
+        m.F, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f: (0, groups[f].weight_sum - 1)
+    )
+    m.member_rest = pyo.Var(
+        m.FS, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f, s: (0, weight[f, s])
+    )
 
-    def _deviation(_m, f, s):
-        group = groups[f]
-        group_total = sum(_m.total_mib[spaces[i]] for i in group.space_indexes)
-        return group.weight_sum * _m.total_mib[s] - weight[f, s] * group_total
+    # T_s = w_s k_f + y_s
+    @m.Constraint(m.FS)
+    def fair_share(_m, f, s):
+        return _m.total_mib[s] == weight[f, s] * _m.share_unit[f] + _m.member_rest[f, s]
 
-    # W_f * T_s - w_s * T_f <= W_f - 1
+    # sum_{s in f} y_s = r_f
     @m.Constraint(m.F)
+    def fair_rest(_m, f):
+        return sum(_m.member_rest[g, s] for g, s in _m.FS if g == f) == _m.group_rest[f]
+
+    # W_f y_s - w_s r_f <= W_f - 1
+    @m.Constraint(m.FS)
     def fair_upper(_m, f, s):
-        return _deviation(_m, f, s) <= groups[f].weight_sum - 1
+        W = groups[f].weight_sum
+        return W * _m.member_rest[f, s] - weight[f, s] * _m.group_rest[f] <= W - 1
 
-    # W_f * T_s - w_s * T_f >= -(W_f - 1)
-    @m.Constraint(m.F)
+    # W_f y_s - w_s r_f >= -(W_f - 1)
+    @m.Constraint(m.FS)
     def fair_lower(_m, f, s):
-        return _deviation(_m, f, s) >= -(groups[f].weight_sum - 1)
+        W = groups[f].weight_sum
+        return W * _m.member_rest[f, s] - weight[f, s] * _m.group_rest[f] >= -(W - 1)
 
     # --- stage expressions
     def right(d: str, s: str) -> bool:
@@ -162,8 +193,37 @@ def build_partition_model(
     m.order_score = pyo.Expression(
         expr=sum(m.order_weight[d, s] * m.x[d, s] for d in m.D for s in m.S)
     )
-    m.leave_preferred_empty = leave_preferred_empty
+    # stage 4: sum_s a_s T_s
+    weights = space_order_weights(problem)
+    m.space_order = pyo.Expression(
+        expr=sum(weights[j] * m.total_mib[s] for j, s in enumerate(spaces))
+    )
+    m.right_disks = {s.space_id: problem.right_disks(s) for s in problem.spaces}
     return m
+
+
+def add_placement_rows(m: pyo.ConcreteModel, sizes_mib: dict[tuple[str, str], int]) -> None:
+    """Fix what stages 1-4 decided, leaving only where each space's MiB sit (stage 5).
+
+    T_s and pv_gd are fixed; each space keeps its MiB on its right disks:
+    sum_{d in R_s} x_ds = rho_s. With these, stages 1-3 keep their values for every x.
+    """
+    for s in m.S:
+        m.total_mib[s].fix(sum(sizes_mib[d, s] for d in m.D))
+    for g in m.G:
+        for d in m.D:
+            m.pv[g, d].fix(m.pv[g, d].value is not None and round(m.pv[g, d].value) == 1)
+    rho = {s: sum(sizes_mib[d, s] for d in m.right_disks[s]) for s in m.S}
+
+    # sum_{d in R_s} x_ds = rho_s
+    @m.Constraint(m.S)
+    def right_split(_m, s):
+        if not _m.right_disks[s]:
+            return pyo.Constraint.Skip
+        return sum(_m.x[d, s] for d in _m.right_disks[s]) == rho[s]
+
+    # maximise sum_ds c_ds x_ds
+    m.placement_objective = pyo.Objective(expr=m.order_score.expr, sense=pyo.maximize)
 
 
 def stages(leave_preferred_empty: bool) -> tuple[Stage, ...]:

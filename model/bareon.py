@@ -554,6 +554,12 @@ def a002620(n: int) -> int:
     return n * n // 4
 
 
+def space_order_weights(problem: PartitionProblem) -> tuple[int, ...]:
+    """|S| - position: earlier spaces grow first; ``none_order`` spaces weigh 0."""
+    n = len(problem.spaces)
+    return tuple(0 if s.none_order else n - j for j, s in enumerate(problem.spaces))
+
+
 def order_coefficients(problem: PartitionProblem) -> tuple[tuple[int, ...], ...]:
     """The seed's integer order weights, disk-major: the first (disk, space) pair weighs most.
 

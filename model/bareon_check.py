@@ -15,6 +15,7 @@ from model.bareon import (
     PartitionProblem,
     fairness_groups,
     order_coefficients,
+    space_order_weights,
 )
 
 
@@ -127,14 +128,21 @@ def stage_values(problem: PartitionProblem, layout: Layout) -> dict[str, int]:
     """Every stage objective recomputed from the layout (see formulations.partition.STAGES)."""
     preferred = problem.preferred_disks
     order = order_coefficients(problem)
-    values = dict.fromkeys(
-        ("off_preferred_mib", "right_disk_mib", "allocated_mib", "wrong_disk_mib", "order_score"),
-        0,
+    names = (
+        "off_preferred_mib",
+        "right_disk_mib",
+        "allocated_mib",
+        "wrong_disk_mib",
+        "space_order",
+        "order_score",
     )
+    values = dict.fromkeys(names, 0)
+    space_weights = space_order_weights(problem)
     for d, disk in enumerate(problem.disks):
         for s, space in enumerate(problem.spaces):
             v = layout.sizes_mib[d][s]
             values["allocated_mib"] += v
+            values["space_order"] += space_weights[s] * v
             values["order_score"] += order[d][s] * v
             if space.has_preference:
                 if disk.disk_id in space.best_disks:

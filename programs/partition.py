@@ -6,6 +6,7 @@ read → diagnose → build → solve lexicographically → check → write docu
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from pyomo.core.expr.numvalue import is_constant
 
 from formulations.partition import (
+    add_placement_rows,
     build_lp_floor_model,
     build_partition_model,
     stages,
@@ -159,14 +161,21 @@ def solve_layout(
         raise InfeasibleError(reason, source=problem.source or None)
     with Stopwatch() as watch:
         m = build_partition_model(problem, overheads, leave_preferred_empty=leave_preferred_empty)
-        plan = stages(leave_preferred_empty)
-        objectives = [
-            Objective(st.name, getattr(m, st.name).expr, st.sense)
-            for st in plan
-            if not _constant(getattr(m, st.name).expr)
-        ]
+    plan = stages(leave_preferred_empty)
+    lex_stages, placement = plan[:-1], plan[-1]
+    objectives = [
+        Objective(st.name, getattr(m, st.name).expr, st.sense)
+        for st in lex_stages
+        if not _constant(getattr(m, st.name).expr)
+    ]
+    bound: dict[str, float | None] = {}
+    gaps: dict[str, float | None] = {}
+    reported: dict[str, float | None] = {}
+    statuses: list[Status] = []
+    solve_s = 0.0
+    started = time.perf_counter()
     if objectives:
-        result = solve_lexicographic(
+        lex = solve_lexicographic(
             m,
             objectives,
             solver,
@@ -175,20 +184,23 @@ def solve_layout(
             threads=threads,
             build_s=watch.seconds,
         )
-        if not result.has_solution:
-            if result.status is Status.INFEASIBLE:
-                raise InfeasibleError(
-                    "no whole-MiB layout meets every min_size, fairness tie and LVM overhead "
-                    "at once (each holds on its own)",
-                    source=problem.source or None,
-                )
-            raise SolverError(f"no layout found ({result.status}); try a larger --time-limit")
-        solved = dict(zip(result.names, zip(result.bound, result.gap, strict=True), strict=True))
-        status, solve_s = str(result.status), result.solve_s
-        reported_names, reported_values = result.names, result.objective
-    else:  # no space at all: the empty layout is the only one
-        solved, status, solve_s = {}, str(Status.OPTIMAL), 0.0
-        reported_names, reported_values = (), ()
+        if not lex.has_solution:
+            _no_solution(problem, lex.status)
+        for k, name in enumerate(lex.names):
+            bound[name], gaps[name], reported[name] = lex.bound[k], lex.gap[k], lex.objective[k]
+        statuses.append(lex.status)
+        solve_s += lex.solve_s
+        add_placement_rows(m, _sizes_by_pair(m))
+        left = None
+        if time_limit is not None:
+            left = max(time_limit - (time.perf_counter() - started), 0.01)
+        last = solve(m, solver, time_limit=left, mip_gap=gap, threads=threads)
+        if not last.has_solution:
+            _no_solution(problem, last.status)
+        bound[placement.name], gaps[placement.name] = last.bound, last.gap
+        reported[placement.name] = last.objective
+        statuses.append(last.status)
+        solve_s += last.solve_s
     sizes = tuple(
         tuple(_whole(m.x[d.disk_id, s.space_id].value) for s in problem.spaces)
         for d in problem.disks
@@ -198,21 +210,38 @@ def solve_layout(
     if not check.ok:
         raise CheckFailedError("layout rejected by the checker: " + "; ".join(check.violations))
     values = check.stage_values
-    for name, reported in zip(reported_names, reported_values, strict=True):
-        if reported is not None and abs(reported - values[name]) > 0.5:
+    for name, value in reported.items():
+        if value is not None and abs(value - values[name]) > 0.5:
             raise CheckFailedError(
-                f"stage {name}: solver reports {reported}, checker recomputes {values[name]}"
+                f"stage {name}: solver reports {value}, checker recomputes {values[name]}"
             )
-    names = [st.name for st in stages(leave_preferred_empty)]
+    status = Status.OPTIMAL
+    if any(st is not Status.OPTIMAL for st in statuses):
+        status = Status.FEASIBLE
+    names = [st.name for st in plan]
     return Solved(
         layout=layout,
         check=check,
-        status=status,
-        bound={n: solved[n][0] if n in solved else values[n] for n in names},
-        gap={n: solved[n][1] if n in solved else 0.0 for n in names},
+        status=str(status),
+        bound={n: bound.get(n, values[n]) for n in names},
+        gap={n: gaps.get(n, 0.0) for n in names},
         build_s=watch.seconds,
         solve_s=solve_s,
     )
+
+
+def _sizes_by_pair(m: Any) -> dict[tuple[str, str], int]:
+    return {(d, s): _whole(m.x[d, s].value) for d in m.D for s in m.S}
+
+
+def _no_solution(problem: PartitionProblem, status: Status) -> None:
+    if status is Status.INFEASIBLE:
+        raise InfeasibleError(
+            "no whole-MiB layout meets every min_size, fairness tie and LVM overhead at once "
+            "(each holds on its own)",
+            source=problem.source or None,
+        )
+    raise SolverError(f"no layout found ({status}); try a larger --time-limit")
 
 
 def _constant(expr: Any) -> bool:

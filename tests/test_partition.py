@@ -114,7 +114,10 @@ def layout_dict(problem, solved) -> dict[str, dict[str, int]]:
 
 
 def test_seed_single_disk_fills_root():
-    schema = [{"id": "root", "type": "lv", "min_size": 50}, {"id": "swap", "type": "lv", "size": 10}]
+    schema = [
+        {"id": "root", "type": "lv", "min_size": 50},
+        {"id": "swap", "type": "lv", "size": 10},
+    ]
     problem, solved = solve_data(schema, {"disks": [{"id": "sda", "size": 100}]})
     assert layout_dict(problem, solved) == {"sda": {"root": 90, "swap": 10}}
 
@@ -143,7 +146,12 @@ def test_seed_best_with_disks_puts_journal_on_ssd():
         },
         {"id": "root", "type": "lv", "min_size": 10},
     ]
-    hw = {"disks": [{"id": "sda", "size": 100, "type": "hdd"}, {"id": "sdb", "size": 10, "type": "ssd"}]}
+    hw = {
+        "disks": [
+            {"id": "sda", "size": 100, "type": "hdd"},
+            {"id": "sdb", "size": 10, "type": "ssd"},
+        ]
+    }
     problem, solved = solve_data(schema, hw)
     assert layout_dict(problem, solved) == {"sda": {"root": 100}, "sdb": {"ceph-journal": 10}}
 

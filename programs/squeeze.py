@@ -737,89 +737,106 @@ def run(args: Any) -> SqueezeReport:
 
 
 def solve_decomposed(built: Built, args: Any) -> Solution:
-    """Aggregate by node type (the volume bound and each type's share of every shape), then
-    pack each type with its own per-node MIP; the first stage's gap is to the type bound."""
+    """Aggregate by node type, then pack each type with its own small MIP.
+
+    1. The type aggregate (lexicographic: node count, then instances changing type) gives
+       the bound on the node count and each type's number of powered-on nodes and instances
+       of every shape.
+    2. Within a type the nodes are interchangeable but for their content, so the ones with
+       the most movable instances stay on; a per-type MIP without power variables then places
+       the type's share with the fewest moves. If that packing does not fit (the aggregate
+       pools capacity), the next node of the type is kept on as well.
+    The first stage's gap is to the aggregate's bound.
+    """
     t0 = time.perf_counter()
     problem = built.problem
     with Stopwatch() as sw:
         agg = build_type_aggregate(problem)
-    agg_res = solve(
-        agg, args.solver, time_limit=args.time_limit, threads=args.threads, build_s=sw.seconds
+    agg_res = solve_lexicographic(
+        agg,
+        agg.stages,
+        args.solver,
+        time_limit=args.time_limit,
+        threads=args.threads,
+        build_s=sw.seconds,
     )
+    names = ("nodes_freed" if problem.mode == SHRINK else "nodes_powered_on", "moves")
     if not agg_res.has_solution:
         return Solution(
             {},
             {},
             str(agg_res.status),
-            (None,),
-            (None,),
-            (None,),
-            ("nodes",),
+            (None, None),
+            (None, None),
+            (None, None),
+            names,
             sw.seconds,
             agg_res.solve_s,
             "decomposed",
         )
-    bound = float(agg_res.bound if agg_res.bound is not None else agg_res.objective)
+    stage0 = agg_res.stages[0]
+    bound = float(stage0.bound if stage0.bound is not None else stage0.objective)
+    moves_bound = agg_res.bound[1] if len(agg_res.bound) > 1 else None
     types = agg.types
     share = {(s, t): int(round(agg.Y[s, t].value or 0)) for s in agg.S for t in agg.T}
     budget = args.time_limit if args.time_limit is not None else 110.0
     budget = max(budget - (time.perf_counter() - t0), 1.0)
     total_nodes = sum(len(ns) for ns in types)
+    content: dict[int, int] = defaultdict(int)
+    for sh in problem.shapes:
+        for n, c in sh.counts:
+            content[n] += c
     on: dict[int, bool] = {}
     y: dict[tuple[int, int], int] = {}
-    build_s, solve_s, all_optimal = sw.seconds + agg_res.build_s, agg_res.solve_s, True
+    build_s, solve_s, all_optimal = agg_res.build_s, agg_res.solve_s, True
     moves = float(sum(sh.homeless for sh in problem.shapes))
     for t, members in enumerate(types):
-        local = {n: k for k, n in enumerate(members)}
-        sub_shapes = []
-        for s, sh in enumerate(problem.shapes):
-            counts = tuple((local[n], c) for n, c in sh.counts if n in local)
-            want = share[s, t]
-            sub_shapes.append(replace(sh, counts=counts, homeless=want - sum(c for _, c in counts)))
-        sub = SqueezeProblem(
-            mode=problem.mode,
-            nodes=tuple(problem.nodes[n] for n in members),
-            shapes=tuple(sub_shapes),
-            fixed_tag_counts={
-                (local[n], e): k for (n, e), k in problem.fixed_tag_counts.items() if n in local
-            },
+        fixed = [n for n in members if problem.nodes[n].state == "on"]
+        free = sorted(
+            (n for n in members if problem.nodes[n].state != "on"),
+            key=lambda n: (-content[n], n),
         )
-        with Stopwatch() as sw_t:
-            model = build_model(sub)
-            objs = objectives(model, sub)[:2]
+        k = int(round(agg.w[t].value or 0)) - len(fixed)
         limit = max(budget * len(members) / total_nodes, 1.0)
-        res = solve_lexicographic(
-            model,
-            objs,
-            args.solver,
-            time_limit=limit,
-            mip_gap=args.gap,
-            threads=args.threads,
-            build_s=sw_t.seconds,
-        )
-        build_s += sw_t.seconds
-        solve_s += res.solve_s
-        if not res.has_solution:
+        res, keep, model = None, [], None
+        if not fixed and k <= 0 and not any(share[s, t] for s in agg.S):
+            for n in members:
+                on[n] = False
+                moves += content[n]
+            continue
+        while k <= len(free):
+            keep = fixed + free[:k]
+            res, model, sub_s = _pack_type(problem, keep, share, t, args, limit)
+            build_s += sub_s
+            solve_s += res.solve_s
+            if res.has_solution:
+                break
+            k += 1
+        if res is None or model is None or not res.has_solution:
             return Solution(
                 {},
                 {},
-                str(res.status),
-                (None,),
-                (bound,),
-                (None,),
-                ("nodes",),
+                "infeasible",
+                (None, None),
+                (bound, None),
+                (None, None),
+                names,
                 build_s,
                 solve_s,
                 "decomposed",
             )
         all_optimal &= res.status is Status.OPTIMAL
-        for k, n in enumerate(members):
-            on[n] = bool(round(pyo.value(model.on[k])))
+        kept = set(keep)
+        for n in members:
+            on[n] = n in kept
+            if n not in kept:
+                moves += content[n]
+        for j, n in enumerate(keep):
             for s in model.S:
-                v = int(round(model.y[s, k].value or 0))
+                v = int(round(model.y[s, j].value or 0))
                 if v:
                     y[s, n] = v
-        moves += float(res.objective[1] or 0.0) if len(res.objective) > 1 else 0.0
+        moves += float(res.objective or 0.0)
     decided = problem.decided()
     if problem.mode == SHRINK:
         first = float(sum(1 for n in decided if not on[n]))
@@ -827,16 +844,58 @@ def solve_decomposed(built: Built, args: Any) -> Solution:
         first = float(sum(1 for n in decided if on[n]))
     gap = abs(first - bound) / max(abs(first), 1.0)
     status = "optimal" if gap <= 1e-9 and all_optimal else "feasible"
-    name = "nodes_freed" if problem.mode == SHRINK else "nodes_powered_on"
+    moves_gap = None if moves_bound is None else abs(moves - moves_bound) / max(moves, 1.0)
     return Solution(
         on,
         y,
         status,
         (first, moves),
-        (bound, None),
-        (gap, None),
-        (name, "moves"),
+        (bound, moves_bound),
+        (gap, moves_gap),
+        names,
         build_s,
         solve_s,
         "decomposed",
     )
+
+
+def _pack_type(
+    problem: SqueezeProblem,
+    keep: list[int],
+    share: dict[tuple[int, int], int],
+    t: int,
+    args: Any,
+    time_limit: float,
+) -> tuple[SolveResult, pyo.ConcreteModel, float]:
+    """Place type t's share of every shape on the kept nodes with the fewest moves."""
+    local = {n: j for j, n in enumerate(keep)}
+    shapes = []
+    for s, sh in enumerate(problem.shapes):
+        counts = tuple((local[n], c) for n, c in sh.counts if n in local)
+        shapes.append(replace(sh, counts=counts, homeless=share[s, t] - sum(c for _, c in counts)))
+    sub = SqueezeProblem(
+        mode=problem.mode,
+        nodes=tuple(replace(problem.nodes[n], state="on") for n in keep),
+        shapes=tuple(shapes),
+        fixed_tag_counts={
+            (local[n], e): c for (n, e), c in problem.fixed_tag_counts.items() if n in local
+        },
+    )
+    with Stopwatch() as sw:
+        model = build_model(sub)
+        moves = [o for o in objectives(model, sub) if o.name == "moves"]
+        if moves:
+            model.obj = pyo.Objective(expr=moves[0].expr, sense=pyo.minimize)
+        else:
+            model.obj = pyo.Objective(expr=model.util, sense=pyo.minimize)
+    res = solve(
+        model,
+        args.solver,
+        time_limit=time_limit,
+        mip_gap=args.gap,
+        threads=args.threads,
+        build_s=sw.seconds,
+    )
+    if res.has_solution and not moves:
+        res = replace(res, objective=0.0)
+    return res, model, sw.seconds

@@ -24,7 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ExallocError, InputError
-from programs.compare import METRICS, Options, Task, classify, options_from, solve_task, verdict
+from programs.compare import (
+    ALLOCATION_PROBLEMS,
+    METRICS,
+    Options,
+    Task,
+    classify,
+    metric_value,
+    options_from,
+    solve_task,
+    verdict,
+)
 
 INPUT_SUFFIXES = (".data", ".json", ".yaml", ".yml")
 POOL_RESTARTS = 3
@@ -264,6 +274,11 @@ class Progress:
 # -- the command ----------------------------------------------------------------------------------
 
 
+def _total(values: Iterable[float]) -> int | float:
+    total = sum(values)
+    return int(total) if float(total).is_integer() else total
+
+
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per problem: counts, failures, verdicts against greedy, median exact time."""
     rows = []
@@ -272,10 +287,18 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ok = [r for r in rs if not r.get("error")]
         verdicts = Counter(verdict(r) for r in rs)
         times = sorted(r["wall_s"] for r in ok if isinstance(r.get("wall_s"), int | float))
+        pairs = [
+            (a, b)
+            for r in ok
+            if (a := metric_value(problem, r)) is not None
+            and (b := metric_value(problem, r.get("greedy") or {})) is not None
+        ]
         rows.append(
             {
                 "problem": problem,
-                "metric": METRICS.get(problem, ("-", ""))[0],
+                "metric": "slots lost"
+                if problem in ALLOCATION_PROBLEMS
+                else METRICS.get(problem, ("-", ""))[0],
                 "inputs": len(rs),
                 "ok": len(ok),
                 "failed": len(rs) - len(ok),
@@ -283,6 +306,9 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "exact_better": verdicts["exact better"],
                 "same": verdicts["same"],
                 "greedy_better": verdicts["greedy better"],
+                # totals over the inputs both answered, so the two columns compare
+                "exact_total": _total(a for a, _ in pairs) if pairs else None,
+                "greedy_total": _total(b for _, b in pairs) if pairs else None,
                 "median_s": times[len(times) // 2] if times else None,
             }
         )
@@ -307,30 +333,22 @@ class BatchReport:
         ]
         if self.torn:
             lines.append(f"ignored {self.torn} torn line(s) left by an interrupted run")
-        head = (
-            "problem",
-            "metric",
-            "inputs",
-            "ok",
-            "failed",
-            "optimal",
-            "exact better",
-            "same",
-            "greedy better",
-            "median s",
+        columns = (
+            ("problem", "problem"),
+            ("metric", "metric"),
+            ("inputs", "inputs"),
+            ("ok", "ok"),
+            ("failed", "failed"),
+            ("optimal", "optimal"),
+            ("exact better", "exact_better"),
+            ("same", "same"),
+            ("greedy better", "greedy_better"),
+            ("exalloc total", "exact_total"),
+            ("greedy total", "greedy_total"),
+            ("median s", "median_s"),
         )
-        keys = (
-            "problem",
-            "metric",
-            "inputs",
-            "ok",
-            "failed",
-            "optimal",
-            "exact_better",
-            "same",
-            "greedy_better",
-            "median_s",
-        )
+        head = tuple(label for label, _ in columns)
+        keys = tuple(key for _, key in columns)
         rows = [head] + [
             tuple(
                 f"{row[k]:.3g}"

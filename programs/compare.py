@@ -34,10 +34,11 @@ UNKNOWN = "unknown"
 # The number each problem is judged by in tables and plots, and which way is better.
 METRICS: dict[str, tuple[str, str]] = {
     "squeeze": ("nodes freed", "max"),
-    "allocate": ("instances placed", "max"),
-    "multi-allocate": ("instances placed", "max"),
+    "allocate": ("placed, slots lost", "max"),
+    "multi-allocate": ("placed, slots lost", "max"),
     "partition": ("MiB lost", "min"),
 }
+ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
 SOLVER_KEYS = ("status", "objective", "bound", "gap", "build_s", "solve_s")
 
 
@@ -489,7 +490,7 @@ def verdict(record: dict[str, Any]) -> str:
     broken_a, broken_b = record.get("violations") or 0, greedy.get("violations") or 0
     if bool(broken_a) != bool(broken_b):  # an answer that breaks constraints loses
         return "greedy better" if broken_a else "exact better"
-    if record["problem"] in ("allocate", "multi-allocate"):  # then fewer slots lost
+    if record["problem"] in ALLOCATION_PROBLEMS:  # more placed, then fewer slots lost
         a = (a, [-x for x in record.get("lost") or ()])
         b = (b, [-x for x in greedy.get("lost") or ()])
     sense = METRICS.get(record["problem"], ("", "max"))[1]
@@ -497,6 +498,17 @@ def verdict(record: dict[str, Any]) -> str:
         return "same"
     better = a > b if sense == "max" else a < b
     return "exact better" if better else "greedy better"
+
+
+def metric_value(problem: str, part: dict[str, Any]) -> float | None:
+    """One number per answer for totals and plots: slots lost for allocations, else the value."""
+    if part.get("error"):
+        return None
+    if problem in ALLOCATION_PROBLEMS:
+        lost = part.get("lost")
+        return float(sum(lost)) if isinstance(lost, list) and lost else None
+    value = part.get("value")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _value_cell(part: dict[str, Any]) -> str:

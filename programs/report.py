@@ -17,7 +17,7 @@ from typing import Any
 
 from model.errors import InputError
 from programs.batch import read_results, summarise
-from programs.compare import METRICS
+from programs.compare import ALLOCATION_PROBLEMS, METRICS, metric_value
 
 SUMMARY_COLUMNS = (
     ("problem", "problem"),
@@ -29,6 +29,8 @@ SUMMARY_COLUMNS = (
     ("exact_better", "exact better"),
     ("same", "same"),
     ("greedy_better", "greedy better"),
+    ("exact_total", "exalloc total"),
+    ("greedy_total", "greedy total"),
     ("median_s", "median exact s"),
 )
 
@@ -67,20 +69,6 @@ def _render(fig: Any, plt: Any, fmt: str) -> str | bytes:
     return text[text.find("<svg") :]
 
 
-ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
-
-
-def plotted(problem: str, part: dict[str, Any]) -> float | None:
-    """The number drawn for one answer: slots lost for allocations, else the judged value."""
-    if part.get("error"):
-        return None
-    if problem in ALLOCATION_PROBLEMS:
-        lost = part.get("lost")
-        return float(sum(lost)) if isinstance(lost, list) and lost else None
-    value = part.get("value")
-    return float(value) if isinstance(value, int | float) else None
-
-
 def short_names(paths: list[str]) -> list[str]:
     """Paths without their common folder, so equal file names in two folders stay apart."""
     if len(paths) < 2:
@@ -97,8 +85,8 @@ def _exact_vs_greedy(
         (r, a, b)
         for r in records
         if r["problem"] == problem
-        and (a := plotted(problem, r)) is not None
-        and (b := plotted(problem, r.get("greedy") or {})) is not None
+        and (a := metric_value(problem, r)) is not None
+        and (b := metric_value(problem, r.get("greedy") or {})) is not None
     ]
     if not pairs:
         return None

@@ -204,3 +204,21 @@ def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatc
     dec = json.loads(out)
     assert dec["method"] == "decomposed" and dec["checker"]["ok"]
     assert dec["bound"][0] >= mip["objective"][0] >= dec["objective"][0]
+
+
+def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
+    """Cross-check with the real tool: on exalloc's -S result every node hosts the probe, so
+    hsqueeze (same minimal and target factor) neither expands nor finds more to free."""
+    from model.text_backend import save_text
+
+    path = tmp_path / "c.data"
+    save_text(ext_cluster(SqueezeSpec(nodes=16, instances=64, seed=1)), path)
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "-S", str(tmp_path / "s"))
+    assert code == 0 and out.startswith("'Nodes to offline'")
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(tmp_path / "s.squeezed")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert real.startswith("'No action'")

@@ -45,6 +45,9 @@ DEDICATED_ALLOCATE = (
     "hail-alloc-twodisks.json.fail-excl-stor",
     "hail-alloc-spindles.json.excl-stor",
     "hail-alloc-spindles.json.fail-excl-stor",
+    # empty-cluster stubs: vacuously dedicated, hail answers `Request failed: `
+    "hail-alloc-ext.json",
+    "hail-alloc-drbd-restricted.json",
 )
 
 
@@ -56,7 +59,12 @@ def excl_dir(ganeti, tmp_path_factory) -> Path:
         excl = text.replace('"exclusive_storage": false', '"exclusive_storage": true')
         (out / f"{base}.json.excl-stor").write_text(excl)
         (out / f"{base}.json.fail-excl-stor").write_text(re.sub(r'"spindles": [0-9]+,', "", excl))
-    for name in ("hail-alloc-dedicated-1.json", "hail-multialloc-dedicated.json"):
+    for name in (
+        "hail-alloc-dedicated-1.json",
+        "hail-multialloc-dedicated.json",
+        "hail-alloc-ext.json",
+        "hail-alloc-drbd-restricted.json",
+    ):
         (out / name).write_text((ganeti.data_dir / name).read_text())
     return out
 

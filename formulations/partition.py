@@ -57,9 +57,18 @@ STAGES_LEAVE_PREFERRED_EMPTY = (
 
 
 def build_partition_model(
-    problem: PartitionProblem, overheads: Overheads, *, leave_preferred_empty: bool = False
+    problem: PartitionProblem,
+    overheads: Overheads,
+    *,
+    leave_preferred_empty: bool = False,
+    integer_placement: bool = True,
 ) -> pyo.ConcreteModel:
-    """The MIP with one Expression per stage (see STAGES); it has no active objective."""
+    """The MIP with one Expression per stage (see STAGES); it has no active objective.
+
+    integer_placement=False makes x continuous for stages 1-4 (HiGHS): for integer totals
+    T_s every stage's optimum over x is a face of a transportation polytope, so only the
+    totals, fairness and PV variables need branching.  CP-SAT needs integer x.
+    """
     m = pyo.ConcreteModel(name="bareon_partition")
     disks = [d.disk_id for d in problem.disks]
     spaces = [s.space_id for s in problem.spaces]
@@ -85,7 +94,8 @@ def build_partition_model(
         limit = space_of[s].max_mib
         return (0, top if limit is None else min(top, limit))
 
-    m.x = pyo.Var(m.D, m.S, domain=pyo.NonNegativeIntegers, bounds=x_bounds)
+    x_domain = pyo.NonNegativeIntegers if integer_placement else pyo.NonNegativeReals
+    m.x = pyo.Var(m.D, m.S, domain=x_domain, bounds=x_bounds)
     capacity = sum(pyo.value(m.cap_mib[d]) for d in m.D)
 
     def total_bounds(_m, s):
@@ -198,29 +208,30 @@ def build_partition_model(
     m.space_order = pyo.Expression(
         expr=sum(weights[j] * m.total_mib[s] for j, s in enumerate(spaces))
     )
-    m.right_disks = {s.space_id: problem.right_disks(s) for s in problem.spaces}
     return m
 
 
-def add_placement_rows(m: pyo.ConcreteModel, sizes_mib: dict[tuple[str, str], int]) -> None:
+def add_placement_rows(
+    m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]], totals_mib: dict[str, int]
+) -> None:
     """Fix what stages 1-4 decided, leaving only where each space's MiB sit (stage 5).
 
-    T_s and pv_gd are fixed; each space keeps its MiB on its right disks:
-    sum_{d in R_s} x_ds = rho_s. With these, stages 1-3 keep their values for every x.
+    T_s and pv_gd are fixed and x becomes integer again. With T fixed, the x polytope is a
+    transportation polytope (integral), and each earlier stage's row keeps its optimal face,
+    which is integral too; so the LP optimum of stage 5 is integral and needs no branching.
     """
     for s in m.S:
-        m.total_mib[s].fix(sum(sizes_mib[d, s] for d in m.D))
+        m.total_mib[s].fix(totals_mib[s])
     for g in m.G:
         for d in m.D:
-            m.pv[g, d].fix(m.pv[g, d].value is not None and round(m.pv[g, d].value) == 1)
-    rho = {s: sum(sizes_mib[d, s] for d in m.right_disks[s]) for s in m.S}
-
-    # sum_{d in R_s} x_ds = rho_s
-    @m.Constraint(m.S)
-    def right_split(_m, s):
-        if not _m.right_disks[s]:
-            return pyo.Constraint.Skip
-        return sum(_m.x[d, s] for d in _m.right_disks[s]) == rho[s]
+            m.pv[g, d].fix(round(m.pv[g, d].value or 0))
+    for var in m.x.values():
+        var.domain = pyo.NonNegativeIntegers
+    m.stage_rows = pyo.ConstraintList()
+    for stage, value in fixed:
+        expr = getattr(m, stage.name).expr
+        # stage_expr <= value (min) or stage_expr >= value (max)
+        m.stage_rows.add(expr <= value if stage.sense == "min" else expr >= value)
 
     # maximise sum_ds c_ds x_ds
     m.placement_objective = pyo.Objective(expr=m.order_score.expr, sense=pyo.maximize)

@@ -160,7 +160,12 @@ def solve_layout(
     if reason is not None:
         raise InfeasibleError(reason, source=problem.source or None)
     with Stopwatch() as watch:
-        m = build_partition_model(problem, overheads, leave_preferred_empty=leave_preferred_empty)
+        m = build_partition_model(
+            problem,
+            overheads,
+            leave_preferred_empty=leave_preferred_empty,
+            integer_placement=solver != "highs",
+        )
     plan = stages(leave_preferred_empty)
     lex_stages, placement = plan[:-1], plan[-1]
     objectives = [
@@ -168,6 +173,11 @@ def solve_layout(
         for st in lex_stages
         if not _constant(getattr(m, st.name).expr)
     ]
+    # Every stage objective of stages 1-4 is an integer of magnitude at most
+    # |S| * capacity, so a relative gap of 0.5 / that bound is an absolute gap below 1:
+    # optimality is still proved, and ties within float noise need not be branched on.
+    capacity = sum(d.size_mib for d in problem.disks)
+    stage_gap = gap if gap > 0 else 0.5 / max(1, capacity * max(1, len(problem.spaces)))
     bound: dict[str, float | None] = {}
     gaps: dict[str, float | None] = {}
     reported: dict[str, float | None] = {}
@@ -180,7 +190,7 @@ def solve_layout(
             objectives,
             solver,
             time_limit=time_limit,
-            mip_gap=gap,
+            mip_gap=stage_gap,
             threads=threads,
             build_s=watch.seconds,
         )
@@ -190,7 +200,12 @@ def solve_layout(
             bound[name], gaps[name], reported[name] = lex.bound[k], lex.gap[k], lex.objective[k]
         statuses.append(lex.status)
         solve_s += lex.solve_s
-        add_placement_rows(m, _sizes_by_pair(m))
+        fixed = [
+            (st, round(reported[st.name]))
+            for st in lex_stages[:3]
+            if reported.get(st.name) is not None
+        ]
+        add_placement_rows(m, fixed, {s: _whole(m.total_mib[s].value) for s in m.S})
         left = None
         if time_limit is not None:
             left = max(time_limit - (time.perf_counter() - started), 0.01)
@@ -228,10 +243,6 @@ def solve_layout(
         build_s=watch.seconds,
         solve_s=solve_s,
     )
-
-
-def _sizes_by_pair(m: Any) -> dict[tuple[str, str], int]:
-    return {(d, s): _whole(m.x[d, s].value) for d in m.D for s in m.S}
 
 
 def _no_solution(problem: PartitionProblem, status: Status) -> None:

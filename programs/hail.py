@@ -334,6 +334,10 @@ def screen(
     generic = Counter(
         (v if isinstance(v, FailMode) else None) for v in secondary.values()
     )  # None counts successes
+    reserved_for: dict[str, list[str]] = {}  # p -> secondaries holding a reservation for p
+    for s, special in secondary_with.items():
+        for p in special:
+            reserved_for.setdefault(p, []).append(s)
     successes = 0
     n_other = len(cands) - 1
     for p in cands:
@@ -343,11 +347,10 @@ def screen(
         per = generic.copy()
         own = secondary[p]
         per[own if isinstance(own, FailMode) else None] -= 1
-        for s, special in secondary_with.items():
-            if p in special and s != p:
-                g, sp = secondary[s], special[p]
-                per[g if isinstance(g, FailMode) else None] -= 1
-                per[sp if isinstance(sp, FailMode) else None] += 1
+        for s in reserved_for.get(p, ()):
+            g, sp = secondary[s], secondary_with[s][p]
+            per[g if isinstance(g, FailMode) else None] -= 1
+            per[sp if isinstance(sp, FailMode) else None] += 1
         successes += per.pop(None, 0)
         failures.update({k: v for k, v in per.items() if v})
     return Screen(

@@ -45,6 +45,21 @@ GENERATED_IPOLICY = IPolicy(
 )
 
 
+# Dedicated groups as Ganeti's own test data has them: three size classes, so the
+# lost-allocation vectors (one entry per min spec) say which sizes a placement costs.
+DEDICATED_IPOLICY = IPolicy(
+    minmax=(
+        MinMax(ISpec(1024, 1, 10240, 1, 1, 1), ISpec(4096, 2, 40960, 1, 1, 1)),
+        MinMax(ISpec(4096, 2, 40960, 1, 1, 1), ISpec(16384, 4, 163840, 1, 1, 1)),
+        MinMax(ISpec(16384, 4, 163840, 1, 1, 1), ISpec(65536, 8, 655360, 1, 1, 1)),
+    ),
+    std=ISpec(2048, 1, 20480, 1, 1, 1),
+    disk_templates=("plain", "drbd", "diskless"),
+    vcpu_ratio=4.0,
+    spindle_ratio=32.0,
+)
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """What a generated snapshot looks like; every draw inside is seeded."""
@@ -77,14 +92,20 @@ class ClusterSpec:
             raise InputError("need at least one node type")
 
 
+def _within(shape: ISpec, mm: MinMax) -> bool:
+    fields = ("memory_size", "cpu_count", "disk_size", "disk_count", "nic_count", "spindle_use")
+    return all(getattr(mm.min, f) <= getattr(shape, f) <= getattr(mm.max, f) for f in fields)
+
+
 def instance_shapes(policy: IPolicy) -> tuple[ISpec, ...]:
-    """Instance shapes the policy allows: the std spec times 1, 2, 4, 8 while within max."""
-    std, top = policy.std, policy.minmax[-1].max
+    """Instance shapes the policy allows: the std spec times 1, 2, 4, ... within a min/max."""
+    std = policy.std
     shapes = []
-    for k in (1, 2, 4, 8):
+    for k in (1, 2, 4, 8, 16):
         mem, cpu, dsk = std.memory_size * k, max(1, std.cpu_count * k // 2), std.disk_size * k
-        if mem <= top.memory_size and cpu <= top.cpu_count and dsk <= top.disk_size:
-            shapes.append(ISpec(mem, cpu, dsk, 1, 1, 1))
+        shape = ISpec(mem, cpu, dsk, 1, 1, 1)
+        if any(_within(shape, mm) for mm in policy.minmax):
+            shapes.append(shape)
     return tuple(shapes) or (std,)
 
 

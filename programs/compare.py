@@ -291,8 +291,10 @@ def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
     statuses = {str(r.get("status")) for r in runs}
     gaps = [r["gap"] for r in runs if isinstance(r.get("gap"), int | float)]
     judged = judge_allocation(path, {k: list(v) for k, v in (out.get("placements") or {}).items()})
+    if not runs:  # hail's screening found no node at all: nothing to optimise
+        statuses = {"optimal" if judged["value"] else "infeasible"}
     return {
-        "status": statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses)) or None,
+        "status": statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses)),
         "objective": [list(r.get("objective") or ()) for r in runs],
         "bound": None,
         "gap": max(gaps) if gaps else None,

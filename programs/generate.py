@@ -17,6 +17,8 @@ import yaml
 
 from model.errors import InputError
 from model.generate import (
+    DEDICATED_IPOLICY,
+    GENERATED_IPOLICY,
     TEMPLATES,
     ClusterSpec,
     generate_bareon,
@@ -97,6 +99,7 @@ def run(args: Any) -> GenerateReport:
             groups=min(args.groups, n),
             templates=("plain",) if args.exclusive_storage else templates,
             exclusive_storage=args.exclusive_storage,
+            ipolicy=DEDICATED_IPOLICY if args.exclusive_storage else GENERATED_IPOLICY,
             fill=args.fill,
             standby=min(args.standby, n - 1),
         )

@@ -83,6 +83,28 @@ def test_instance_shapes_follow_the_ipolicy() -> None:
         assert shape.memory_size <= top.memory_size and shape.disk_size <= top.disk_size
 
 
+def test_dedicated_policy_has_three_size_classes(tmp_path: Path) -> None:
+    from model.generate import DEDICATED_IPOLICY
+    from model.text_backend import load_text
+
+    assert len(DEDICATED_IPOLICY.minmax) == 3
+    for shape in instance_shapes(DEDICATED_IPOLICY):
+        assert any(
+            mm.min.memory_size <= shape.memory_size <= mm.max.memory_size
+            and mm.min.disk_size <= shape.disk_size <= mm.max.disk_size
+            for mm in DEDICATED_IPOLICY.minmax
+        )
+    out = tmp_path / "d"
+    done = _cli("generate", "--out", str(out), "--count", "1", "--exclusive-storage")
+    assert done.returncode == 0, done.stderr
+    cluster = load_text(out / "snap-0000.data")
+    assert all(n.exclusive_storage for n in cluster.nodes)
+    assert cluster.groups[0].ipolicy == DEDICATED_IPOLICY
+    request = json.loads((out / "snap-0000.multi-allocate.json").read_text())
+    (group,) = request["nodegroups"].values()
+    assert len(group["ipolicy"]["minmax"]) == 3
+
+
 def test_requests_have_iallocator_shape() -> None:
     cluster = generate_cluster(ClusterSpec(nodes=5), 1)
     one = generate_request(cluster, 1)

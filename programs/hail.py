@@ -28,7 +28,7 @@ from model.dedicated import allocation_vector, capacity_rows, format_metric
 from model.dedicated import primary_usage as row_primary_usage
 from model.dedicated import secondary_usage as row_secondary_usage
 from model.dedicated import test_usage as row_test_usage
-from model.errors import CheckFailedError, InputError
+from model.errors import CheckFailedError, InputError, SolverError
 from model.iallocator import (
     AllocateRequest,
     IAllocatorInput,
@@ -422,9 +422,9 @@ def solve_group(
     )
     run_ = SolverRun.of(opts.solver, lex)
     if not lex.has_solution:
-        raise CheckFailedError(
-            f"group {sc.group.name}: hail finds {sc.successes} valid placement(s) but the "
-            f"solver returned {lex.status}"
+        raise SolverError(
+            f"group {sc.group.name}: {sc.successes} valid placement(s) exist but the solver "
+            f"stopped with {lex.status} (raise --time-limit?)"
         )
     p, s = form.single_solution(m)
     by = {c.name: c for c in cands}
@@ -750,7 +750,10 @@ def multi_allocate(
         )
         runs = (SolverRun.of(opts.solver, lex),)
         if not lex.has_solution:
-            raise CheckFailedError(f"multi-allocate: the solver returned {lex.status}")
+            raise SolverError(
+                f"multi-allocate: the solver stopped with {lex.status} before finding any "
+                f"batch (raise --time-limit?)"
+            )
         chosen = {
             name: where
             for kind, spots in form.batch_solution(m).items()

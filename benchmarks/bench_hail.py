@@ -6,7 +6,9 @@
 
 allocate: one plain and one drbd request per size; both tools run as processes, end to end
 (exalloc as `python -m cli hail`, i.e. what `exalloc-hail` runs), best of --repeat runs; the
-answers must be identical. exalloc's Pyomo build and solver time come from `--json`.
+answers must be identical. From exalloc's `--json`: the time spent in process on the request
+(reading it, screening, model, solve, check; the rest is interpreter start-up and imports),
+the Pyomo build and the solver time.
 multi-allocate: a batch of N instances on a homogeneous 200-node group (instances sized so
 that each fits its slice); both answers go through the checker, which gives the
 (placed, lost-allocations vector, remaining disk) each achieves.
@@ -55,8 +57,9 @@ def _exalloc_cmd(path: Path, solver: str, time_limit: float | None) -> list[str]
 
 
 def _best(cmd: list[str], repeat: int) -> tuple[float, str]:
+    """Best wall time of `repeat` runs, and the output of that run."""
     runs = [_run(cmd) for _ in range(repeat)]
-    return min(r[0] for r in runs), runs[0][1]
+    return min(runs, key=lambda r: r[0])
 
 
 def _quality(text: str, response: dict) -> tuple[int, list[int], int]:
@@ -85,6 +88,7 @@ def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: P
         "template": template,
         "hail_s": hail_s,
         "exalloc_s": ex_s,
+        "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
         "build_s": sum(r["build_s"] for r in runs),
         "solve_s": sum(r["solve_s"] for r in runs),
         "status": ",".join(sorted({r["status"] for r in runs})) or "-",
@@ -110,6 +114,7 @@ def bench_multi(n_nodes: int, n_instances: int, args: argparse.Namespace, tmp: P
         "instances": n_instances,
         "hail_s": hail_s,
         "exalloc_s": ex_s,
+        "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
         "build_s": sum(r["build_s"] for r in runs),
         "solve_s": sum(r["solve_s"] for r in runs),
         "status": ",".join(sorted({r["status"] for r in runs})) or "-",
@@ -120,9 +125,9 @@ def bench_multi(n_nodes: int, n_instances: int, args: argparse.Namespace, tmp: P
 
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
-        "| problem | size | hail s | exalloc s (end to end) | build s | solve s | status | "
-        "hail (placed, lost, disk MiB) | exalloc |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| problem | size | hail s | exalloc s | of which in process s | build s | solve s | "
+        "status | hail (placed, lost, disk MiB) | exalloc |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["problem"] == "allocate":
@@ -134,7 +139,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             hq, eq = str(tuple(r["hail_quality"])), str(tuple(r["exalloc_quality"]))
         out.append(
             f"| {r['problem']} | {size} | {r['hail_s']:.3f} | {r['exalloc_s']:.2f} | "
-            f"{r['build_s']:.3f} | {r['solve_s']:.3f} | {r['status']} | {hq} | {eq} |"
+            f"{r['in_process_s']:.2f} | {r['build_s']:.3f} | {r['solve_s']:.3f} | "
+            f"{r['status']} | {hq} | {eq} |"
         )
     return "\n".join(out)
 

@@ -9,6 +9,7 @@ Requests hail would not handle with the dedicated algorithm get `success:false` 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -148,6 +149,7 @@ class HailReport:
     objectives: Mapping[str, Any] = field(default_factory=dict)
     compare: Mapping[str, Any] | None = None
     exit_code: int = 0
+    timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
 
     def text(self) -> str:
         if self.compare is None:
@@ -161,6 +163,7 @@ class HailReport:
             "placements": {n: list(nodes) for n, nodes in self.placements},
             "solver": [r.__dict__ for r in self.runs],
             "objectives": _jsonable(self.objectives),
+            "timing": dict(self.timing),
         }
         if self.compare is not None:
             out["compare"] = _jsonable(self.compare)
@@ -199,6 +202,10 @@ def run(args: Any) -> HailReport:
     kvm = getattr(args, "static_kvm_node_memory", 4096)
     request_path = args.request
     text = None
+    # the backend would be imported at the first solve; importing it here keeps the start-up
+    # cost (highspy or ortools) out of the per-request timing
+    importlib.import_module(f"solvers.{'cpsat' if opts.solver == 'cpsat' else 'highs'}_backend")
+    start = time.perf_counter()
     if request_path == "-":
         text = sys.stdin.read()
         inp = parse_request(text, "<stdin>", static_kvm_node_memory=kvm)
@@ -208,7 +215,10 @@ def run(args: Any) -> HailReport:
         from model.text_backend import load_text
 
         inp = IAllocatorInput(load_text(args.text_data), inp.request, inp.enabled_hypervisors)
+    loaded = time.perf_counter()
     report = answer(inp, opts)
+    timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
+    report = replace(report, timing=timing)
     if getattr(args, "compare", False):
         report = with_comparison(report, inp, request_path, text, args, kvm)
     return report
@@ -882,15 +892,7 @@ def with_comparison(
         "exalloc_objectives": _objectives(mine.objectives),
         "nodes": _vectors(states, ours, theirs_pl),
     }
-    return HailReport(
-        report.response,
-        report.kind,
-        report.placements,
-        report.runs,
-        report.objectives,
-        comp,
-        report.exit_code,
-    )
+    return replace(report, compare=comp)
 
 
 def _requested(inp: IAllocatorInput) -> list[AllocateRequest]:

@@ -431,3 +431,33 @@ def test_batch_prefers_preferred_groups(ganeti, tmp_path) -> None:
     theirs = real_hail(ganeti, path)
     if theirs["success"]:
         assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in theirs["result"][0])
+
+
+@pytest.mark.slow
+def test_1000_more_random_requests_and_large_clusters(ganeti, tmp_path) -> None:
+    """The 320-request test on 1 000 more seeds, plus 200/500-node clusters."""
+    for s in range(320, 1320):
+        text = _random_request(s)
+        path = tmp_path / "r.json"
+        path.write_text(text)
+        assert same_as_hail(real_hail(ganeti, path), ours(text)), s
+    for n_nodes, template in ((200, "plain"), (200, "drbd"), (500, "plain"), (500, "drbd")):
+        rng = random.Random(n_nodes)
+        text = json.dumps(gen.allocate(rng, n_nodes, template=template, fits=True))
+        path = tmp_path / "big.json"
+        path.write_text(text)
+        assert same_as_hail(real_hail(ganeti, path), ours(text)), (n_nodes, template)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_instances", [10, 50])
+def test_multi_allocate_200_nodes_optimal_and_no_worse(ganeti, tmp_path, n_instances) -> None:
+    rng = random.Random(9000 + n_instances)
+    data = gen.multi_allocate(rng, 200, n_instances, odd_nodes=False, fits=True)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    inp = parse_request(path.read_text())
+    report = answer(inp, Options(time_limit=120))
+    assert report.runs[0].status == "optimal"
+    theirs = real_hail(ganeti, path)
+    assert quality(inp, json.loads(report.response)) <= quality(inp, theirs)

@@ -21,7 +21,7 @@ Variables
     on[n] ∈ {0,1}              node n is powered on after the plan (fixed 1 outside NC)
     y[s, n] ∈ ℤ≥0              instances of shape s on node n after the plan
     out[s, n] ≥ 0              instances of shape s that leave node n (one move each)
-    util ∈ ℤ≥0                 the largest memory utilisation of a powered-on node (‰)
+    util ∈ ℤ≥0                 the largest memory utilisation of a powered-on node (%)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import pyomo.environ as pyo
 
 from solvers import Objective
 
-#: The utilisation objective counts in 1/UTIL_SCALE steps (per mille): an integer stage is
+#: The utilisation objective counts in 1/UTIL_SCALE steps (per cent): an integer stage is
 #: fixed exactly and proven optimal far sooner than a continuous min-max.
 UTIL_SCALE = 100
 SHRINK = "shrink"
@@ -261,15 +261,17 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
 
     m.excl = pyo.Constraint(m.EN, rule=excl_rule)
 
-    # util ≥ 1000·(fixed_used[n] + Σ_s mem[s]·y[s,n]) / t_mem[n] − 1000·(1 − on[n])
-    #   (evenness: the largest memory utilisation of a powered-on node, in per mille)
+    # util ≥ K·(fixed_used[n]·on[n] + Σ_s mem[s]·y[s,n]) / t_mem[n],  K = UTIL_SCALE
+    #   (evenness: the largest memory utilisation of a powered-on node; no big-M needed, as a
+    #   powered-down node has y = 0 and on = 0)
     def util_rule(m: pyo.ConcreteModel, n: int) -> object:
         node = nodes[n]
         if node.total_memory_mib <= 0:
             return pyo.Constraint.Skip
-        used = node.fixed_used_memory_mib + sum(shapes[s].memory_mib * m.y[s, n] for s in m.S)
-        scale = UTIL_SCALE / node.total_memory_mib
-        return m.util >= scale * used - UTIL_SCALE * (1 - m.on[n])
+        used = node.fixed_used_memory_mib * m.on[n] + sum(
+            shapes[s].memory_mib * m.y[s, n] for s in m.S
+        )
+        return m.util >= UTIL_SCALE / node.total_memory_mib * used
 
     m.util_def = pyo.Constraint(m.N, rule=util_rule)
 
@@ -287,7 +289,7 @@ def objectives(model: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Object
     """
     nodes_expr = sum(model.on[n] for n in model.NC)
     moves = Objective("moves", sum(model.out[k] for k in model.SN_now), "min")
-    util = Objective("max_memory_permille", model.util, "min")
+    util = Objective("max_memory_percent", model.util, "min")
     if problem.mode == SHRINK:
         first = Objective("nodes_freed", len(model.NC) - nodes_expr, "max")
         stages = [first, moves, util]

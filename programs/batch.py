@@ -384,9 +384,10 @@ def run(args: Any) -> BatchReport:
     start = time.perf_counter()
     if args.workers < 1:
         raise InputError(f"--workers must be at least 1, not {args.workers}")
+    out = os.path.realpath(args.out)
     inputs: list[str] = []
-    for spec in args.inputs:
-        inputs.extend(p for p in discover(spec) if p not in inputs)
+    for spec in args.inputs:  # the results file itself is never an input
+        inputs.extend(p for p in discover(spec) if p not in inputs and os.path.realpath(p) != out)
     tasks = plan(inputs)
     options = options_from(args, compare=args.compare)
     results = ResultsFile(args.out)

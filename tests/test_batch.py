@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +141,14 @@ def test_failures_do_not_stop_the_batch(tmp_path: Path) -> None:
     assert by_name["bad.yaml"]["error"] and by_name["junk.json"]["error"]
     again = batch.run(_batch_args([str(inputs)], out, compare=False))
     assert again.ran == 0 and again.skipped == 3 and len(_lines(out)) == 3
+
+
+def test_results_file_is_not_its_own_input(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "two_disks_none_none.yaml", tmp_path)
+    out = tmp_path / "results.json"
+    report = batch.run(_batch_args([str(tmp_path)], out, compare=False))
+    again = batch.run(_batch_args([str(tmp_path)], out, compare=False))
+    assert report.planned == again.planned == 1 and again.ran == 0
 
 
 def test_every_line_has_the_documented_keys(tmp_path: Path) -> None:
@@ -285,6 +294,10 @@ def _in_pty(args: list[str]) -> str:
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    try:
+        os.close(os.openpty()[0])
+    except OSError:
+        pytest.skip("no pseudo-terminals here")
     inputs = [str(FIXTURES / "two_disks_none_*.yaml")]
     shown = _in_pty(["batch", *inputs, "--out", str(tmp_path / "a.jsonl")])
     assert "input/s" in shown and "ok=" in shown and "100%" in shown

@@ -513,6 +513,33 @@ def metric_value(problem: str, part: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def answer_text(answer: Any) -> str:
+    """One line per answer: the nodes to power off/on, the placements, or the layout."""
+    if not isinstance(answer, dict):
+        return ""
+    if "mode" in answer:
+        nodes = ", ".join(answer.get("nodes") or ()) or "no node"
+        if answer["mode"] not in ("offline", "online"):
+            return "no action"
+        verb = "power off" if answer["mode"] == "offline" else "power on"
+        return f"{verb} {nodes}; {answer.get('moves')} moves"
+    if "placements" in answer:
+        where = answer["placements"] or {}
+        return "; ".join(f"{n} -> {'/'.join(nodes)}" for n, nodes in where.items()) or "nothing"
+    layout = answer.get("layout")
+    if isinstance(layout, list):
+        disks = []
+        for disk in layout:
+            spaces = [
+                f"{sp.get('space_id')} {sp.get('size')}"
+                for sp in disk.get("spaces") or ()
+                if sp.get("size") and sp.get("space_id") != "unallocated"
+            ]
+            disks.append(f"{disk.get('disk_id')}: {', '.join(spaces) or 'empty'}")
+        return "; ".join(disks) + f" (unallocated {answer.get('unallocated_mib')} MiB)"
+    return ""
+
+
 def _value_cell(part: dict[str, Any]) -> str:
     """The judged value, with the lost-allocation vector and any broken constraints."""
     if not part:
@@ -575,6 +602,19 @@ class CompareReport:
             if (r.get("greedy") or {}).get("error") and r["greedy"]["error"] != INSTALL_HINT
         ]
         out = "\n".join(lines) + "\n"
+        answers = [
+            f"  {Path(r['input']).name} {who}: {text}"
+            for r in self.records
+            for who, part in (
+                ("exalloc", r),
+                ((r.get("greedy") or {}).get("tool"), r.get("greedy")),
+            )
+            if who and part and not part.get("error")
+            for text in [answer_text(part.get("answer"))]
+            if text
+        ]
+        if answers:
+            out += "\nanswers:\n" + "\n".join(answers) + "\n"
         notes = [f"{Path(r['input']).name}: {r['note']}" for r in self.records if r.get("note")]
         if notes:
             out += "\ninfeasible:\n" + "".join(f"  {n}\n" for n in notes)

@@ -103,6 +103,21 @@ def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
     assert record["greedy"]["tool"] == "hail" and record["greedy"]["value"] in (0, 1)
 
 
+def test_answer_lines() -> None:
+    squeeze = {"mode": "offline", "nodes": ["n3", "n4"], "moves": 5}
+    assert compare.answer_text(squeeze) == "power off n3, n4; 5 moves"
+    assert compare.answer_text({"mode": "none", "nodes": [], "moves": 0}) == "no action"
+    placed = {"placements": {"i1": ["n1", "n2"], "i2": ["n3"]}}
+    assert compare.answer_text(placed) == "i1 -> n1/n2; i2 -> n3"
+    layout = {
+        "layout": [{"disk_id": "sda", "spaces": [{"space_id": "lv1", "size": 20},
+                                                {"space_id": "lv2", "size": 0},
+                                                {"space_id": "unallocated", "size": 80}]}],
+        "unallocated_mib": 80,
+    }  # fmt: skip
+    assert compare.answer_text(layout) == "sda: lv1 20 (unallocated 80 MiB)"
+
+
 def test_verdicts() -> None:
     base = {"problem": "squeeze", "error": None, "value": 3}
     assert compare.verdict({**base, "greedy": {"value": 2}}) == "exact better"

@@ -52,7 +52,7 @@ class Options:
     threads: int = 1
     compare: bool = False
     greedy_timeout: float = 300.0
-    hsqueeze: str | None = None
+    hsqueeze: str | None = None  # path of the real tool when not the standard one
     hail: str | None = None
 
 
@@ -640,6 +640,9 @@ def options_from(args: Any, compare: bool) -> Options:
         threads=getattr(args, "threads", 1),
         compare=compare,
         greedy_timeout=getattr(args, "greedy_timeout", 300.0),
+        # the same override `exalloc hail --compare` honours, and its hsqueeze twin
+        hail=os.environ.get("EXALLOC_REAL_HAIL") or None,
+        hsqueeze=os.environ.get("EXALLOC_REAL_HSQUEEZE") or None,
     )
 
 

@@ -81,7 +81,7 @@ def test_hsqueeze_short_names_are_resolved(ganeti) -> None:
 
 def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no hsqueeze on PATH
-    monkeypatch.setattr(compare, "HAIL", tmp_path / "no-hail")
+    monkeypatch.setenv("EXALLOC_REAL_HAIL", str(tmp_path / "no-hail"))
     (data,) = _snapshots(tmp_path, range(1), nodes=4)
     fixture = FIXTURES / "single_disk_min_only.yaml"
     report = compare.run(_args(data, fixture))

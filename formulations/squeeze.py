@@ -60,6 +60,12 @@ class SqueezeNode:
     bare_room_memory_mib: int = 0  # the rooms without the probe (soft mode)
     bare_room_memory_forth_mib: int = 0
     bare_room_vcpus: int = 0
+    group: str = ""  # instances move within their node group only
+    # DRBD (--move drbd): memory before any N+1 reserve, disk and spindle rooms, fixed peers
+    n1_room_memory_mib: int = 0  # unallocated − probe − 1, with every movable instance gone
+    room_disk_mib: int = 0
+    room_spindles: float = 0.0
+    fixed_peers: tuple[tuple[int, int], ...] = ()  # (primary node index, reserve MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +79,38 @@ class Shape:
     exclusion_tags: tuple[str, ...] = ()
     counts: tuple[tuple[int, int], ...] = ()  # (node index, instances there now)
     homeless: int = 0  # instances on nodes outside the problem (offline): they must move
+    group: str = ""
 
     @property
     def total(self) -> int:
         return sum(c for _, c in self.counts) + self.homeless
+
+
+@dataclass(frozen=True, slots=True)
+class PairChoice:
+    """A DRBD instance's (primary, secondary) after the plan and what getting there costs:
+    1 per live migration or failover, 2 per disk replacement (a full resync)."""
+
+    primary: int
+    secondary: int
+    cost: int
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredInstance:
+    """A DRBD instance that may move: identity matters (its pair, the N+1 reserve it puts on
+    its secondary for its primary), so it gets one binary per pair it may end on."""
+
+    name: str
+    memory_mib: int  # counted on the primary
+    memory_forth_mib: int
+    vcpus: int
+    reserve_mib: int  # memory its secondary keeps for a failover
+    disk_mib: int  # on both nodes
+    spindle_use: float  # instance spindles on both nodes
+    exclusion_tags: tuple[str, ...]
+    choices: tuple[PairChoice, ...]
+    current: tuple[int, int]  # the pair now (node indices, -1 outside the problem)
 
 
 @dataclass(frozen=True)
@@ -90,6 +124,7 @@ class SqueezeProblem:
     fixed_tag_counts: Mapping[tuple[int, str], int] = field(default_factory=dict)
     # nodes whose placement-relevant data and current content are equal: interchangeable
     soft_probe: bool = False  # expand fallback: maximise the nodes that host the probe
+    mirrored: tuple[MirroredInstance, ...] = ()  # DRBD instances that may move (--move drbd)
 
     def decided(self) -> list[int]:
         wanted = "candidate" if self.mode == SHRINK else "standby"
@@ -111,6 +146,8 @@ def interchangeable_runs(problem: SqueezeProblem) -> list[list[int]]:
             if shape.exclusion_tags:
                 tagged.add(n)
     tagged.update(n for n, _ in problem.fixed_tag_counts)
+    for mi in problem.mirrored:
+        tagged.update(mi.current)
     runs: dict[Hashable, list[int]] = defaultdict(list)
     for n in problem.decided():
         if n in tagged:
@@ -139,6 +176,8 @@ def capacity(node: SqueezeNode, shape: Shape, soft: bool) -> int:
         if soft
         else (node.room_memory_mib, node.room_memory_forth_mib, node.room_vcpus)
     )
+    if node.group and shape.group and node.group != shape.group:
+        return 0
     best = shape.total
     for room, size in zip(
         rooms, (shape.memory_mib, shape.memory_forth_mib, shape.vcpus), strict=True
@@ -185,46 +224,116 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
     # link: y[s,n] ≤ cap[s,n] · on[n]   (nothing on a powered-down node)
     m.link = pyo.Constraint(m.S, m.NC, rule=lambda m, s, n: m.y[s, n] <= m.cap[s, n] * m.on[n])
 
-    def load(m: pyo.ConcreteModel, n: int, per_shape: Mapping[int, int]) -> object:
-        return sum(per_shape[s] * m.y[s, n] for s in m.S)
+    # DRBD pairs (--move drbd): x[i,k] = 1 when instance i ends on its k-th pair choice
+    mirrored = problem.mirrored
+    m.IC = pyo.Set(
+        initialize=[(i, k) for i, mi in enumerate(mirrored) for k in range(len(mi.choices))],
+        dimen=2,
+    )
+    m.x = pyo.Var(m.IC, domain=pyo.Binary)
+    as_primary: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    touching: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    peer_terms: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for i, k in m.IC:
+        ch = mirrored[i].choices[k]
+        as_primary[ch.primary].append((i, k))
+        touching[ch.primary].append((i, k))
+        touching[ch.secondary].append((i, k))
+        peer_terms[ch.secondary, ch.primary].append((i, k))
+    # choose: Σ_k x[i,k] = 1
+    m.I = pyo.Set(initialize=range(len(mirrored)), ordered=True)
+    m.choose = pyo.Constraint(
+        m.I, rule=lambda m, i: sum(m.x[i, k] for k in range(len(mirrored[i].choices))) == 1
+    )
+    # pair_on: x[i,k] ≤ on[n] for both nodes n of the pair
+    m.ICN = pyo.Set(
+        initialize=[
+            (i, k, n)
+            for i, k in m.IC
+            for n in (mirrored[i].choices[k].primary, mirrored[i].choices[k].secondary)
+            if n in decided
+        ],
+        dimen=3,
+    )
+    m.pair_on = pyo.Constraint(m.ICN, rule=lambda m, i, k, n: m.x[i, k] <= m.on[n])
+
+    def load(m: pyo.ConcreteModel, n: int, per_shape: Mapping[int, int], attr: str) -> object:
+        drbd = sum(getattr(mirrored[i], attr) * m.x[i, k] for i, k in as_primary.get(n, ()))
+        return sum(per_shape[s] * m.y[s, n] for s in m.S) + drbd
 
     mem_of = {s: shapes[s].memory_mib for s in m.S}
     forth_of = {s: shapes[s].memory_forth_mib for s in m.S}
     cpu_of = {s: shapes[s].vcpus for s in m.S}
     rows = (
-        ("memory", mem_of, "room_memory_mib", "bare_room_memory_mib"),
-        ("memory_forth", forth_of, "room_memory_forth_mib", "bare_room_memory_forth_mib"),
-        ("vcpus", cpu_of, "room_vcpus", "bare_room_vcpus"),
+        ("memory", mem_of, "memory_mib", "room_memory_mib", "bare_room_memory_mib"),
+        (
+            "memory_forth",
+            forth_of,
+            "memory_forth_mib",
+            "room_memory_forth_mib",
+            "bare_room_memory_forth_mib",
+        ),
+        ("vcpus", cpu_of, "vcpus", "room_vcpus", "bare_room_vcpus"),
     )
     if problem.soft_probe:
         # host[n] = 1: node n can still host the probe; host[n] ≤ on[n]
         m.host = pyo.Var(m.N, domain=pyo.Binary)
         m.host_on = pyo.Constraint(m.N, rule=lambda m, n: m.host[n] <= m.on[n])
-    for row, per_shape, room, bare in rows:
+    for row, per_shape, attr, room, bare in rows:
         if problem.soft_probe:
             # row: load[n] ≤ room[n] + (bare[n] − room[n])·(1 − host[n])   (probe if host)
             # row_bare: load[n] ≤ bare[n] · on[n]   (the instances themselves always fit)
-            def soft(m, n, per_shape=per_shape, room=room, bare=bare):  # noqa: ANN001, ANN202
+            def soft(m, n, per_shape=per_shape, attr=attr, room=room, bare=bare):  # noqa: ANN001, ANN202
                 r, b = getattr(nodes[n], room), getattr(nodes[n], bare)
-                return load(m, n, per_shape) <= r + (b - r) * (1 - m.host[n])
+                return load(m, n, per_shape, attr) <= r + (b - r) * (1 - m.host[n])
 
-            def hard(m, n, per_shape=per_shape, bare=bare):  # noqa: ANN001, ANN202
-                return load(m, n, per_shape) <= getattr(nodes[n], bare) * m.on[n]
+            def hard(m, n, per_shape=per_shape, attr=attr, bare=bare):  # noqa: ANN001, ANN202
+                return load(m, n, per_shape, attr) <= getattr(nodes[n], bare) * m.on[n]
 
             m.add_component(row, pyo.Constraint(m.N, rule=soft))
             m.add_component(row + "_bare", pyo.Constraint(m.N, rule=hard))
         else:
             # row: load[n] ≤ room[n] · on[n]   (probe, N+1 reserve and fixed load still fit)
-            def fit(m, n, per_shape=per_shape, room=room):  # noqa: ANN001, ANN202
-                return load(m, n, per_shape) <= getattr(nodes[n], room) * m.on[n]
+            def fit(m, n, per_shape=per_shape, attr=attr, room=room):  # noqa: ANN001, ANN202
+                return load(m, n, per_shape, attr) <= getattr(nodes[n], room) * m.on[n]
 
             m.add_component(row, pyo.Constraint(m.N, rule=fit))
+
+    # n1: load[n] + fixed_peer[n,P] + Σ_{i,k: pair (P,n)} reserve[i]·x[i,k] ≤ n1_room[n]·on[n]
+    #   for every primary P that may lean on n (the probe fits beside every failover)
+    fixed_peer = {(n, pn): r for n in m.N for pn, r in nodes[n].fixed_peers}
+    m.NP = pyo.Set(initialize=sorted(peer_terms), dimen=2)
+    m.n1 = pyo.Constraint(
+        m.NP,
+        rule=lambda m, n, pn: (
+            load(m, n, mem_of, "memory_mib")
+            + fixed_peer.get((n, pn), 0)
+            + sum(mirrored[i].reserve_mib * m.x[i, k] for i, k in peer_terms[n, pn])
+            <= nodes[n].n1_room_memory_mib * m.on[n]
+        ),
+    )
+    # disk: Σ_{i,k touching n} disk[i]·x[i,k] ≤ room_disk[n]; spindles likewise
+    m.ND = pyo.Set(initialize=sorted(touching), ordered=True)
+    m.disk = pyo.Constraint(
+        m.ND,
+        rule=lambda m, n: (
+            sum(mirrored[i].disk_mib * m.x[i, k] for i, k in touching[n]) <= nodes[n].room_disk_mib
+        ),
+    )
+    m.spindles = pyo.Constraint(
+        m.ND,
+        rule=lambda m, n: (
+            sum(mirrored[i].spindle_use * m.x[i, k] for i, k in touching[n])
+            <= nodes[n].room_spindles
+        ),
+    )
 
     # still_failing: Σ_s mem[s]·y[s,n] ≥ min_mem[n]   (an N+1-failing node keeps its exemption
     #   only while it keeps failing)
     m.NF = pyo.Set(initialize=[n for n in m.N if nodes[n].min_memory_mib > 0], ordered=True)
     m.still_failing = pyo.Constraint(
-        m.NF, rule=lambda m, n: load(m, n, mem_of) >= nodes[n].min_memory_mib * m.on[n]
+        m.NF,
+        rule=lambda m, n: load(m, n, mem_of, "memory_mib") >= nodes[n].min_memory_mib * m.on[n],
     )
 
     # moved: out[s,n] ≥ c[s,n] − y[s,n]   (each instance leaving its node is one migration)
@@ -235,29 +344,35 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
         m.SN_dec, rule=lambda m, s, n: m.out[s, n] >= m.c[s, n] * (1 - m.on[n])
     )
 
-    # excl: K·Σ_{s∋e, c[s,n]=0} y[s,n] + Σ_{s∋e, c[s,n]>0} y[s,n] + fixed[n,e] ≤ max(K, 1)
+    # excl: K·Σ(arriving tagged e at n) + Σ(staying tagged e at n) + fixed[n,e] ≤ max(K, 1)
     #   with K = instances tagged e on n now: no tagged instance moves next to a namesake
-    tagged: dict[str, list[int]] = defaultdict(list)
-    for s, sh in enumerate(shapes):
-        for e in sh.exclusion_tags:
-            tagged[e].append(s)
+    tags = sorted(
+        {e for sh in shapes for e in sh.exclusion_tags}
+        | {e for mi in mirrored for e in mi.exclusion_tags}
+    )
     rows = []
-    for e, ss in sorted(tagged.items()):
+    for e in tags:
+        ss = [s for s, sh in enumerate(shapes) if e in sh.exclusion_tags]
+        ii = [i for i, mi in enumerate(mirrored) if e in mi.exclusion_tags]
         for n in m.N:
-            fixed = problem.fixed_tag_counts.get((n, e), 0)
-            k = fixed + sum(count.get((s, n), 0) for s in ss)
-            arriving = [s for s in ss if (s, n) not in count]
-            if not arriving:
-                continue
-            staying = [s for s in ss if (s, n) in count]
-            rows.append((e, n, k, arriving, staying, fixed))
+            arriving = [m.y[s, n] for s in ss if (s, n) not in count]
+            staying = [m.y[s, n] for s in ss if (s, n) in count]
+            k = problem.fixed_tag_counts.get((n, e), 0) + sum(count.get((s, n), 0) for s in ss)
+            for i in ii:
+                here = mirrored[i].current[0] == n
+                k += here
+                for i2, kk in as_primary.get(n, ()):
+                    if i2 == i:
+                        (staying if here else arriving).append(m.x[i, kk])
+            if arriving:
+                rows.append((e, n, k, arriving, staying, problem.fixed_tag_counts.get((n, e), 0)))
     m.EN = pyo.Set(initialize=[(r[0], r[1]) for r in rows], dimen=2)
     by_en = {(r[0], r[1]): r for r in rows}
 
     def excl_rule(m: pyo.ConcreteModel, e: str, n: int) -> object:
         _, _, k, arriving, staying, fixed = by_en[e, n]
         kk = max(k, 1)
-        return kk * sum(m.y[s, n] for s in arriving) + sum(m.y[s, n] for s in staying) + fixed <= kk
+        return kk * sum(arriving) + sum(staying) + fixed <= kk
 
     m.excl = pyo.Constraint(m.EN, rule=excl_rule)
 
@@ -268,9 +383,7 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
         node = nodes[n]
         if node.total_memory_mib <= 0:
             return pyo.Constraint.Skip
-        used = node.fixed_used_memory_mib * m.on[n] + sum(
-            shapes[s].memory_mib * m.y[s, n] for s in m.S
-        )
+        used = node.fixed_used_memory_mib * m.on[n] + load(m, n, mem_of, "memory_mib")
         return m.util >= UTIL_SCALE / node.total_memory_mib * used
 
     m.util_def = pyo.Constraint(m.N, rule=util_rule)
@@ -288,7 +401,13 @@ def objectives(model: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Object
     Stages whose expression is a constant (no candidates, nothing placed) are left out.
     """
     nodes_expr = sum(model.on[n] for n in model.NC)
-    moves = Objective("moves", sum(model.out[k] for k in model.SN_now), "min")
+    drbd_cost = sum(
+        mi.choices[k].cost * model.x[i, k]
+        for i, mi in enumerate(problem.mirrored)
+        for k in range(len(mi.choices))
+        if mi.choices[k].cost
+    )
+    moves = Objective("moves", sum(model.out[k] for k in model.SN_now) + drbd_cost, "min")
     util = Objective("max_memory_percent", model.util, "min")
     if problem.mode == SHRINK:
         first = Objective("nodes_freed", len(model.NC) - nodes_expr, "max")

@@ -23,6 +23,8 @@ import pyomo.environ as pyo
 from formulations.squeeze import (
     EXPAND,
     SHRINK,
+    MirroredInstance,
+    PairChoice,
     Shape,
     SqueezeNode,
     SqueezeProblem,
@@ -38,10 +40,15 @@ from model.resources import (
     InstanceDemand,
     NodeState,
     add_primary,
+    apply_primary,
+    apply_secondary,
     node_states,
+    primary_shortfalls,
     probe_demand,
     remove_primary,
+    remove_secondary,
     safe_div,
+    secondary_shortfalls,
 )
 from model.text_backend import load_text, save_text
 from solvers import LexResult, SolveResult, Status, Stopwatch, solve, solve_lexicographic
@@ -70,32 +77,39 @@ SH_TEMPLATE = (
 def movable(inst: Instance, move: str) -> bool:
     """Instances the plan may relocate: htools moves only auto-balanced, movable instances.
 
-    ext: externally mirrored (live migration, as hsqueeze); all: also diskless and file
-    instances (`gnt-instance move`, with downtime). Instances on local storage (plain, drbd)
-    keep their nodes in every mode.
+    ext: externally mirrored (live migration, as hsqueeze); drbd: also DRBD instances
+    (failover, new secondary, or both); all: ext, DRBD and diskless/file instances
+    (`gnt-instance move`, with downtime). Plain instances never move.
     """
-    if not inst.auto_balance or inst.forthcoming or inst.secondary:
+    if not inst.auto_balance or inst.forthcoming:
+        return False
+    if inst.mirrored:
+        return move in ("drbd", "all") and inst.secondary is not None
+    if inst.secondary:
         return False
     if move == "all":
-        return not inst.mirrored and not inst.uses_local_storage
+        return not inst.uses_local_storage
     return inst.externally_mirrored
 
 
-def offline_candidates(cluster: Cluster) -> list[str]:
+def offline_candidates(cluster: Cluster, move: str = "ext") -> list[str]:
     """hsqueeze's list: online, not master, no secondaries, only non-local primaries; sorted by
-    primary count descending (stable, so ties keep node order)."""
+    primary count descending (stable, so ties keep node order). With --move drbd/all a node
+    qualifies when every instance on it (primary or secondary) may move."""
     has_secondary = {i.secondary for i in cluster.instances if i.secondary}
     prim: dict[str, list[Instance]] = defaultdict(list)
+    sec: dict[str, list[Instance]] = defaultdict(list)
     for i in cluster.instances:
         prim[i.primary].append(i)
-    out = [
-        n
-        for n in cluster.nodes
-        if n.online
-        and not n.master
-        and n.name not in has_secondary
-        and not any(i.uses_local_storage for i in prim[n.name])
-    ]
+        if i.secondary:
+            sec[i.secondary].append(i)
+
+    def emptiable(name: str) -> bool:
+        if move == "ext":
+            return name not in has_secondary and not any(i.uses_local_storage for i in prim[name])
+        return all(movable(i, move) for i in prim[name] + sec[name])
+
+    out = [n for n in cluster.nodes if n.online and not n.master and emptiable(n.name)]
     out.sort(key=lambda n: -len(prim[n.name]))
     return [n.name for n in out]
 
@@ -196,29 +210,36 @@ def build_problem(
     names = [n.name for n in cluster.nodes if n.online or n.name in decided_set or n.name in forced]
     index = {name: k for k, name in enumerate(names)}
     moving = [i for i in cluster.instances if movable(i, move)]
+    pairs = [i for i in moving if i.mirrored]
     moving_names = {i.name for i in moving}
     bases = {name: state.node(name) for name in names}
     for inst in moving:
+        d = state.demands[inst.name]
         if inst.primary in bases:
-            bases[inst.primary] = remove_primary(bases[inst.primary], state.demands[inst.name])
-    # every node whose state changes recomputes its N+1 flag as htools does; untouched ones
-    # keep the load-time flag
+            bases[inst.primary] = remove_primary(bases[inst.primary], d)
+        if inst.secondary in bases:
+            bases[inst.secondary] = remove_secondary(bases[inst.secondary], d, inst.primary)
     # keep the N+1 exemption only where both the load-time flag and the recomputed one say
-    # the node fails N+1, so that moved and untouched nodes are judged alike (conservative)
+    # the node fails N+1, so that moved and untouched nodes are judged alike (conservative);
+    # with DRBD moves the reserve itself moves, so every node passes N+1 strictly
     for name in names:
-        if bases[name] is not state.node(name):
+        if bases[name] is not state.node(name) or pairs:
             b = bases[name]
             failing = b.unallocated_memory_mib <= b.reserved_memory_mib
-            bases[name] = replace(b, fail_n1=failing and state.node(name).fail_n1)
+            keep = failing and state.node(name).fail_n1 and not pairs
+            bases[name] = replace(b, fail_n1=keep)
 
     shape_key: dict[tuple, int] = {}
     shapes_raw: list[dict] = []
     members: dict[tuple[int, int], list[str]] = defaultdict(list)
     homeless: dict[int, list[str]] = defaultdict(list)
     for inst in moving:
+        if inst.mirrored:
+            continue
         d = state.demands[inst.name]
         mem = d.memory_mib if d.uses_memory else 0
-        key: tuple = (mem, d.memory_mib, d.counted_vcpus, d.exclusion_tags)
+        group = cluster.node(inst.primary).group_uuid
+        key: tuple = (mem, d.memory_mib, d.counted_vcpus, d.exclusion_tags, group)
         if d.exclusion_tags:
             key = (*key, inst.name)  # identity matters: a shape of its own
         if key not in shape_key:
@@ -230,6 +251,7 @@ def build_problem(
                     cpu=d.counted_vcpus,
                     tags=d.exclusion_tags,
                     key=inst.name,
+                    group=group,
                 )
             )
         s = shape_key[key]
@@ -238,6 +260,7 @@ def build_problem(
         else:
             homeless[s].append(inst.name)
 
+    mirrored, max_reserve = _pair_choices(cluster, state, pairs, names, index)
     nodes: list[SqueezeNode] = []
     for name in names:
         base = bases[name]
@@ -246,19 +269,30 @@ def build_problem(
             st = "candidate" if mode == SHRINK else "standby"
         else:
             st = "on"
+        # a DRBD secondary needs its failover memory below the *_forth free memory
+        forth_cut = max_reserve.get(name, 0)
         nodes.append(
             SqueezeNode(
                 name=name,
                 state=st,
                 room_memory_mib=r.memory_mib,
-                room_memory_forth_mib=r.memory_forth_mib,
+                room_memory_forth_mib=min(r.memory_forth_mib, bare.memory_forth_mib - forth_cut),
                 room_vcpus=r.vcpus,
                 min_memory_mib=r.min_memory_mib,
                 total_memory_mib=base.total_memory_mib,
                 fixed_used_memory_mib=base.total_memory_mib - base.unallocated_memory_mib,
                 bare_room_memory_mib=bare.memory_mib,
-                bare_room_memory_forth_mib=bare.memory_forth_mib,
+                bare_room_memory_forth_mib=bare.memory_forth_mib - forth_cut,
                 bare_room_vcpus=bare.vcpus,
+                group=base.group_uuid,
+                n1_room_memory_mib=base.unallocated_memory_mib
+                - (probe.memory_mib if probe.uses_memory else 0)
+                - 1,
+                room_disk_mib=min(base.free_disk_mib, base.free_disk_forth_mib)
+                - max(1, base.lo_disk_mib),
+                room_spindles=base.hi_spindles
+                - max(base.instance_spindles, base.instance_spindles_forth),
+                fixed_peers=tuple((index[p], mem) for p, mem in base.peers if p in index and mem),
             )
         )
     shapes = []
@@ -273,6 +307,7 @@ def build_problem(
                 exclusion_tags=raw["tags"],
                 counts=counts,
                 homeless=len(homeless.get(s, ())),
+                group=raw["group"],
             )
         )
     fixed_tags: dict[tuple[int, str], int] = {}
@@ -291,8 +326,64 @@ def build_problem(
         shapes=tuple(shapes),
         fixed_tag_counts=fixed_tags,
         soft_probe=soft_probe,
+        mirrored=tuple(mirrored),
     )
     return Built(problem, dict(members), dict(homeless), names)
+
+
+def _pair_choices(
+    cluster: Cluster,
+    state: ClusterState,
+    pairs: Sequence[Instance],
+    names: Sequence[str],
+    index: dict[str, int],
+) -> tuple[list[MirroredInstance], dict[str, int]]:
+    """Every (primary, secondary) a DRBD instance may end on, with hbal's move costs.
+
+    With p, s the current pair and t any other node of the group (not exclusive storage):
+    stay (p,s) 0; failover (s,p) 1; replace secondary (p,t) 2; failover and replace (s,t) 3;
+    replace and failover (t,p) 3; replace primary (t,s) 4. A pair with a node outside the
+    problem (offline) is never kept.
+    """
+    out: list[MirroredInstance] = []
+    max_reserve: dict[str, int] = defaultdict(int)
+    for inst in pairs:
+        d = state.demands[inst.name]
+        p, s = inst.primary, inst.secondary or ""
+        group = cluster.node(p).group_uuid
+        others = [
+            n
+            for n in names
+            if n not in (p, s)
+            and cluster.node(n).group_uuid == group
+            and not cluster.node(n).exclusive_storage
+        ]
+        raw = [(p, s, 0), (s, p, 1)]
+        for t in others:
+            raw += [(p, t, 2), (s, t, 3), (t, p, 3), (t, s, 4)]
+        choices = tuple(
+            PairChoice(index[a], index[b], c) for a, b, c in raw if a in index and b in index
+        )
+        for c in choices:
+            max_reserve[names[c.secondary]] = max(
+                max_reserve[names[c.secondary]], d.secondary_memory_mib
+            )
+        local = not cluster.node(p).exclusive_storage
+        out.append(
+            MirroredInstance(
+                name=inst.name,
+                memory_mib=d.memory_mib if d.uses_memory else 0,
+                memory_forth_mib=d.memory_mib,
+                vcpus=d.counted_vcpus,
+                reserve_mib=d.secondary_memory_mib,
+                disk_mib=d.disk_mib,
+                spindle_use=float(d.spindle_use) if local else 0.0,
+                exclusion_tags=d.exclusion_tags,
+                choices=choices,
+                current=(index.get(p, -1), index.get(s, -1)),
+            )
+        )
+    return out, dict(max_reserve)
 
 
 # -- solving -----------------------------------------------------------------------------------
@@ -312,10 +403,12 @@ class Solution:
     build_s: float
     solve_s: float
     method: str = "mip"
+    pairs: dict[int, int] = field(default_factory=dict)  # DRBD instance -> chosen pair
 
 
-def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict]:
+def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict, dict]:
     on = {n: bool(round(pyo.value(model.on[n]))) for n in model.N}
+    pairs = {i: k for i, k in model.IC if (model.x[i, k].value or 0) > 0.5}
     y = {}
     for s in model.S:
         for n in model.N:
@@ -323,7 +416,7 @@ def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict
             k = int(round(v)) if v is not None else 0
             if k:
                 y[s, n] = k
-    return on, y
+    return on, y, pairs
 
 
 def solve_mip(built: Built, args: Any) -> Solution:
@@ -352,7 +445,7 @@ def solve_mip(built: Built, args: Any) -> Solution:
             res.build_s,
             res.solve_s,
         )
-    on, y = _read(model, built)
+    on, y, pairs = _read(model, built)
     moves_const = sum(sh.homeless for sh in built.problem.shapes)
     obj = tuple(
         (v + moves_const) if (v is not None and name == "moves") else v
@@ -363,16 +456,16 @@ def solve_mip(built: Built, args: Any) -> Solution:
         for name, v in zip(res.names, res.bound, strict=True)
     )
     return Solution(
-        on, y, str(res.status), obj, bound, res.gap, res.names, res.build_s, res.solve_s
-    )
-
-
-def aggregate_bound(built: Built, args: Any) -> SolveResult:
-    """The node-type aggregate's optimum: a bound on the node count (freed or powered on)."""
-    with Stopwatch() as sw:
-        agg = build_type_aggregate(built.problem)
-    return solve(
-        agg, args.solver, time_limit=args.time_limit, threads=args.threads, build_s=sw.seconds
+        on,
+        y,
+        str(res.status),
+        obj,
+        bound,
+        res.gap,
+        res.names,
+        res.build_s,
+        res.solve_s,
+        pairs=pairs,
     )
 
 
@@ -381,9 +474,16 @@ def aggregate_bound(built: Built, args: Any) -> SolveResult:
 
 @dataclass(frozen=True)
 class Migration:
+    """One instance's move: to a new primary (and, for DRBD, possibly a new secondary)."""
+
     instance: str
     source: str
     target: str
+    old_secondary: str | None = None
+    secondary: str | None = None
+
+    def nodes(self) -> set[str]:
+        return {n for n in (self.source, self.target, self.old_secondary, self.secondary) if n}
 
 
 def migrations(cluster: Cluster, built: Built, sol: Solution) -> list[Migration]:
@@ -405,7 +505,32 @@ def migrations(cluster: Cluster, built: Built, sol: Solution) -> list[Migration]
             raise SolverError(f"inconsistent solution for shape {shape.key}")
         for inst, n in zip(leaving, slots, strict=True):
             out.append(Migration(inst, cluster.instance_index[inst].primary, names[n]))
+    for i, mi in enumerate(built.problem.mirrored):
+        ch = mi.choices[sol.pairs[i]]
+        inst = cluster.instance_index[mi.name]
+        a, b = names[ch.primary], names[ch.secondary]
+        if (a, b) != (inst.primary, inst.secondary):
+            out.append(Migration(mi.name, inst.primary, a, inst.secondary, b))
     return out
+
+
+def _step(
+    nodes: dict[str, NodeState], state: ClusterState, mv: Migration
+) -> dict[str, NodeState] | None:
+    """The node states after one migration, or None when htools' strict checks refuse it."""
+    d = state.demands[mv.instance]
+    new = dict(nodes)
+    new[mv.source] = remove_primary(new[mv.source], d)
+    if mv.old_secondary:
+        new[mv.old_secondary] = remove_secondary(new[mv.old_secondary], d, mv.source)
+    if primary_shortfalls(new[mv.target], d):
+        return None
+    new[mv.target] = apply_primary(new[mv.target], d)
+    if mv.secondary:
+        if secondary_shortfalls(new[mv.secondary], d, mv.target):
+            return None
+        new[mv.secondary] = apply_secondary(new[mv.secondary], d, mv.target)
+    return new
 
 
 def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migration]]:
@@ -413,8 +538,8 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
 
     Migrations in one jobset touch disjoint nodes, so they run in parallel. Greedy, one pass
     per jobset: take each pending migration whose nodes are still free in this jobset and
-    whose target accepts it now. Migrations that never become acceptable on their own (a
-    swap) form the last jobset; the checker judges the final layout either way.
+    which htools accepts at that point. Migrations that never become acceptable on their own
+    (a swap) form the last jobsets; the checker judges the final layout either way.
     """
     nodes = dict(state.nodes)
     pending = list(moves)
@@ -424,17 +549,16 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
         jobset: list[Migration] = []
         rest: list[Migration] = []
         for mv in pending:
-            if mv.source in busy or mv.target in busy:
+            touched = mv.nodes()
+            if touched & busy:
                 rest.append(mv)
                 continue
-            d = state.demands[mv.instance]
-            new = add_primary(nodes[mv.target], d)
-            if not isinstance(new, NodeState):
+            new = _step(nodes, state, mv)
+            if new is None:
                 rest.append(mv)
                 continue
-            nodes[mv.target] = new
-            nodes[mv.source] = remove_primary(nodes[mv.source], d)
-            busy |= {mv.source, mv.target}
+            nodes = new
+            busy |= touched
             jobset.append(mv)
         if not jobset:
             jobsets += [[mv] for mv in rest]
@@ -444,10 +568,24 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
     return jobsets
 
 
-def move_command(cluster: Cluster, mv: Migration) -> str:
+def move_commands(cluster: Cluster, mv: Migration) -> list[str]:
+    """The gnt-instance commands of one job, as hbal writes them."""
     inst = cluster.instance_index[mv.instance]
-    verb = "migrate" if inst.externally_mirrored else "move"
-    return f"gnt-instance {verb} -f -n {mv.target} {mv.instance}"
+    name = mv.instance
+    if not inst.mirrored:
+        verb = "migrate" if inst.externally_mirrored else "move"
+        return [f"gnt-instance {verb} -f -n {mv.target} {name}"]
+    failover = f"gnt-instance migrate -f {name}"
+    p, s, a, b = mv.source, mv.old_secondary, mv.target, mv.secondary
+    if (a, b) == (s, p):
+        return [failover]
+    if a == p:
+        return [f"gnt-instance replace-disks -n {b} {name}"]
+    if a == s:
+        return [failover, f"gnt-instance replace-disks -n {b} {name}"]
+    if b == p:
+        return [f"gnt-instance replace-disks -n {a} {name}", failover]
+    return [failover, f"gnt-instance replace-disks -n {a} {name}", failover]
 
 
 def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str:
@@ -457,7 +595,8 @@ def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str
         for sn, mv in enumerate(js, 1):
             if sn == 1:
                 lines += ["", f"echo jobset {jsn}, {len(js)} jobs"]
-            lines += [f"  echo job {jsn}/{sn}", "  check", "  " + move_command(cluster, mv)]
+            lines += [f"  echo job {jsn}/{sn}", "  check"]
+            lines += ["  " + cmd for cmd in move_commands(cluster, mv)]
     return "".join(line + "\n" for line in lines)
 
 
@@ -468,25 +607,37 @@ def squeezed_cluster(
     on: Sequence[str],
     moves: Sequence[Migration],
 ) -> Cluster:
-    """The cluster after the plan; reported free memory follows the instances that moved."""
-    target = {mv.instance: mv.target for mv in moves}
-    delta: dict[str, int] = defaultdict(int)
+    """The cluster after the plan; reported free memory and disk follow the moved instances."""
+    moved = {mv.instance: mv for mv in moves}
+    mem_delta: dict[str, int] = defaultdict(int)
+    disk_delta: dict[str, int] = defaultdict(int)
     for mv in moves:
         d = state.demands[mv.instance]
         mem = d.memory_mib if d.uses_memory else 0
-        delta[mv.source] += mem
-        delta[mv.target] -= mem
+        mem_delta[mv.source] += mem
+        mem_delta[mv.target] -= mem
+        if d.uses_local_storage:
+            for n in (mv.source, mv.old_secondary):
+                if n:
+                    disk_delta[n] += d.disk_mib
+            for n in (mv.target, mv.secondary):
+                if n:
+                    disk_delta[n] -= d.disk_mib
     off_set, on_set = set(off), set(on)
     nodes = tuple(
         replace(
             n,
             offline=True if n.name in off_set else (False if n.name in on_set else n.offline),
-            free_memory_mib=n.free_memory_mib + delta.get(n.name, 0),
+            free_memory_mib=n.free_memory_mib + mem_delta.get(n.name, 0),
+            free_disk_mib=n.free_disk_mib + disk_delta.get(n.name, 0),
         )
         for n in cluster.nodes
     )
     instances = tuple(
-        replace(i, primary=target[i.name]) if i.name in target else i for i in cluster.instances
+        replace(i, primary=moved[i.name].target, secondary=moved[i.name].secondary or i.secondary)
+        if i.name in moved
+        else i
+        for i in cluster.instances
     )
     return replace(cluster, nodes=nodes, instances=instances)
 
@@ -545,9 +696,7 @@ class SqueezeReport:
         return {
             "mode": self.mode,
             "nodes": list(self.nodes),
-            "moves": [
-                {"instance": m.instance, "from": m.source, "to": m.target} for m in self.moves
-            ],
+            "moves": [_move_json(m) for m in self.moves],
             "status": self.status,
             "objective": list(self.objective),
             "bound": list(self.bound),
@@ -563,6 +712,14 @@ class SqueezeReport:
         }
 
 
+def _move_json(m: Migration) -> dict[str, str]:
+    out = {"instance": m.instance, "from": m.source, "to": m.target}
+    if m.secondary is not None:
+        out["secondary_from"] = m.old_secondary or ""
+        out["secondary"] = m.secondary
+    return out
+
+
 # -- the program -------------------------------------------------------------------------------
 
 
@@ -573,21 +730,19 @@ def _factor(value: float, option: str) -> float:
 
 
 def _solve(built: Built, args: Any) -> Solution:
-    if len(built.node_names) > DECOMPOSE_NODES:
+    if len(built.node_names) > DECOMPOSE_NODES and not built.problem.mirrored:
         return solve_decomposed(built, args)
     return solve_mip(built, args)
 
 
 def plan(cluster: Cluster, args: Any) -> SqueezeReport:
     """Decide the mode, solve, check; everything `run` needs except file output."""
-    if args.move == "drbd":
-        raise InputError("--move drbd: DRBD pair moves are not modelled; use --move ext or all")
     f_min = _factor(args.minimal_resources, "--minimal-resources")
     f_target = _factor(args.target_resources, "--target-resources")
     state = node_states(cluster)
     std = cluster.cluster_policy.std
     min_probe, target_probe = probe_demand(std, f_min), probe_demand(std, f_target)
-    off_cands = offline_candidates(cluster)
+    off_cands = offline_candidates(cluster, args.move)
     on_cands = online_candidates(cluster)
     expand = not all(fits(st, min_probe) for st in state.nodes.values())
     not_enough = False
@@ -641,7 +796,7 @@ def plan(cluster: Cluster, args: Any) -> SqueezeReport:
     report = check_squeeze(
         state,
         off,
-        [Move(m.instance, m.target) for m in moves],
+        [Move(m.instance, m.target, m.secondary) for m in moves],
         probe,
         powered_on_nodes=on,
     )

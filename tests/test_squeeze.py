@@ -169,7 +169,7 @@ def test_no_action_forms(ganeti, capsys) -> None:  # noqa: ANN001
     [
         (["squeeze", "-t", "/nonexistent.data"], "cannot read file"),
         (["squeeze", "-t", "DATA", "--target-resources=-1"], "--target-resources"),
-        (["squeeze", "-t", "DATA", "--move", "drbd"], "--move drbd"),
+        (["squeeze", "-t", "DATA", "--minimal-resources=nan"], "--minimal-resources"),
     ],
 )
 def test_bad_input_one_line(capsys, argv: list[str], message: str) -> None:  # noqa: ANN001
@@ -222,3 +222,26 @@ def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> No
         timeout=120,
     ).stdout
     assert real.startswith("'No action'")
+
+
+def test_move_drbd_frees_nodes_holding_drbd(ganeti, capsys) -> None:  # noqa: ANN001
+    """--move drbd: a DRBD secondary is replaced so that its node can go too; checked."""
+    path = ganeti.data_dir / "hsqueeze-mixed-instances.data"
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), "--move", "drbd")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["status"] == "optimal" and doc["checker"]["ok"]
+    assert len(doc["nodes"]) == 2 and "node-01-001" in doc["nodes"]
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "--move", "drbd", "-C")
+    assert "gnt-instance replace-disks -n " in out
+
+
+def test_move_drbd_failover_and_replace(capsys) -> None:  # noqa: ANN001
+    path = DATA / "mixed-standby.data"
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), "--move", "drbd")
+    doc = json.loads(out)
+    assert code == 0 and doc["checker"]["ok"] and doc["status"] == "optimal"
+    _, ext_out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
+    assert len(doc["nodes"]) > len(json.loads(ext_out)["nodes"])
+    drbd = [m for m in doc["moves"] if m["instance"] == "db-drbd-1"]
+    assert drbd and drbd[0]["from"] == "node-0001"

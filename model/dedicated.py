@@ -16,6 +16,7 @@ the tests hold both equal. Everything is in MiB.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -140,8 +141,10 @@ def secondary_usage(kind: str, d: InstanceDemand) -> int:
     return 0
 
 
+@functools.lru_cache(maxsize=4096)
 def test_usage(kind: str, t: InstanceDemand) -> int:
-    """What one test instance (running, plain, no disks, no tags) takes from a row."""
+    """What one test instance (running, plain, no disks, no tags) takes from a row (cached:
+    a group has a handful of test instances, asked about for every node)."""
     return primary_usage(kind, t)
 
 

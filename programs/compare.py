@@ -293,10 +293,12 @@ def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
     judged = judge_allocation(path, {k: list(v) for k, v in (out.get("placements") or {}).items()})
     if not runs:  # hail's screening found no node at all: nothing to optimise
         statuses = {"optimal" if judged["value"] else "infeasible"}
+    status = statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses))
+    objective = [list(r.get("objective") or ()) for r in runs]
     return {
-        "status": statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses)),
-        "objective": [list(r.get("objective") or ()) for r in runs],
-        "bound": None,
+        "status": status,
+        "objective": objective,
+        "bound": objective if status == "optimal" else None,  # proven: the bound is attained
         "gap": max(gaps) if gaps else None,
         "build_s": round(sum(r.get("build_s") or 0.0 for r in runs), 6),
         "solve_s": round(sum(r.get("solve_s") or 0.0 for r in runs), 6),

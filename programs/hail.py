@@ -58,6 +58,7 @@ from solvers import LexResult, Status, Stopwatch, solve_lexicographic
 REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
 NO_PRIMARY = ""
+DELEGATE_ENV = "EXALLOC_HAIL_DELEGATE"
 REQUEST_TYPES = {
     "RelocateRequest": "relocate",
     "NodeEvacuateRequest": "node-evacuate",
@@ -219,6 +220,12 @@ def run(args: Any) -> HailReport:
     report = answer(inp, opts)
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     report = replace(report, timing=timing)
+    if (
+        report.kind == "unsupported"
+        and os.environ.get(DELEGATE_ENV)
+        and not getattr(args, "compare", False)
+    ):
+        report = delegated(report, request_path, text, args, kvm)
     if getattr(args, "compare", False):
         report = with_comparison(report, inp, request_path, text, args, kvm)
     return report
@@ -248,6 +255,20 @@ def _unsupported(what: str) -> HailReport:
         f"groups yet, not {what}; use hail for it"
     )
     return HailReport(response_json(False, info, []), "unsupported")
+
+
+def delegated(
+    report: HailReport, request_path: str, text: str | None, args: Any, kvm: int
+) -> HailReport:
+    """With $EXALLOC_HAIL_DELEGATE set, requests exalloc does not handle go to the real hail
+    and its answer is printed unchanged: `exalloc-hail` can then be a cluster's only
+    iallocator (exact for dedicated allocations, hail for everything else)."""
+    extra = ["--static-kvm-node-memory", str(kvm)]
+    if getattr(args, "text_data", None):
+        extra += ["-t", str(args.text_data)]
+    real = _real_hail_on(request_path, text, extra)
+    line = json.dumps(real["response"], separators=(",", ":"), ensure_ascii=False)
+    return replace(report, response=line, kind="delegated")
 
 
 def is_dedicated(cluster: Cluster, group_name: str | None) -> bool:
@@ -835,6 +856,18 @@ def run_real_hail(request_file: str | os.PathLike[str], extra: Sequence[str] = (
     return {"response": json.loads(proc.stdout), "wall_s": wall, "stderr": proc.stderr}
 
 
+def _real_hail_on(request_path: str, text: str | None, extra: Sequence[str]) -> dict:
+    """run_real_hail on the request file, or on a copy of what was read from stdin."""
+    if text is None:
+        return run_real_hail(request_path, extra)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(text)
+    try:
+        return run_real_hail(f.name, extra)
+    finally:
+        os.unlink(f.name)
+
+
 def hail_placements(inp: IAllocatorInput, response: Mapping[str, Any]) -> list[tuple]:
     """hail's answer as checker placements (instance, primary, secondary), request order."""
     req = inp.request
@@ -865,15 +898,7 @@ def with_comparison(
     extra = ["--static-kvm-node-memory", str(kvm)]
     if getattr(args, "text_data", None):
         extra += ["-t", str(args.text_data)]
-    if text is not None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            f.write(text)
-        try:
-            real = run_real_hail(f.name, extra)
-        finally:
-            os.unlink(f.name)
-    else:
-        real = run_real_hail(request_path, extra)
+    real = _real_hail_on(request_path, text, extra)
     states = node_states(inp.cluster)
     ours = [
         (new_instance(r), *(list(nodes) + [None])[:2])

@@ -461,3 +461,28 @@ def test_multi_allocate_200_nodes_optimal_and_no_worse(ganeti, tmp_path, n_insta
     assert report.runs[0].status == "optimal"
     theirs = real_hail(ganeti, path)
     assert quality(inp, json.loads(report.response)) <= quality(inp, theirs)
+
+
+def test_delegation_to_the_real_hail(ganeti, capsys, monkeypatch) -> None:
+    """With EXALLOC_HAIL_DELEGATE set, what exalloc does not handle is hail's answer verbatim."""
+    path = ganeti.data_dir / "hail-node-evac.json"
+    code, out, _ = run_cli(capsys, str(path))
+    assert code == 0 and json.loads(out)["success"] is False
+    monkeypatch.setenv("EXALLOC_HAIL_DELEGATE", "1")
+    code, out, _ = run_cli(capsys, str(path))
+    proc = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
+    assert code == 0 and out == proc.stdout
+    # dedicated requests are still exalloc's own
+    code, out, _ = run_cli(capsys, str(ganeti.data_dir / "hail-alloc-dedicated-1.json"))
+    assert "[exalloc highs: optimal, gap 0]" in out
+
+
+def test_time_limit_without_any_answer_is_one_line(capsys) -> None:
+    code = cli.main(
+        ["--time-limit", "0.000001", "hail", str(REQUESTS / "dedicated-12-nodes-multi.json")]
+    )
+    out, err = capsys.readouterr()
+    if code == 0:  # the solver was quicker than the limit: a valid answer
+        assert json.loads(out)["success"] is True
+    else:
+        assert code == 1 and out == "" and err.count("\n") == 1 and "time-limit" in err

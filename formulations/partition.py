@@ -123,10 +123,18 @@ def build_partition_model(
             <= _m.cap_mib[d]
         )
 
-    # sum_{s in g} x_ds <= cap_d * pv_gd
+    def vg_room(g: str, d: str) -> int:
+        """Big-M of the PV row: the disk's room, or less when the VG's LVs are all bounded."""
+        room = pyo.value(m.cap_mib[d]) - overheads.pv_mib
+        limits = [space_of[s].max_mib for s in vg_lvs[g]]
+        if all(limit is not None for limit in limits):
+            room = min(room, sum(limits))
+        return max(0, room)
+
+    # sum_{s in g} x_ds <= M_gd * pv_gd,  M_gd = min(cap_d - pv_mib, sum_{s in g} max_s)
     @m.Constraint(m.G, m.D)
     def lv_inside_pv(_m, g, d):
-        return sum(_m.x[d, s] for s in vg_lvs[g]) <= _m.cap_mib[d] * _m.pv[g, d]
+        return sum(_m.x[d, s] for s in vg_lvs[g]) <= vg_room(g, d) * _m.pv[g, d]
 
     # --- fairness, within 1 MiB of the weighted share: |W_f T_s - w_s T_f| <= W_f - 1.
     # Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,

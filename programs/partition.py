@@ -208,7 +208,8 @@ def solve_layout(
         add_placement_rows(m, fixed, {s: _whole(m.total_mib[s].value) for s in m.S})
         left = None
         if time_limit is not None:
-            left = max(time_limit - (time.perf_counter() - started), 0.01)
+            # stage 5 is a root LP: give it a second even when stages 1-4 used the budget
+            left = max(time_limit - (time.perf_counter() - started), 1.0)
         last = solve(m, solver, time_limit=left, mip_gap=gap, threads=threads)
         if not last.has_solution:
             _no_solution(problem, last.status)

@@ -286,6 +286,12 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write")
     p.add_argument("--bareon-disks", dest="bareon_disks", type=int, default=3, metavar="N")
     p.add_argument("--bareon-spaces", dest="bareon_spaces", type=int, default=5, metavar="N")
+    p.add_argument(
+        "--bareon-split",
+        dest="bareon_split",
+        action="store_true",
+        help="write each Bareon pair as schema.yaml + hw.yaml in its own folder",
+    )
     _solver_options(p)
     p.set_defaults(run=_run_generate)
 

@@ -2,7 +2,8 @@
 
 File names say what each file is, so `exalloc batch DIR` can classify them: `snap-NNNN.data`
 (squeeze), `snap-NNNN.allocate.json` / `snap-NNNN.multi-allocate.json` (hail requests on the same
-cluster), `bareon-NNNN.yaml` (a fixture-format schema + hardware pair, for partition).
+cluster), `bareon-NNNN.yaml` (a fixture-format schema + hardware pair, for partition), or with
+`--bareon-split` a folder `bareon-NNNN/` with bareon-allocator's `schema.yaml` and `hw.yaml`.
 """
 
 from __future__ import annotations
@@ -114,10 +115,18 @@ def run(args: Any) -> GenerateReport:
             _write(path, json.dumps(request, indent=1) + "\n")
             files.append(str(path))
             counts["requests"] += 1
+    split = getattr(args, "bareon_split", False)
     for k in range(args.bareon):
         doc = generate_bareon(rng.getrandbits(32), args.bareon_disks, args.bareon_spaces)
-        path = out / f"bareon-{k:04d}.yaml"
-        _write(path, yaml.safe_dump(doc, sort_keys=False))
-        files.append(str(path))
+        if split:  # bareon-allocator's own two files, alone in a folder so they pair up
+            folder = out / f"bareon-{k:04d}"
+            folder.mkdir(exist_ok=True)
+            for name, part in (("schema.yaml", doc["dynamic_schema"]), ("hw.yaml", doc["hw_info"])):
+                _write(folder / name, yaml.safe_dump(part, sort_keys=False))
+                files.append(str(folder / name))
+        else:
+            path = out / f"bareon-{k:04d}.yaml"
+            _write(path, yaml.safe_dump(doc, sort_keys=False))
+            files.append(str(path))
         counts["bareon"] += 1
     return GenerateReport(out=str(out), files=tuple(files), counts=counts)

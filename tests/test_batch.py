@@ -328,6 +328,19 @@ def test_bare_schema_pairs_with_the_hardware_beside_it(tmp_path: Path) -> None:
     assert "without a schema" in task.error
 
 
+def test_generated_split_bareon_pairs_are_one_input_each(tmp_path: Path) -> None:
+    done = _cli("generate", "--out", str(tmp_path), "--count", "0", "--bareon", "2",
+                "--bareon-split", "--bareon-disks", "2", "--bareon-spaces", "3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    tasks = batch.plan(batch.discover(str(tmp_path)))
+    assert [(Path(t.input).parent.name, Path(t.input).name, Path(t.hw).name) for t in tasks] == [
+        ("bareon-0000", "schema.yaml", "hw.yaml"),
+        ("bareon-0001", "schema.yaml", "hw.yaml"),
+    ]
+    record = solve_task(tasks[0], Options())
+    assert record["status"] == "optimal", record["error"]
+
+
 def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     path = tmp_path / "tight.yaml"
     path.write_text(

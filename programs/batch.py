@@ -213,7 +213,7 @@ def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict
         ) from None
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError) as err:
+    except (OSError, TimeoutError, ValueError, TypeError) as err:  # ValueError: bad address
         raise ExallocError(f"cannot reach the Dask scheduler at {address}: {err}") from None
     try:
         futures = {

@@ -243,16 +243,17 @@ def test_dask_local_cluster_gives_the_local_results(tmp_path: Path) -> None:
     assert _essence(_lines(dask_out)) == _essence(_lines(local_out))
 
 
-def test_unreachable_scheduler_is_a_one_line_error(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "host:notaport"])
+def test_unreachable_scheduler_is_a_one_line_error(
+    tmp_path: Path, monkeypatch, address: str
+) -> None:
     from model.errors import ExallocError
 
     monkeypatch.setattr(batch, "CONNECT_TIMEOUT", "1s")
     args = _batch_args(
-        [str(FIXTURES / "two_disks_none_none.yaml")],
-        tmp_path / "r.jsonl",
-        scheduler="tcp://127.0.0.1:9",
+        [str(FIXTURES / "two_disks_none_none.yaml")], tmp_path / "r.jsonl", scheduler=address
     )
-    with pytest.raises(ExallocError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+    with pytest.raises(ExallocError, match=f"cannot reach the Dask scheduler at {address}"):
         batch.run(args)
 
 

@@ -120,8 +120,13 @@ def build_batch(
     touched = sorted({n for _, n in m.JP} | {n for _, n in m.JS}, key=lambda n: by_name[n].rank)
     m.NT = pyo.Set(
         dimen=2,
-        initialize=[(n, t) for n in touched for t in range(len(by_name[n].before))],
-        doc="(node, test) pairs whose count may change",
+        initialize=[
+            (n, t)
+            for n in touched
+            for t in range(len(by_name[n].before))
+            if by_name[n].before[t] > 0
+        ],
+        doc="(node, test) pairs whose count may change (a zero count stays zero)",
     )
     m.before = pyo.Param(
         m.NT, initialize={(n, t): by_name[n].before[t] for n, t in m.NT}, doc="count now"
@@ -160,9 +165,17 @@ def build_batch(
         ys_of[n].append(j)
 
     def use(n: str, kind: str):
-        """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n]."""
-        return sum(inst[j].primary_usage.get(kind, 0) * m.x[j, n] for j in xs_of[n]) + sum(
-            inst[j].secondary_usage.get(kind, 0) * m.y[j, n] for j in ys_of[n]
+        """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n] (zero terms left out, so
+        a row no candidate role draws on is a constant and is skipped: such a row may be
+        violated already, e.g. vCPUs on a node that can only be a secondary)."""
+        return sum(
+            inst[j].primary_usage[kind] * m.x[j, n]
+            for j in xs_of[n]
+            if inst[j].primary_usage.get(kind, 0)
+        ) + sum(
+            inst[j].secondary_usage[kind] * m.y[j, n]
+            for j in ys_of[n]
+            if inst[j].secondary_usage.get(kind, 0)
         )
 
     def reserve(n: str):
@@ -186,14 +199,16 @@ def build_batch(
     m.place = pyo.Constraint(m.J, rule=place_rule)
     groups = sorted({n.group for n in nodes})
     drbd_j = [i.name for i in instances if i.drbd]
+
     # pair_group: Σ_{s in g} y[j,s] = Σ_{p in g} x[j,p]  (drbd: one secondary, same group)
-    m.pair_group = pyo.Constraint(
-        [(j, g) for j in drbd_j for g in groups],
-        rule=lambda _m, j, g: (
-            sum(m.y[j, n] for n in sec_of[j] if by_name[n].group == g)
-            == sum(m.x[j, n] for n in prim_of[j] if by_name[n].group == g)
-        ),
-    )
+    def pair_group_rule(_m, j, g):
+        secs = sum(m.y[j, n] for n in sec_of[j] if by_name[n].group == g)
+        prims = sum(m.x[j, n] for n in prim_of[j] if by_name[n].group == g)
+        if isinstance(secs, int) and isinstance(prims, int):
+            return pyo.Constraint.Skip
+        return secs == prims
+
+    m.pair_group = pyo.Constraint([(j, g) for j in drbd_j for g in groups], rule=pair_group_rule)
     # distinct: x[j,n] + y[j,n] <= 1  (primary and secondary differ)
     m.distinct = pyo.Constraint(
         [(j, n) for j, n in m.JS if (j, n) in m.JP],

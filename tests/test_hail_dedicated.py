@@ -486,3 +486,38 @@ def test_time_limit_without_any_answer_is_one_line(capsys) -> None:
         assert json.loads(out)["success"] is True
     else:
         assert code == 1 and out == "" and err.count("\n") == 1 and "time-limit" in err
+
+
+@pytest.mark.parametrize("seed", [20, 40, 132])
+def test_batches_on_awkward_clusters(ganeti, tmp_path, seed) -> None:
+    """Regressions: a drbd kind with no candidate in a group; nodes already over their vCPU
+    ratio that can only be secondaries; full nodes whose counts are zero."""
+    rng = random.Random(seed)
+    data = gen.multi_allocate(
+        rng,
+        rng.choice((3, 5, 8, 12)),
+        rng.choice((1, 2, 3, 5, 8)),
+        template="drbd" if seed % 4 == 0 else "plain",
+        slices=rng.choice(
+            [
+                ("full", "half", "quarter"),
+                ("full", "threequarter", "half", "quarter"),
+                ("half", "quarter"),
+            ]
+        ),
+        groups=1 + (seed % 5 == 0),
+        odd_nodes=True,
+        drbd_share=0.4,
+        vcpu_ratio=rng.choice((1.0, 2.0)),
+        group_name="group1" if seed % 7 == 0 else None,
+        fits=bool(seed % 2),
+    )
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    inp = parse_request(path.read_text())
+    report = answer(inp, Options())
+    mine = json.loads(report.response)
+    assert mine["success"] and mine["result"][0]
+    theirs = real_hail(ganeti, path)
+    if theirs["success"]:
+        assert quality(inp, mine) <= quality(inp, theirs)

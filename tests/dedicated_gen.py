@@ -252,3 +252,48 @@ def multi_allocate(
 
 def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=1)
+
+
+def perturb(rng: random.Random, data: dict[str, Any]) -> dict[str, Any]:
+    """Rarer htools paths on top of a generated request (in place): kvm static node memory,
+    exclusion tags, down / offline / forthcoming instances, nodes missing memory, spindles or
+    disk, restrict-to-nodes, two disks, unknown spindles, a down or forthcoming new instance."""
+    if rng.random() < 0.3:
+        data["enabled_hypervisors"] = ["kvm"]
+    req = data["request"]
+    if rng.random() < 0.4:
+        data["cluster_tags"] = ["htools:iextags:svc"]
+        req["tags"] = ["svc:db"]
+        for inst in data["instances"].values():
+            if rng.random() < 0.3:
+                inst["tags"] = ["svc:db"]
+    for inst in data["instances"].values():
+        r = rng.random()
+        if r < 0.1:
+            inst["admin_state"] = "down"
+        elif r < 0.15:
+            inst["admin_state"] = "offline"
+        elif r < 0.2:
+            inst["forthcoming"] = True
+    for node in data["nodes"].values():
+        r = rng.random()
+        if r < 0.15:
+            node["free_memory"] = max(0, node["free_memory"] - rng.choice((100, 2000, 20000)))
+        elif r < 0.25:
+            node["free_spindles"] = max(0, node["free_spindles"] - rng.choice((1, 4)))
+        elif r < 0.3:
+            node["free_disk"] = max(0, node["free_disk"] - 300000)
+    r = rng.random()
+    if r < 0.15:
+        req["restrict-to-nodes"] = rng.sample(sorted(data["nodes"]), k=min(3, len(data["nodes"])))
+    elif r < 0.25:
+        size = req["disks"][0]["size"] // 2
+        req["disks"] = [{"mode": "rw", "size": size, "spindles": 1} for _ in range(2)]
+    elif r < 0.3:
+        for disk in req["disks"]:
+            disk.pop("spindles", None)
+    elif r < 0.35:
+        req["admin_state"] = "down"
+    elif r < 0.4:
+        req["forthcoming"] = True
+    return data

@@ -521,3 +521,29 @@ def test_batches_on_awkward_clusters(ganeti, tmp_path, seed) -> None:
     theirs = real_hail(ganeti, path)
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
+
+
+def test_160_perturbed_requests_choose_hails_nodes(ganeti, tmp_path) -> None:
+    """Rarer paths (see dedicated_gen.perturb): kvm, exclusion tags, down/offline/forthcoming
+    instances, nodes missing resources, restrict-to-nodes, two disks, unknown spindles."""
+    mismatches = []
+    successes = 0
+    for seed in range(160):
+        rng = random.Random(seed)
+        data = gen.allocate(
+            rng,
+            rng.choice((3, 5, 8)),
+            template="drbd" if seed % 3 == 0 else "plain",
+            groups=1 + (seed % 4 == 0),
+            drbd_share=0.4,
+            vcpu_ratio=rng.choice((1.0, 2.0, 0.5)),
+        )
+        text = json.dumps(gen.perturb(rng, data))
+        path = tmp_path / "w.json"
+        path.write_text(text)
+        theirs, mine = real_hail(ganeti, path), ours(text)
+        successes += theirs["success"]
+        if not same_as_hail(theirs, mine):
+            mismatches.append((seed, theirs, mine))
+    assert not mismatches, mismatches[:2]
+    assert successes >= 40

@@ -136,6 +136,15 @@ def build_partition_model(
     def lv_inside_pv(_m, g, d):
         return sum(_m.x[d, s] for s in vg_lvs[g]) <= vg_room(g, d) * _m.pv[g, d]
 
+    m.GLV = pyo.Set(initialize=[(g, s) for g in m.G for s in vg_lvs[g]], dimen=2, ordered=True)
+
+    # x_ds <= min(cap_d - pv_mib, max_s) * pv_gd for each LV s of g (a tighter LP relaxation)
+    @m.Constraint(m.GLV, m.D)
+    def lv_inside_pv_each(_m, g, s, d):
+        room = pyo.value(_m.cap_mib[d]) - overheads.pv_mib
+        limit = space_of[s].max_mib
+        return _m.x[d, s] <= max(0, room if limit is None else min(room, limit)) * _m.pv[g, d]
+
     # --- fairness, within 1 MiB of the weighted share: |W_f T_s - w_s T_f| <= W_f - 1.
     # Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
     # 0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x.

@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -37,7 +38,6 @@ from programs.compare import (
 )
 
 INPUT_SUFFIXES = (".data", ".json", ".yaml", ".yml")
-POOL_RESTARTS = 3
 CONNECT_TIMEOUT = "10s"  # how long to wait for a Dask scheduler before giving up
 
 
@@ -171,36 +171,68 @@ def _warm_up() -> None:
             pass
 
 
+def _solve_marked(task: Task, options: Options, marker: str) -> dict[str, Any]:
+    """solve_task, leaving `marker` on disk while it runs: if the worker dies, the parent sees
+    which inputs were in flight (a broken pool fails every future, started or not)."""
+    Path(marker).touch()
+    try:
+        return solve_task(task, options)
+    finally:
+        Path(marker).unlink(missing_ok=True)
+
+
+def _pool_run(
+    tasks: dict[tuple[str, str], Task], options: Options, workers: int, markers: dict
+) -> Iterator[tuple[Task, dict[str, Any] | None]]:
+    """(task, record) as they complete; then (task, None) for each task that was in flight
+    when a worker died. Tasks that never started stay in `tasks` for the caller to retry."""
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_warm_up)
+    futures: dict[Future, Task] = {
+        pool.submit(_solve_marked, t, options, markers[t.key]): t for t in tasks.values()
+    }
+    broken = False
+    try:
+        while futures and not broken:
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in finished:
+                task = futures.pop(future)
+                try:
+                    record = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    continue
+                del tasks[task.key]
+                yield task, record
+    finally:
+        pool.shutdown(wait=not broken, cancel_futures=True)
+    for key in [k for k in tasks if os.path.exists(markers[k])]:
+        os.unlink(markers[key])
+        yield tasks.pop(key), None
+
+
 def run_local(tasks: list[Task], options: Options, workers: int) -> Iterator[dict[str, Any]]:
-    """Records as they complete, from a local process pool that is rebuilt if a worker dies."""
+    """Records as they complete, from a local process pool that is rebuilt if a worker dies.
+
+    The inputs in flight when a worker died are suspects: each is run again alone, and only
+    one that kills its worker there too is recorded as failed. The rest simply go on."""
     pending = {t.key: t for t in tasks}
-    for _attempt in range(POOL_RESTARTS + 1):
-        if not pending:
-            return
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_warm_up)
-        futures: dict[Future, Task] = {
-            pool.submit(solve_task, t, options): t for t in pending.values()
-        }
-        broken = False
-        try:
-            while futures:
-                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    task = futures.pop(future)
-                    try:
-                        record = future.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        futures[future] = task  # keep it for the next pool
-                        break
-                    del pending[task.key]
+    suspects: list[Task] = []
+    with tempfile.TemporaryDirectory(prefix="exalloc-batch-") as scratch:
+        markers = {key: os.path.join(scratch, f"{n}.running") for n, key in enumerate(pending)}
+        idle_breaks = 0  # pools that died before any input ran (e.g. in the initializer)
+        while pending and idle_breaks < 3:
+            before = len(pending)
+            for task, record in _pool_run(pending, options, workers, markers):
+                if record is None:
+                    suspects.append(task)
+                else:
                     yield record
-                if broken:
-                    break
-        finally:
-            pool.shutdown(wait=not broken, cancel_futures=True)
-    for task in pending.values():
-        yield _failed(task, "worker process died (out of memory or killed)")
+            idle_breaks = idle_breaks + 1 if len(pending) == before else 0
+        suspects += pending.values()  # only left if workers keep dying before starting
+        for task in suspects:
+            alone = {task.key: task}
+            results = [r for _, r in _pool_run(alone, options, 1, markers) if r is not None]
+            yield results[0] if results else _failed(task, "worker process died on this input")
 
 
 def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict[str, Any]]:

@@ -54,12 +54,13 @@ class NewInstance:
     drbd: bool
     primary_usage: Mapping[str, int]  # per row kind
     secondary_usage: Mapping[str, int]
-    failover_mib: int  # memory its secondary reserves (usesSecMem)
+    failover_mib: int  # memory its secondary must hold for a failover (usesSecMem)
     primaries: tuple[str, ...]
     secondaries: tuple[str, ...] = ()
     forbidden_pairs: frozenset[tuple[str, str]] = frozenset()  # fail only as this pair
     count: int = 1  # identical plain instances share one integer variable per node
     exclusion_tags: tuple[str, ...] = ()  # at most one primary per node carries each tag
+    forthcoming: bool = False  # only the *_forth counters change; no failover reservation
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -269,9 +270,11 @@ def build_batch(
 
     m.count = pyo.Constraint(count_rows, rule=count_row)
 
-    # failover memory on nodes failing N+1 (else implied by the n1 row):
-    # f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1, same on the forth counters
-    fo = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
+    # failover memory (addSec: f_j < free memory; on nodes not failing N+1 the n1 row implies it):
+    # f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1 (not for forthcoming instances),
+    # the same on the forth counters for every drbd instance
+    fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
+    fo = [(j, n) for j, n in fo_forth if not inst[j].forthcoming]
     m.failover = pyo.Constraint(
         fo,
         rule=lambda _m, j, n: (
@@ -279,7 +282,7 @@ def build_batch(
         ),
     )
     m.failover_forth = pyo.Constraint(
-        fo,
+        fo_forth,
         rule=lambda _m, j, n: (
             inst[j].failover_mib * m.y[j, n] + use(n, "memory_forth")
             <= by_name[n].free_memory_forth_mib - 1
@@ -289,7 +292,7 @@ def build_batch(
     pairs = [
         (j, p, s)
         for j, s in m.JS
-        if s in m.r
+        if s in m.r and not inst[j].forthcoming and inst[j].failover_mib > 0
         for p in prim_of[j]
         if p != s and by_name[p].group == by_name[s].group
     ]

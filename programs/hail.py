@@ -741,6 +741,7 @@ def multi_allocate(
                 secondaries=tuple(secs),
                 forbidden_pairs=frozenset(forbidden),
                 exclusion_tags=d.exclusion_tags,
+                forthcoming=d.forthcoming,
             )
         )
     rank = {n.name: i for i, n in enumerate(cluster.nodes)}

@@ -547,3 +547,37 @@ def test_160_perturbed_requests_choose_hails_nodes(ganeti, tmp_path) -> None:
             mismatches.append((seed, theirs, mine))
     assert not mismatches, mismatches[:2]
     assert successes >= 40
+
+
+def _perturbed_batch(seed: int) -> dict:
+    rng = random.Random(seed)
+    data = gen.multi_allocate(
+        rng,
+        rng.choice((4, 6, 9)),
+        rng.choice((2, 3, 5)),
+        template="drbd" if seed % 4 == 0 else "plain",
+        groups=1 + (seed % 5 == 0),
+        drbd_share=0.4,
+        fits=bool(seed % 2),
+    )
+    for inst in data["request"]["instances"]:
+        view = dict(data, request=inst)
+        gen.perturb(rng, view)
+        data.update({k: v for k, v in view.items() if k != "request"})
+        inst.pop("restrict-to-nodes", None)
+    return data
+
+
+@pytest.mark.parametrize("seed", [48, *range(0, 60, 3)])
+def test_perturbed_batches_check_and_are_no_worse(ganeti, tmp_path, seed) -> None:
+    """Forthcoming drbd instances reserve no failover memory (seed 48), and the rest."""
+    data = _perturbed_batch(seed)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    inp = parse_request(path.read_text())
+    mine = json.loads(answer(inp, Options()).response)  # raises if the checker disagrees
+    theirs = real_hail(ganeti, path)
+    if theirs["success"]:
+        hail_check = check_allocation(node_states(inp.cluster), hail_placements(inp, theirs))
+        if hail_check.ok:
+            assert quality(inp, mine) <= quality(inp, theirs)

@@ -541,6 +541,8 @@ def _suffix(runs: Sequence[SolverRun]) -> str:
 
 
 def allocate(cluster: Cluster, req: AllocateRequest, opts: Options = Options()) -> HailReport:
+    if req.name in cluster.instance_index:
+        raise InputError(f"allocate: an instance named {req.name} already exists in the cluster")
     states = node_states(cluster)
     inst = new_instance(req)
     d = demand_of(inst, states.rules)
@@ -683,13 +685,15 @@ def multi_allocate(
     kind_of: dict[tuple, str] = {}
     members: dict[str, list[str]] = {}
     row_kinds = sorted({r.kind for n in cluster.nodes for r in capacity_rows(states.nodes[n.name])})
-    seen = {i.name for i in cluster.instances}
+    existing = {i.name for i in cluster.instances}
+    seen = set(existing)
     for r in req.instances:
         inst = new_instance(r)
         d = demand_of(inst, states.rules)
         demands.append((r, inst, d))
         if r.name in seen:
-            raise InputError(f"multi-allocate: instance name {r.name} is used twice")
+            where = "already exists in the cluster" if r.name in existing else "is used twice"
+            raise InputError(f"multi-allocate: instance name {r.name} {where}")
         seen.add(r.name)
         prims: list[str] = []
         secs: list[str] = []

@@ -581,3 +581,18 @@ def test_perturbed_batches_check_and_are_no_worse(ganeti, tmp_path, seed) -> Non
         hail_check = check_allocation(node_states(inp.cluster), hail_placements(inp, theirs))
         if hail_check.ok:
             assert quality(inp, mine) <= quality(inp, theirs)
+
+
+def test_instance_names_must_be_new(capsys, tmp_path) -> None:
+    """hail would place an instance named like an existing one; exalloc's checker would then
+    reject its own answer, so it says why up front (Ganeti never sends such a request)."""
+    data = _trap()
+    data["request"]["instances"][0]["name"] = "web-b"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, str(path))
+    assert code == 1 and out == "" and "web-b already exists" in err
+    data["request"] = dict(data["request"]["instances"][1], type="allocate", name="db-c")
+    path.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, str(path))
+    assert code == 1 and "db-c already exists" in err and "Traceback" not in err

@@ -62,8 +62,11 @@ def check_layout(
 
     free: list[int] = []
     for d, disk in enumerate(disks):
-        used = sum(layout.sizes_mib[d]) + overheads.pv_mib * pv_count(problem, layout, d)
-        used += overheads.disk_mib
+        content = sum(layout.sizes_mib[d]) + overheads.pv_mib * pv_count(problem, layout, d)
+        if content == 0 and disk.size_mib < overheads.disk_mib:
+            used = disk.size_mib  # too small for its GPT and bios_grub: unusable, left out
+        else:
+            used = content + overheads.disk_mib
         if used > disk.size_mib:
             bad.append(f"disk {disk.disk_id}: {used} MiB used > {disk.size_mib} MiB")
         free.append(max(0, disk.size_mib - used))
@@ -260,14 +263,14 @@ def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str 
     needing = [s.space_id for s in problem.spaces if s.min_mib > 0]
     lvs_needed = {s.space_id for s in problem.spaces if s.min_mib > 0}
     pvs = sum(1 for vg in problem.vgs if lvs_needed & set(vg.lv_ids))
-    overhead = overheads.disk_mib * len(problem.disks) + overheads.pv_mib * pvs
-    capacity = sum(d.size_mib for d in problem.disks)
+    overhead = overheads.pv_mib * pvs
+    capacity = sum(max(0, d.size_mib - overheads.disk_mib) for d in problem.disks)
     if minimum + overhead > capacity:
         extra = ""
-        if overhead:
+        if overheads.disk_mib or overheads.pv_mib:
             extra = (
-                f" (with {overheads.disk_mib} MiB per disk and {overheads.pv_mib} MiB per "
-                "LVM physical volume reserved)"
+                f" (after {overheads.disk_mib} MiB per disk, and with {overheads.pv_mib} MiB "
+                "per LVM physical volume)"
             )
         names = ", ".join(needing) if len(needing) <= 8 else ", ".join(needing[:8]) + ", ..."
         return (

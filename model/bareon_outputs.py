@@ -83,6 +83,8 @@ def bareon_document(
     pvnames: dict[str, list[str]] = {vg.vg_id: [] for vg in problem.vgs}
     mounted: set[str] = set()
     for d, disk in enumerate(problem.disks):
+        if disk.size_mib < overheads.disk_mib:  # too small even for its GPT and bios_grub
+            continue
         device = _device_name(disk)
         begin = PARTITION_TABLE_START_MIB
         partitions = []
@@ -159,6 +161,8 @@ def ironic_document(
     space_of = {s.space_id: s for s in problem.spaces}
     entries: list[dict[str, Any]] = []
     for d, disk in enumerate(problem.disks):
+        if disk.size_mib < overheads.disk_mib:  # too small even for the 24 MiB reserved
+            continue
         if disk.dev:
             ident = {"type": "name", "value": disk.dev.rsplit("/", 1)[-1]}
         elif disk.path:
@@ -229,7 +233,9 @@ def layout_svg(problem: PartitionProblem, layout: Layout, overheads: Overheads) 
             'rx="4" fill="#dddddd" stroke="#888888"/>'
         )
         x = float(left)
-        overhead = overheads.disk_mib + overheads.pv_mib * pv_count(problem, layout, d)
+        overhead = min(
+            disk.size_mib, overheads.disk_mib + overheads.pv_mib * pv_count(problem, layout, d)
+        )
         pieces = [("overhead", overhead, "#777777")] if overhead else []
         pieces += [
             (s.space_id, layout.sizes_mib[d][i], PALETTE[i % len(PALETTE)])

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -63,13 +64,18 @@ def _alarm(seconds: float) -> Iterator[None]:
     def _fire(signum: int, frame: object) -> None:
         raise _Timeout
 
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)  # a caller's timer, if any
+    started = time.monotonic()
     previous = signal.signal(signal.SIGALRM, _fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds if not outer_left else min(seconds, outer_left))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_left:  # give the caller's timer back what is left of it
+            left = outer_left - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 class YaqlSandbox:

@@ -159,6 +159,8 @@ def solve_layout(
     reason = diagnose_infeasible(problem, overheads)
     if reason is not None:
         raise InfeasibleError(reason, source=problem.source or None)
+    if not problem.spaces:  # nothing to place: the empty layout is the only one
+        return _empty_layout(problem, overheads, leave_preferred_empty)
     with Stopwatch() as watch:
         m = build_partition_model(
             problem,
@@ -243,6 +245,25 @@ def solve_layout(
         gap={n: gaps.get(n, 0.0) for n in names},
         build_s=watch.seconds,
         solve_s=solve_s,
+    )
+
+
+def _empty_layout(
+    problem: PartitionProblem, overheads: Overheads, leave_preferred_empty: bool
+) -> Solved:
+    layout = Layout(tuple(() for _ in problem.disks))
+    check = check_layout(problem, layout, overheads, leave_preferred_empty=leave_preferred_empty)
+    if not check.ok:
+        raise CheckFailedError("layout rejected by the checker: " + "; ".join(check.violations))
+    names = [st.name for st in stages(leave_preferred_empty)]
+    return Solved(
+        layout=layout,
+        check=check,
+        status=str(Status.OPTIMAL),
+        bound={n: check.stage_values[n] for n in names},
+        gap=dict.fromkeys(names, 0.0),
+        build_s=0.0,
+        solve_s=0.0,
     )
 
 

@@ -129,3 +129,20 @@ def test_subprocess_entry_point():
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert [s["size"] for s in doc["layout"][0]["spaces"]] == [34, 33, 33, 0]
+
+
+def test_empty_schema_and_a_disk_too_small_for_bareon(capsys, tmp_path):
+    fixture = tmp_path / "f.yaml"
+    fixture.write_text("dynamic_schema: []\nhw_info: {disks: [{id: sda, size: 10}]}\n")
+    code, out, _ = run_cli(capsys, "--schema", str(fixture), "--json")
+    assert code == 0 and json.loads(out)["unallocated_mib"] == 10
+    schema = tmp_path / "s.yaml"
+    schema.write_text("- {id: a, type: lv, min_size: 5}\n")
+    hw = tmp_path / "hw.yaml"
+    hw.write_text("disks: [{id: sda, size: 10}, {id: sdb, size: 100}]\n")
+    code, out, err = run_cli(capsys, "--schema", str(schema), "--hw-info", str(hw),
+                             "--format", "ironic", "--json")  # fmt: skip
+    assert code == 0, err
+    disks = [p for p in json.loads(out)["layout"]["partitions"] if p["type"] == "disk"]
+    assert [d["id"]["value"] for d in disks] == ["sdb"]
+    assert disks[0]["volumes"] == [{"type": "partition", "size": "76 MiB"}]

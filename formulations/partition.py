@@ -82,7 +82,6 @@ def build_partition_model(
         m.D,
         initialize={d.disk_id: max(0, d.size_mib - overheads.disk_mib) for d in problem.disks},
     )
-    m.min_mib = pyo.Param(m.S, initialize={s.space_id: s.min_mib for s in problem.spaces})
     m.order_weight = pyo.Param(
         m.D,
         m.S,
@@ -118,6 +117,8 @@ def build_partition_model(
     # sum_s x_ds + pv_mib * sum_g pv_gd <= cap_d
     @m.Constraint(m.D)
     def disk_capacity(_m, d):
+        if not len(_m.S):  # no space: nothing to place
+            return pyo.Constraint.Skip
         return (
             sum(_m.x[d, s] for s in _m.S) + overheads.pv_mib * sum(_m.pv[g, d] for g in _m.G)
             <= _m.cap_mib[d]

@@ -26,8 +26,6 @@ from typing import Any
 
 from model.errors import ExallocError, InputError
 from programs.compare import (
-    ALLOCATION_PROBLEMS,
-    METRICS,
     Options,
     Task,
     classify,
@@ -306,6 +304,15 @@ class Progress:
 # -- the command ----------------------------------------------------------------------------------
 
 
+# What the summary's totals add up, per problem (see compare.metric_value).
+TOTALS = {
+    "squeeze": "nodes freed",
+    "allocate": "slots lost",
+    "multi-allocate": "slots lost",
+    "partition": "MiB lost",
+}
+
+
 def _total(values: Iterable[float]) -> int | float:
     total = sum(values)
     return int(total) if float(total).is_integer() else total
@@ -328,9 +335,7 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "problem": problem,
-                "metric": "slots lost"
-                if problem in ALLOCATION_PROBLEMS
-                else METRICS.get(problem, ("-", ""))[0],
+                "metric": TOTALS.get(problem, "-"),
                 "inputs": len(rs),
                 "ok": len(ok),
                 "failed": len(rs) - len(ok),

@@ -33,7 +33,7 @@ INSTALL_HINT = (
 UNKNOWN = "unknown"
 # The number each problem is judged by in tables and plots, and which way is better.
 METRICS: dict[str, tuple[str, str]] = {
-    "squeeze": ("nodes freed", "max"),
+    "squeeze": ("nodes freed, moves", "max"),
     "allocate": ("placed, slots lost", "max"),
     "multi-allocate": ("placed, slots lost", "max"),
     "partition": ("MiB lost", "min"),
@@ -497,6 +497,9 @@ def verdict(record: dict[str, Any]) -> str:
     if record["problem"] in ALLOCATION_PROBLEMS:  # more placed, then fewer slots lost
         a = (a, [-x for x in record.get("lost") or ()])
         b = (b, [-x for x in greedy.get("lost") or ()])
+    elif record["problem"] == "squeeze":  # more nodes freed, then fewer moves
+        a = (a, -((record.get("answer") or {}).get("moves") or 0))
+        b = (b, -((greedy.get("answer") or {}).get("moves") or 0))
     sense = METRICS.get(record["problem"], ("", "max"))[1]
     if a == b:
         return "same"
@@ -551,8 +554,10 @@ def _value_cell(part: dict[str, Any]) -> str:
     if part.get("value") is None:
         return str((part.get("answer") or {}).get("status") or "-")
     lost = f" lost {_fmt(part['lost'])}" if part.get("lost") else ""
+    moves = (part.get("answer") or {}).get("moves")
+    moved = f", {moves} moves" if isinstance(moves, int) else ""
     broken = f" ({part['violations']} broken)" if part.get("violations") else ""
-    return _fmt(part["value"]) + lost + broken
+    return _fmt(part["value"]) + lost + moved + broken
 
 
 @dataclass(frozen=True)

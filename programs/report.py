@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import InputError
-from programs.batch import read_results, summarise
-from programs.compare import ALLOCATION_PROBLEMS, METRICS, metric_value
+from programs.batch import TOTALS, read_results, summarise
+from programs.compare import metric_value
 
 SUMMARY_COLUMNS = (
     ("problem", "problem"),
@@ -91,7 +91,7 @@ def _exact_vs_greedy(
     if not pairs:
         return None
     pairs.sort(key=lambda p: (p[0].get("size") or 0, p[0]["input"]))
-    metric = "slots lost" if problem in ALLOCATION_PROBLEMS else METRICS.get(problem, ("value",))[0]
+    metric = TOTALS.get(problem, "value")
     tool = pairs[0][0]["greedy"].get("tool", "greedy")
     xs = list(range(len(pairs)))
     fig, ax = plt.subplots(figsize=(7, 3.6))

@@ -128,6 +128,8 @@ def test_verdicts() -> None:
     assert compare.verdict({**lost, "greedy": {"value": None}}) == "exact better"
     assert compare.verdict({**lost, "greedy": {"error": "x"}}) == "-"
     assert compare.verdict({**lost, "error": "bad"}) == "-"
+    fewer_moves = {**base, "answer": {"moves": 2}, "greedy": {"value": 3, "answer": {"moves": 4}}}
+    assert compare.verdict(fewer_moves) == "exact better"
     broken = {**base, "greedy": {"value": 3, "violations": 2}}
     assert compare.verdict(broken) == "exact better"
 

@@ -545,7 +545,7 @@ def answer_text(answer: Any) -> str:
     return ""
 
 
-def _value_cell(part: dict[str, Any]) -> str:
+def value_cell(part: dict[str, Any]) -> str:
     """The judged value, with the lost-allocation vector and any broken constraints."""
     if not part:
         return "-"
@@ -588,11 +588,11 @@ class CompareReport:
                     Path(r["input"]).name,
                     r["problem"],
                     metric,
-                    _value_cell(r),
+                    value_cell(r),
                     _fmt(r.get("status")),
                     _fmt(r.get("gap")),
                     _fmt(r.get("wall_s")),
-                    _value_cell(g),
+                    value_cell(g),
                     g.get("tool", "-"),
                     _fmt(g.get("wall_s")) if g else "-",
                     verdict(r),

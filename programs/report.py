@@ -17,7 +17,7 @@ from typing import Any
 
 from model.errors import InputError
 from programs.batch import TOTALS, read_results, summarise
-from programs.compare import metric_value
+from programs.compare import metric_value, value_cell, verdict
 
 SUMMARY_COLUMNS = (
     ("problem", "problem"),
@@ -170,6 +170,28 @@ def _summary_table(rows: list[dict[str, Any]]) -> str:
     return f'<table class="summary"><tr>{head}</tr>{body}</table>'
 
 
+def _results_table(records: list[dict[str, Any]]) -> str:
+    """Every answered input: both judged values, the verdict and both times."""
+    done = [r for r in records if not r.get("error")]
+    if not done:
+        return ""
+    names = short_names([r["input"] for r in done])
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("input", "problem", "status", "exalloc", "greedy", "tool", "verdict",
+                  "exalloc s", "greedy s")
+    )  # fmt: skip
+    body = []
+    for name, r in zip(names, done, strict=True):
+        g = r.get("greedy") or {}
+        cells = (
+            name, r["problem"], r.get("status"), value_cell(r), value_cell(g),
+            g.get("tool"), verdict(r), r.get("wall_s"), g.get("wall_s"),
+        )  # fmt: skip
+        body.append("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
+    return f"<h2>results</h2><table><tr>{head}</tr>{''.join(body)}</table>"
+
+
 def _errors_table(records: list[dict[str, Any]]) -> str:
     bad = [r for r in records if r.get("error")]
     if not bad:
@@ -190,11 +212,11 @@ _STYLE = (
 )
 
 
-def _page(title: str, rows: list[dict[str, Any]], body: str, errors: str) -> str:
+def _page(title: str, rows: list[dict[str, Any]], body: str, tables: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<h2>summary</h2>{_summary_table(rows)}{body}{errors}</body></html>\n"
+        f"<h2>summary</h2>{_summary_table(rows)}{body}{tables}</body></html>\n"
     )
 
 
@@ -225,7 +247,7 @@ def run(args: Any) -> ReportResult:
     html_out = Path(args.out).suffix.lower() in (".html", ".htm")
     figs = figures(records, "svg" if html_out else "png")
     title = f"exalloc report: {Path(args.results).name}"
-    errors = _errors_table(records)
+    tables = _results_table(records) + _errors_table(records)
     out = Path(args.out)
     series = tuple(f"{f.stem}: {s}" for f in figs for s in f.series)
     try:
@@ -236,7 +258,7 @@ def run(args: Any) -> ReportResult:
                 f"{f.content}</figure>"
                 for f in figs
             )
-            out.write_text(_page(title, rows, body, errors))
+            out.write_text(_page(title, rows, body, tables))
             files = (str(out),)
         else:
             out.mkdir(parents=True, exist_ok=True)
@@ -251,7 +273,7 @@ def run(args: Any) -> ReportResult:
                 for f in figs
             )
             summary = out / "summary.html"
-            summary.write_text(_page(title, rows, body, errors))
+            summary.write_text(_page(title, rows, body, tables))
             files = (*written, str(summary))
     except OSError as err:
         raise InputError(f"{out}: cannot write the report: {err.strerror}") from None

@@ -69,6 +69,8 @@ def test_html_report_has_the_expected_series(results: Path, tmp_path: Path) -> N
         "exalloc partition",
         "lp-floor partition",
         "summary",
+        "<h2>results</h2>",
+        "exact better",
         "in/bad.json",
     ):
         assert text in page, text

@@ -67,10 +67,11 @@ def test_sixteen_upstream_fixtures_are_present():
     assert len(FIXTURES) == 16
 
 
+@pytest.mark.parametrize("leave_empty", [False, True], ids=["default", "leave-preferred-empty"])
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem for f in FIXTURES])
-def test_upstream_fixture_reproduces_exactly(fixture):
+def test_upstream_fixture_reproduces_exactly(fixture, leave_empty):
     expected = yaml.safe_load(fixture.read_text())["expected"]
-    report = run(args(fixture))
+    report = run(args(fixture, leave_preferred_empty=leave_empty))
     assert report.status == "optimal"
     assert report.layout == expected
 
@@ -220,6 +221,13 @@ def test_leave_preferred_empty_keeps_the_original_behaviour():
     report = run(args(PROBES / "y06.yaml", leave_preferred_empty=True))
     assert totals(report) == {"journal": 10, "root": 0, "unallocated": 90}
     assert "--leave-preferred-empty" in report.unallocated_why[0][2]
+
+
+def test_leave_preferred_empty_reproduces_the_original_nvme_waste():
+    report = run(args(PROBES / "nvme_large.yaml", leave_preferred_empty=True))
+    assert report.unallocated_mib == 949_773
+    report = run(args(PROBES / "x09.yaml", leave_preferred_empty=True))
+    assert sizes(report)["sdc"] == {"journal": 300, "unallocated": 200}
 
 
 def test_large_nvme_is_used_not_left_empty():

@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -246,8 +247,11 @@ def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict
     except (OSError, TimeoutError, ValueError, TypeError) as err:  # ValueError: bad address
         raise ExallocError(f"cannot reach the Dask scheduler at {address}: {err}") from None
     try:
+        run = uuid.uuid4().hex[:12]  # keys unique per run: schedulers are shared
         futures = {
-            client.submit(solve_task, t, options, pure=False, key=f"exalloc-{i}-{t.problem}"): t
+            client.submit(
+                solve_task, t, options, pure=False, key=f"exalloc-{t.problem}-{run}-{i}"
+            ): t
             for i, t in enumerate(tasks)
         }
         for future in as_completed(futures):

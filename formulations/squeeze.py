@@ -508,3 +508,26 @@ def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
     m.stages = [first, Objective("moves", homeless + sum(m.leave[k] for k in m.leave), "min")]
     m.types = types
     return m
+
+
+def add_evenness_cut(model: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on: int) -> None:
+    """A valid row for the utilisation stage once at most `nodes_on` nodes are on.
+
+    From util·t_mem[n] ≥ K·(fixed_used[n]·on[n] + load[n]) on every node, summed:
+    util · T ≥ K · (Σ_n fixed_used[n]·on[n] + Σ all movable memory), with T the largest
+    total memory `nodes_on` nodes can have (the always-on ones plus the biggest others).
+    It lifts the relaxation's bound to the average utilisation, which the per-node rows
+    alone do not see.
+    """
+    nodes = problem.nodes
+    fixed = [n.total_memory_mib for n in nodes if n.state == "on"]
+    others = sorted((n.total_memory_mib for n in nodes if n.state != "on"), reverse=True)
+    cap = sum(fixed) + sum(others[: max(nodes_on - len(fixed), 0)])
+    if cap <= 0:
+        return
+    movable = sum(sh.memory_mib * sh.total for sh in problem.shapes) + sum(
+        mi.memory_mib for mi in problem.mirrored
+    )
+    used = sum(nd.fixed_used_memory_mib * model.on[n] for n, nd in enumerate(nodes))
+    # evenness_cut: util ≥ K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) / T
+    model.evenness_cut = pyo.Constraint(expr=model.util >= UTIL_SCALE / cap * (used + movable))

@@ -28,6 +28,7 @@ from formulations.squeeze import (
     Shape,
     SqueezeNode,
     SqueezeProblem,
+    add_evenness_cut,
     build_model,
     build_type_aggregate,
     objectives,
@@ -406,6 +407,15 @@ class Solution:
     pairs: dict[int, int] = field(default_factory=dict)  # DRBD instance -> chosen pair
 
 
+def _merge(first: LexResult, rest: LexResult) -> LexResult:
+    """One result for stages solved in two runs (the first fixed before the rest). When the
+    rest found nothing in time, the first run's plan (still loaded) stands, unproven."""
+    if not rest.has_solution:
+        return replace(first, status=Status.FEASIBLE)
+    stages = first.stages + rest.stages
+    return LexResult.from_stages(first.names + rest.names, stages, first.build_s)
+
+
 def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict, dict]:
     on = {n: bool(round(pyo.value(model.on[n]))) for n in model.N}
     pairs = {i: k for i, k in model.IC if (model.x[i, k].value or 0) > 0.5}
@@ -420,19 +430,55 @@ def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict
 
 
 def solve_mip(built: Built, args: Any) -> Solution:
-    """The single per-node MIP, solved lexicographically."""
+    """The single per-node MIP, solved lexicographically.
+
+    The node-count stage runs first on its own; its value then bounds how many nodes are on,
+    which makes `add_evenness_cut` valid for the later stages (same optimum, faster proof).
+    """
+    problem = built.problem
     with Stopwatch() as sw:
-        model = build_model(built.problem)
-        objs = objectives(model, built.problem)
-    res: LexResult = solve_lexicographic(
-        model,
-        objs,
-        args.solver,
-        time_limit=args.time_limit,
-        mip_gap=args.gap,
-        threads=args.threads,
-        build_s=sw.seconds,
+        model = build_model(problem)
+        objs = objectives(model, problem)
+    t0 = time.perf_counter()
+    left = args.time_limit
+    first: LexResult | None = None
+    if objs and objs[0].name in ("nodes_freed", "nodes_powered_on"):
+        first = solve_lexicographic(
+            model,
+            objs[:1],
+            args.solver,
+            time_limit=left,
+            mip_gap=args.gap,
+            threads=args.threads,
+            build_s=sw.seconds,
+        )
+        if first.has_solution and first.objective[0] is not None:
+            value = round(first.objective[0])
+            model.first_stage = pyo.Constraint(
+                expr=objs[0].expr >= value if objs[0].sense == "max" else objs[0].expr <= value
+            )
+            decided = len(problem.decided())
+            n_fixed = len(problem.nodes) - decided
+            nodes_on = n_fixed + (decided - value if problem.mode == SHRINK else value)
+            add_evenness_cut(model, problem, nodes_on)
+            objs = objs[1:]
+            if left is not None:
+                left = max(left - (time.perf_counter() - t0), 0.01)
+    res: LexResult = (
+        solve_lexicographic(
+            model,
+            objs,
+            args.solver,
+            time_limit=left,
+            mip_gap=args.gap,
+            threads=args.threads,
+            build_s=0.0 if first else sw.seconds,
+        )
+        if (first is None or first.has_solution)
+        else first
     )
+    if first is not None and res is not first:
+        res = _merge(first, res)
     if not res.has_solution:
         return Solution(
             {},

@@ -6,11 +6,14 @@ fit) and the movable instances grouped into *shapes* (same memory and VCPUs, no 
 Instances of one shape are interchangeable, so the model counts them per node (`y[s, n]`)
 instead of placing each one: thousands of instances come in a few dozen shapes. An instance
 with exclusion tags is a shape of its own (count 1), which keeps its identity where it matters.
+DRBD instances (`--move drbd`) keep their identity too: one binary per pair they may end on,
+since their N+1 reserve depends on the (primary, secondary) pair.
 
 Sets
     N          nodes that may host instances after the plan (on, candidates, standby)
     NC ⊆ N     nodes whose power state is decided (shrink: candidates; expand: standby)
     S          shapes of movable instances
+    IC         (DRBD instance, pair choice)
     E          exclusion tags carried by movable instances
 Parameters
     room_*[n]                  what movable instances may use on n (probe already subtracted):
@@ -21,6 +24,7 @@ Variables
     on[n] ∈ {0,1}              node n is powered on after the plan (fixed 1 outside NC)
     y[s, n] ∈ ℤ≥0              instances of shape s on node n after the plan
     out[s, n] ≥ 0              instances of shape s that leave node n (one move each)
+    x[i, k] ∈ {0,1}            DRBD instance i ends on its k-th (primary, secondary) choice
     util ∈ ℤ≥0                 the largest memory utilisation of a powered-on node (%)
 """
 

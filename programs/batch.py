@@ -9,6 +9,7 @@ Work goes to a local process pool, or with `--scheduler` to a Dask distributed c
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import glob
 import json
@@ -234,6 +235,12 @@ def run_local(tasks: list[Task], options: Options, workers: int) -> Iterator[dic
             yield results[0] if results else _failed(task, "worker process died on this input")
 
 
+def _absolute(task: Task) -> Task:
+    """The task with absolute paths: Dask workers need not share this process's folder."""
+    hw = os.path.abspath(task.hw) if task.hw else None
+    return dataclasses.replace(task, input=os.path.abspath(task.input), hw=hw)
+
+
 def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict[str, Any]]:
     """Records as they complete on a Dask distributed cluster (the same task function)."""
     try:
@@ -250,17 +257,18 @@ def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict
         run = uuid.uuid4().hex[:12]  # keys unique per run: schedulers are shared
         futures = {
             client.submit(
-                solve_task, t, options, pure=False, key=f"exalloc-{t.problem}-{run}-{i}"
+                solve_task, _absolute(t), options, pure=False, key=f"exalloc-{t.problem}-{run}-{i}"
             ): t
             for i, t in enumerate(tasks)
         }
         for future in as_completed(futures):
             task = futures[future]
             try:
-                yield future.result()
+                record = future.result()
             except Exception as err:  # noqa: BLE001 - a lost worker is one failed input
-                yield _failed(task, f"dask: {type(err).__name__}: {err}")
+                record = _failed(task, f"dask: {type(err).__name__}: {err}")
             future.release()
+            yield {**record, "input": task.input}  # the key stays the path as given
     finally:
         client.close()
 

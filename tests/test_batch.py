@@ -226,21 +226,25 @@ def _essence(records: list[dict]) -> dict:
     return out
 
 
-def test_dask_local_cluster_gives_the_local_results(tmp_path: Path) -> None:
+def test_dask_local_cluster_gives_the_local_results(tmp_path: Path, monkeypatch) -> None:
+    """Same answers on a real LocalCluster as on the local pool; the inputs are given relative
+    to a folder the Dask workers do not run in, and the keys keep the paths as given."""
     distributed = pytest.importorskip("distributed")
     inputs = tmp_path / "in"
     _generate(inputs, 3, 2, "--exclusive-storage")
     _generate(inputs / "ext", 2, 0, "--templates", "ext", "--requests", "none")
-    local_out, dask_out = tmp_path / "local.jsonl", tmp_path / "dask.jsonl"
-    local = batch.run(_batch_args([str(inputs)], local_out))
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
+        monkeypatch.chdir(tmp_path)  # after the workers started elsewhere
+        local = batch.run(_batch_args(["in"], Path("local.jsonl")))
         remote = batch.run(
-            _batch_args([str(inputs)], dask_out, scheduler=cluster.scheduler_address)
+            _batch_args(["in"], Path("dask.jsonl"), scheduler=cluster.scheduler_address)
         )
-    assert remote.ran == local.ran == local.planned
-    assert _essence(_lines(dask_out)) == _essence(_lines(local_out))
+    assert remote.ran == local.ran == local.planned == 13
+    lines = _lines(tmp_path / "dask.jsonl")
+    assert all(r["input"].startswith("in/") and r["error"] is None for r in lines)
+    assert _essence(lines) == _essence(_lines(tmp_path / "local.jsonl"))
 
 
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "host:notaport"])

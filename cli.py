@@ -248,6 +248,13 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", default="8", metavar="N|LOW-HIGH", help="nodes per snapshot")
     p.add_argument("--groups", type=int, default=1, help="node groups (default 1)")
     p.add_argument(
+        "--node-types",
+        dest="node_types",
+        metavar="MEM:DISK:CPUS,...",
+        help="node sizes to draw from, MiB:MiB:CPUs (default 32768:512000:8,"
+        "65536:1048576:16,131072:2097152:32)",
+    )
+    p.add_argument(
         "--templates",
         default="ext,plain,drbd",
         metavar="LIST",

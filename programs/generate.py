@@ -20,6 +20,7 @@ from model.errors import InputError
 from model.generate import (
     DEDICATED_IPOLICY,
     GENERATED_IPOLICY,
+    NODE_TYPES,
     TEMPLATES,
     ClusterSpec,
     generate_bareon,
@@ -58,6 +59,22 @@ def parse_range(text: str, what: str) -> tuple[int, int]:
     return low, high
 
 
+def parse_node_types(text: str) -> tuple[tuple[int, int, int], ...]:
+    """`MEM:DISK:CPUS[,...]` in MiB, MiB and CPUs: the node sizes to draw from."""
+    types = []
+    for item in (t for t in text.split(",") if t):
+        try:
+            mem, dsk, cpu = (int(x) for x in item.split(":"))
+        except ValueError:
+            raise InputError(f"--node-types takes MEM:DISK:CPUS[,...], not {item!r}") from None
+        if min(mem, dsk, cpu) < 1:
+            raise InputError(f"--node-types {item!r}: sizes must be positive")
+        types.append((mem, dsk, cpu))
+    if not types:
+        raise InputError("--node-types is empty")
+    return tuple(types)
+
+
 def _templates(text: str) -> tuple[str, ...]:
     names = tuple(t for t in text.split(",") if t)
     bad = [t for t in names if t not in TEMPLATES]
@@ -77,6 +94,7 @@ def run(args: Any) -> GenerateReport:
     if args.count < 0 or args.bareon < 0:
         raise InputError("--count and --bareon must not be negative")
     nodes = parse_range(args.nodes, "--nodes")
+    node_types = parse_node_types(args.node_types) if args.node_types else NODE_TYPES
     templates = _templates(args.templates)
     requests = tuple(r for r in args.requests.split(",") if r) if args.requests != "none" else ()
     bad = [r for r in requests if r not in REQUEST_KINDS]
@@ -98,6 +116,7 @@ def run(args: Any) -> GenerateReport:
         spec = ClusterSpec(
             nodes=n,
             groups=min(args.groups, n),
+            node_types=node_types,
             templates=("plain",) if args.exclusive_storage else templates,
             exclusive_storage=args.exclusive_storage,
             ipolicy=DEDICATED_IPOLICY if args.exclusive_storage else GENERATED_IPOLICY,

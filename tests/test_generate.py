@@ -83,6 +83,20 @@ def test_instance_shapes_follow_the_ipolicy() -> None:
         assert shape.memory_size <= top.memory_size and shape.disk_size <= top.disk_size
 
 
+def test_node_types_option(tmp_path: Path) -> None:
+    from model.text_backend import load_text
+
+    out = tmp_path / "n"
+    done = _cli("generate", "--out", str(out), "--count", "2", "--nodes", "5",
+                "--node-types", "16384:204800:4", "--requests", "none")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for k in range(2):
+        for node in load_text(out / f"snap-000{k}.data").nodes:
+            assert (node.total_memory_mib, node.total_disk_mib, node.total_cpus) == (
+                16384, 204800, 4,
+            )  # fmt: skip
+
+
 def test_dedicated_policy_has_three_size_classes(tmp_path: Path) -> None:
     from model.generate import DEDICATED_IPOLICY
     from model.text_backend import load_text
@@ -153,6 +167,8 @@ def test_generate_command_writes_named_files(tmp_path: Path) -> None:
         (["--templates", "ext,zfs"], "--templates takes"),
         (["--fill", "2"], "fill must be within"),
         (["--requests", "evacuate"], "--requests takes"),
+        (["--node-types", "64G:1T:8"], "--node-types takes"),
+        (["--node-types", "0:100:8"], "sizes must be positive"),
     ],
 )
 def test_generate_bad_options_are_one_line_errors(

@@ -67,11 +67,20 @@ def test_sixteen_upstream_fixtures_are_present():
     assert len(FIXTURES) == 16
 
 
-@pytest.mark.parametrize("leave_empty", [False, True], ids=["default", "leave-preferred-empty"])
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem for f in FIXTURES])
-def test_upstream_fixture_reproduces_exactly(fixture, leave_empty):
+def test_upstream_fixture_reproduces_exactly(fixture):
     expected = yaml.safe_load(fixture.read_text())["expected"]
-    report = run(args(fixture, leave_preferred_empty=leave_empty))
+    report = run(args(fixture))
+    assert report.status == "optimal"
+    assert report.layout == expected
+
+
+# Only these two fixtures have preferred disks, where --leave-preferred-empty changes the model.
+@pytest.mark.parametrize("name", ["two_disks_yaql_disk_selection", "three_disks_ceph_example"])
+def test_upstream_fixture_reproduces_with_leave_preferred_empty(name):
+    fixture = DATA / "fixtures" / f"{name}.yaml"
+    expected = yaml.safe_load(fixture.read_text())["expected"]
+    report = run(args(fixture, leave_preferred_empty=True))
     assert report.status == "optimal"
     assert report.layout == expected
 
@@ -366,7 +375,7 @@ def random_case(rng: random.Random, full: bool):
     return spaces, {"disks": disks}
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(50))
 def test_random_schemas_pass_the_checker_and_fill_when_possible(seed):
     rng = random.Random(seed)
     full = seed % 2 == 0
@@ -392,7 +401,7 @@ def test_random_schemas_pass_the_checker_and_fill_when_possible(seed):
     assert check.stage_values["allocated_mib"] + check.unallocated_mib == capacity
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(12))
 def test_random_lvm_schemas_with_ironic_overheads_pass_the_checker(seed):
     rng = random.Random(1000 + seed)
     disks = [{"id": f"d{i}", "size": rng.randint(150, 600)} for i in range(rng.randint(1, 3))]

@@ -314,7 +314,10 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         "compare", help="exalloc's exact answer beside the greedy tool's, input by input"
     )
     p.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help=".data, IAllocator .json, Bareon .yaml"
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help=".data, IAllocator .json, Bareon .yaml files, or folders or globs of them",
     )
     p.add_argument(
         "--greedy-timeout",

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from model.errors import ExallocError, InfeasibleError, InputError
+from model.errors import ExallocError, InfeasibleError
 
 HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
@@ -654,12 +654,13 @@ def options_from(args: Any, compare: bool) -> Options:
 
 
 def run(args: Any) -> CompareReport:
+    from programs.batch import discover, plan  # batch builds on this module
+
     options = options_from(args, compare=True)
-    tasks: list[Task] = []
-    for path in args.inputs:
-        if not Path(path).is_file():
-            raise InputError(f"{path}: no such file")
-        tasks.extend(classify(path))
+    inputs: list[str] = []
+    for spec in args.inputs:  # files, folders or globs, as for exalloc batch
+        inputs.extend(p for p in discover(spec) if p not in inputs)
+    tasks = plan(inputs)
     records = tuple(solve_task(t, options) for t in tasks)
     missing = any((r.get("greedy") or {}).get("error") == INSTALL_HINT for r in records)
     notes = (INSTALL_HINT + "; showing exalloc alone",) if missing else ()

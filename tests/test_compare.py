@@ -188,5 +188,5 @@ def test_missing_input_is_a_one_line_error(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert done.returncode == 1 and "no such file" in done.stderr
+    assert done.returncode == 1 and "no such file or directory" in done.stderr
     assert "Traceback" not in done.stderr

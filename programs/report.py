@@ -108,12 +108,27 @@ def _exact_vs_greedy(
     return Figure(f"{problem}-exact-vs-greedy", title, ("exalloc", tool), content)
 
 
-def _time_vs_size(records: list[dict[str, Any]], plt: Any, fmt: str) -> Figure | None:
-    """Wall time against input size, one series per (problem, solver or tool)."""
+# Sizes mean nodes for the Ganeti problems and disks for layouts: one time plot per unit.
+TIME_PLOTS = (
+    (
+        "time-vs-size",
+        "solve time vs cluster size",
+        "nodes",
+        ("squeeze", "allocate", "multi-allocate"),
+    ),
+    ("partition-time-vs-disks", "partition solve time vs disks", "disks", ("partition",)),
+)
+
+
+def _time_vs_size(
+    records: list[dict[str, Any]], plt: Any, fmt: str, plot: tuple[str, str, str, tuple[str, ...]]
+) -> Figure | None:
+    """Time against input size, one series per (problem, exalloc or greedy tool)."""
+    stem, title, unit, problems = plot
     series: dict[str, list[tuple[float, float]]] = {}
     for r in records:
         size = r.get("size")
-        if not isinstance(size, int | float) or r.get("error"):
+        if r["problem"] not in problems or not isinstance(size, int | float) or r.get("error"):
             continue
         solver_s = [r.get(k) for k in ("build_s", "solve_s")]
         if all(isinstance(t, int | float) for t in solver_s):
@@ -131,13 +146,12 @@ def _time_vs_size(records: list[dict[str, Any]], plt: Any, fmt: str) -> Figure |
     for name, points in sorted(series.items()):
         marker = "o" if name.startswith("exalloc") else "x"
         ax.scatter([p[0] for p in points], [p[1] for p in points], label=name, marker=marker, s=18)
-    ax.set_xlabel("size (nodes; disks for partition)")
+    ax.set_xlabel(unit)
     ax.set_ylabel("s (exalloc: build + solve; greedy: tool run)")
     ax.set_yscale("log")
-    title = "solve time vs cluster size"
     ax.set_title(title)
     ax.legend(fontsize=7)
-    return Figure("time-vs-size", title, tuple(sorted(series)), _render(fig, plt, fmt))
+    return Figure(stem, title, tuple(sorted(series)), _render(fig, plt, fmt))
 
 
 def figures(records: list[dict[str, Any]], fmt: str = "svg") -> list[Figure]:
@@ -147,9 +161,10 @@ def figures(records: list[dict[str, Any]], fmt: str = "svg") -> list[Figure]:
         fig = _exact_vs_greedy(problem, records, plt, fmt)
         if fig is not None:
             out.append(fig)
-    fig = _time_vs_size(records, plt, fmt)
-    if fig is not None:
-        out.append(fig)
+    for plot in TIME_PLOTS:
+        fig = _time_vs_size(records, plt, fmt, plot)
+        if fig is not None:
+            out.append(fig)
     return out
 
 

@@ -57,13 +57,14 @@ def test_html_report_has_the_expected_series(results: Path, tmp_path: Path) -> N
     out = tmp_path / "report.html"
     done = report.run(Namespace(results=str(results), out=str(out)))
     page = out.read_text()
-    assert page.startswith("<!doctype html>") and page.count("<svg") == 4
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 5
     for text in (
         "squeeze: nodes freed, exalloc vs hsqueeze",
         "partition: MiB lost, exalloc vs lp-floor",
         "multi-allocate: slots lost, exalloc vs hail",
         "hail multi-allocate",
         "solve time vs cluster size",
+        "partition solve time vs disks",
         "exalloc squeeze",
         "hsqueeze squeeze",
         "exalloc partition",
@@ -86,13 +87,14 @@ def test_png_folder(results: Path, tmp_path: Path) -> None:
     assert pngs == [
         "multi-allocate-exact-vs-greedy.png",
         "partition-exact-vs-greedy.png",
+        "partition-time-vs-disks.png",
         "squeeze-exact-vs-greedy.png",
         "time-vs-size.png",
     ]
     for name in pngs:
         assert (out / name).read_bytes().startswith(b"\x89PNG")
     assert "summary" in (out / "summary.html").read_text()
-    assert len(done.files) == 5
+    assert len(done.files) == 6
 
 
 def test_empty_results_are_a_one_line_error(tmp_path: Path) -> None:

@@ -370,3 +370,21 @@ def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     assert record["status"] == "infeasible" and record["error"] is None
     assert "exceed" in record["note"]
     assert record["greedy"]["answer"]["status"] == "infeasible"
+
+
+def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
+    """The README's main job: every bundled input answered, exalloc never worse than greedy."""
+    out = tmp_path / "results.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "batch", "data", "--compare", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "(0 failed)" in done.stdout
+    for problem in ("squeeze", "allocate", "multi-allocate", "partition"):
+        assert f"\n{problem} " in done.stdout
+    lines = _lines(out)
+    assert not any(r.get("error") or (r.get("greedy") or {}).get("error") for r in lines)
+    from programs.compare import verdict
+
+    assert "greedy better" not in {verdict(r) for r in lines}

@@ -179,6 +179,12 @@ def test_bad_input_one_line(capsys, argv: list[str], message: str) -> None:  # n
     assert len(err.strip().splitlines()) == 1 and message in err
 
 
+def test_malformed_snapshot_one_line(ganeti, capsys) -> None:  # noqa: ANN001
+    code, out, err = run_cli(capsys, "squeeze", "-t", str(ganeti.data_dir / "invalid-node.data"))
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Unknown node" in err
+
+
 def test_time_limit_reports_gap(tmp_path, capsys) -> None:  # noqa: ANN001
     from model.text_backend import save_text
 

@@ -64,6 +64,17 @@ def _solver_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _static_kvm_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--static-kvm-node-memory",
+        dest="static_kvm_node_memory",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help="node memory assumed on kvm nodes (default 4096, as htools)",
+    )
+
+
 _SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
 
 
@@ -143,14 +154,7 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also run the real hail and show both answers side by side",
     )
-    p.add_argument(
-        "--static-kvm-node-memory",
-        dest="static_kvm_node_memory",
-        type=int,
-        default=4096,
-        metavar="MIB",
-        help="node memory assumed on kvm (default 4096)",
-    )
+    _static_kvm_option(p)
     _solver_options(p)
     p.set_defaults(run=_run_hail)
 
@@ -220,14 +224,7 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
     )
-    p.add_argument(
-        "--static-kvm-node-memory",
-        dest="static_kvm_node_memory",
-        type=int,
-        default=4096,
-        metavar="MIB",
-        help="node memory assumed on kvm (default 4096)",
-    )
+    _static_kvm_option(p)
     _solver_options(p)
     p.set_defaults(run=_run_squeeze)
 

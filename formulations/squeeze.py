@@ -214,7 +214,9 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
     # 0 ≤ y[s,n] ≤ cap[s,n] = min(total[s], room[n] / size[s] over memory, memory_forth, VCPUs)
     m.cap = pyo.Param(m.S, m.N, initialize=cap)
     m.y = pyo.Var(m.S, m.N, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, n: (0, cap[s, n]))
-    m.out = pyo.Var(m.SN_now, domain=pyo.NonNegativeReals)
+    m.out = pyo.Var(
+        m.SN_now, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, n: (0, count[s, n])
+    )
     m.util = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, UTIL_SCALE))
 
     # place: Σ_n y[s,n] = total[s]   (every movable instance ends on some node)
@@ -468,7 +470,9 @@ def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
     m.w = pyo.Var(
         m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, t: (fixed_on[t], len(types[t]))
     )
-    m.Y = pyo.Var(m.S, m.T, domain=pyo.NonNegativeIntegers)
+    m.Y = pyo.Var(
+        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, shapes[s].total)
+    )
     # place: Σ_t Y[s,t] = total[s]
     m.place = pyo.Constraint(m.S, rule=lambda m, s: sum(m.Y[s, t] for t in m.T) == shapes[s].total)
     # mem: Σ_s mem[s]·Y[s,t] ≤ room_mem[t] · w[t]
@@ -498,7 +502,9 @@ def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
     for s, sh in enumerate(shapes):
         for n, c in sh.counts:
             now[s, type_of[n]] += c
-    m.leave = pyo.Var(m.S, m.T, domain=pyo.NonNegativeReals)
+    m.leave = pyo.Var(
+        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, now[s, t])
+    )
     m.leaving = pyo.Constraint(
         m.S, m.T, rule=lambda m, s, t: m.leave[s, t] >= now[s, t] - m.Y[s, t]
     )

@@ -251,3 +251,15 @@ def test_move_drbd_failover_and_replace(capsys) -> None:  # noqa: ANN001
     assert len(doc["nodes"]) > len(json.loads(ext_out)["nodes"])
     drbd = [m for m in doc["moves"] if m["instance"] == "db-drbd-1"]
     assert drbd and drbd[0]["from"] == "node-0001"
+
+
+def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
+    path = str(DATA / "mixed-standby.data")
+    _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", path, "--move", "drbd")
+    highs = json.loads(out)
+    _, out, _ = run_cli(
+        capsys, "--json", "--solver", "cpsat", "squeeze", "-t", path, "--move", "drbd"
+    )
+    cpsat = json.loads(out)
+    assert cpsat["status"] == highs["status"] == "optimal"
+    assert cpsat["objective"] == highs["objective"] and cpsat["checker"]["ok"]

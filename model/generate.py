@@ -24,6 +24,7 @@ from model.cluster import (
     NodeGroup,
 )
 from model.errors import InputError
+from model.iallocator import ipolicy_json
 
 TEMPLATES = ("ext", "plain", "drbd")
 STANDBY_TAG = "htools:standby:auto"
@@ -256,27 +257,6 @@ def _node(spec: ClusterSpec, r: _Room, group: NodeGroup, master: bool) -> Node:
 # -- IAllocator requests ------------------------------------------------------------------------
 
 
-def _ispec_json(s: ISpec) -> dict[str, int]:
-    return {
-        "memory-size": s.memory_size,
-        "cpu-count": s.cpu_count,
-        "disk-size": s.disk_size,
-        "disk-count": s.disk_count,
-        "nic-count": s.nic_count,
-        "spindle-use": s.spindle_use,
-    }
-
-
-def _ipolicy_json(p: IPolicy) -> dict[str, Any]:
-    return {
-        "minmax": [{"min": _ispec_json(m.min), "max": _ispec_json(m.max)} for m in p.minmax],
-        "std": _ispec_json(p.std),
-        "disk-templates": list(p.disk_templates),
-        "vcpu-ratio": p.vcpu_ratio,
-        "spindle-ratio": p.spindle_ratio,
-    }
-
-
 def _instance_json(
     shape: ISpec, template: str, exclusive: bool, nodes: list[str] | None = None
 ) -> dict[str, Any]:
@@ -330,7 +310,7 @@ def cluster_json(cluster: Cluster) -> dict[str, Any]:
     groups = {
         g.uuid: {
             "alloc_policy": g.alloc_policy,
-            "ipolicy": _ipolicy_json(g.ipolicy),
+            "ipolicy": ipolicy_json(g.ipolicy),
             "name": g.name,
             "networks": list(g.networks),
             "tags": list(g.tags),

@@ -263,8 +263,39 @@ def _in(path: str, key: str) -> str:
 
 def _ispec(value: Any) -> ISpec:
     obj = _read_object(value)
-    keys = ("memory-size", "cpu-count", "disk-size", "disk-count", "nic-count", "spindle-use")
-    return ISpec(*(_get(obj, k, _read_int, "") for k in keys))
+    return ISpec(*(_get(obj, k, _read_int, "") for k in _ISPEC_KEYS))
+
+
+_ISPEC_KEYS = ("memory-size", "cpu-count", "disk-size", "disk-count", "nic-count", "spindle-use")
+
+
+def ispec_json(spec: ISpec) -> dict[str, int]:
+    """An ispec as IAllocator (and `gnt-cluster info`) writes it."""
+    return dict(
+        zip(
+            _ISPEC_KEYS,
+            (
+                spec.memory_size,
+                spec.cpu_count,
+                spec.disk_size,
+                spec.disk_count,
+                spec.nic_count,
+                spec.spindle_use,
+            ),
+            strict=True,
+        )
+    )
+
+
+def ipolicy_json(policy: IPolicy) -> dict[str, Any]:
+    """A group ipolicy in IAllocator's shape; `_ipolicy` reads it back."""
+    return {
+        "minmax": [{"min": ispec_json(m.min), "max": ispec_json(m.max)} for m in policy.minmax],
+        "std": ispec_json(policy.std),
+        "disk-templates": list(policy.disk_templates),
+        "vcpu-ratio": policy.vcpu_ratio,
+        "spindle-ratio": policy.spindle_ratio,
+    }
 
 
 def _minmax(value: Any) -> MinMax:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.cluster import Cluster, IPolicy, ISpec
+from model.iallocator import ipolicy_json
 from model.resources import ClusterState, NodeState, node_states
 from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
 
@@ -73,29 +74,8 @@ class GroupInfo:
             "exclusive_storage": self.exclusive_storage,
             "score": _finite(self.score),
             "resources": self.totals.to_json(),
-            "ipolicy": _policy_json(self.ipolicy),
+            "ipolicy": ipolicy_json(self.ipolicy),
         }
-
-
-def _spec_json(s: ISpec) -> dict[str, int]:
-    return {
-        "memory-size": s.memory_size,
-        "cpu-count": s.cpu_count,
-        "disk-size": s.disk_size,
-        "disk-count": s.disk_count,
-        "nic-count": s.nic_count,
-        "spindle-use": s.spindle_use,
-    }
-
-
-def _policy_json(p: IPolicy) -> dict[str, Any]:
-    return {
-        "minmax": [{"min": _spec_json(m.min), "max": _spec_json(m.max)} for m in p.minmax],
-        "std": _spec_json(p.std),
-        "disk-templates": list(p.disk_templates),
-        "vcpu-ratio": p.vcpu_ratio,
-        "spindle-ratio": p.spindle_ratio,
-    }
 
 
 def _spec_text(s: ISpec) -> str:
@@ -144,7 +124,7 @@ class InfoReport:
             "drained_nodes": list(self.drained_nodes),
             "master": self.master,
             "resources": self.totals.to_json(),
-            "cluster_ipolicy": _policy_json(c.cluster_policy),
+            "cluster_ipolicy": ipolicy_json(c.cluster_policy),
             "cluster_tags": list(c.cluster_tags),
             "exclusion_tag_prefixes": list(self.exclusion_prefixes),
             "group_list": [g.to_json() for g in self.groups],

@@ -61,6 +61,7 @@ class NewInstance:
     count: int = 1  # identical plain instances share one integer variable per node
     exclusion_tags: tuple[str, ...] = ()  # at most one primary per node carries each tag
     forthcoming: bool = False  # only the *_forth counters change; no failover reservation
+    same_as: str | None = None  # an earlier drbd instance identical to this one
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -329,6 +330,15 @@ def build_batch(
             <= 1
         ),
     )
+
+    # identical drbd instances (which cannot share a count variable): the later one has the
+    # later primary, Σ_n rank_n · x[j',n] <= Σ_n rank_n · x[j,n] for j' = same_as(j) (an
+    # unplaced instance counts 0, so unplaced ones come first); permuting them keeps optimality
+    def rank_sum(j: str):
+        return sum((by_name[n].rank + 1) * m.x[j, n] for n in prim_of[j])
+
+    twins = [i.name for i in instances if i.same_as is not None and i.same_as in inst]
+    m.twins = pyo.Constraint(twins, rule=lambda _m, j: rank_sum(inst[j].same_as) <= rank_sum(j))
 
     # objectives
     m.placed = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP))

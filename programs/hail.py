@@ -683,6 +683,7 @@ def multi_allocate(
     failed_alone: dict[str, str] = {}
     # identical plain instances become one kind with a count (no symmetry among them)
     kind_of: dict[tuple, str] = {}
+    twin_of: dict[tuple, str] = {}  # drbd: the last instance of each identical kind
     members: dict[str, list[str]] = {}
     row_kinds = sorted({r.kind for n in cluster.nodes for r in capacity_rows(states.nodes[n.name])})
     existing = {i.name for i in cluster.instances}
@@ -725,7 +726,11 @@ def multi_allocate(
             failed_alone[r.name] = ", ".join([*errors, msg]) if errors and not reasons else msg
             continue
         drbd = r.required_nodes == 2
-        key = (r.name,) if drbd else (replace(d, name=""), tuple(prims))
+        key = (replace(d, name=""), tuple(prims), tuple(secs), frozenset(forbidden))
+        same_as = twin_of.get(key) if drbd else None
+        twin_key = key
+        if drbd:  # drbd instances keep one kind each; identical ones are ordered instead
+            key = (r.name,)
         if key in kind_of:
             kind = kind_of[key]
             members[kind].append(r.name)
@@ -734,6 +739,8 @@ def multi_allocate(
             continue
         kind = kind_of[key] = f"kind-{len(kind_of)}"
         members[kind] = [r.name]
+        if drbd:
+            twin_of[twin_key] = kind
         new_instances.append(
             form.NewInstance(
                 name=kind,
@@ -746,6 +753,7 @@ def multi_allocate(
                 forbidden_pairs=frozenset(forbidden),
                 exclusion_tags=d.exclusion_tags,
                 forthcoming=d.forthcoming,
+                same_as=same_as,
             )
         )
     rank = {n.name: i for i, n in enumerate(cluster.nodes)}

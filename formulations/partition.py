@@ -18,6 +18,7 @@ problem, whose LP optimum is integral, so the huge A002620 objective needs no br
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pyomo.environ as pyo
 
@@ -28,6 +29,10 @@ from model.bareon import (
     order_coefficients,
     space_order_weights,
 )
+
+# At most this many VGs take part in the lexicographic order of identical disks' PV flags
+# (2^K stays exact in floating point; ordering on a prefix of the VGs is still valid).
+LEX_VGS = 16
 
 
 @dataclass(frozen=True)
@@ -56,46 +61,65 @@ STAGES_LEAVE_PREFERRED_EMPTY = (
 )
 
 
+def disk_classes(problem: PartitionProblem, overheads: Overheads) -> tuple[tuple[str, ...], ...]:
+    """Disks that stages 1-4 cannot tell apart: same capacity, preferred by the same spaces.
+
+    Each class lists its disks in hardware order; classes are ordered by their first disk.
+    """
+    classes: dict[tuple, list[str]] = {}
+    for disk in problem.disks:
+        preferring = frozenset(s.space_id for s in problem.spaces if disk.disk_id in s.best_disks)
+        key = (max(0, disk.size_mib - overheads.disk_mib), preferring)
+        classes.setdefault(key, []).append(disk.disk_id)
+    return tuple(tuple(ds) for ds in classes.values())
+
+
 def build_partition_model(
     problem: PartitionProblem,
     overheads: Overheads,
     *,
     leave_preferred_empty: bool = False,
     integer_placement: bool = True,
+    aggregate: bool = False,
 ) -> pyo.ConcreteModel:
     """The MIP with one Expression per stage (see STAGES); it has no active objective.
 
     integer_placement=False makes x continuous for stages 1-4 (HiGHS): for integer totals
     T_s every stage's optimum over x is a face of a transportation polytope, so only the
     totals, fairness and PV variables need branching.  CP-SAT needs integer x.
+
+    aggregate=True places spaces on classes of identical disks (disk_classes) instead of
+    disks: D is then the classes (named by their first disk), n_d their number of disks,
+    x_ds the MiB of s on the whole class and pv_gd in 0..n_d the number of the class's
+    disks holding a PV of g.  Stages 1-4 depend only on these sums, so this model has the
+    same stage 1-4 optimum whenever its answer can be spread over the disks, and none of
+    the symmetry between identical disks; order_score (stage 5) needs the disk model.
     """
     m = pyo.ConcreteModel(name="bareon_partition")
-    disks = [d.disk_id for d in problem.disks]
     spaces = [s.space_id for s in problem.spaces]
     space_of = {s.space_id: s for s in problem.spaces}
-    order = order_coefficients(problem)
     preferred = problem.preferred_disks
+    size_of = {d.disk_id: max(0, d.size_mib - overheads.disk_mib) for d in problem.disks}
+    if aggregate:
+        units = {ds[0]: ds for ds in disk_classes(problem, overheads)}
+    else:
+        units = {d.disk_id: (d.disk_id,) for d in problem.disks}
 
-    m.D = pyo.Set(initialize=disks, ordered=True)
+    m.D = pyo.Set(initialize=list(units), ordered=True)
     m.S = pyo.Set(initialize=spaces, ordered=True)
-    m.cap_mib = pyo.Param(
-        m.D,
-        initialize={d.disk_id: max(0, d.size_mib - overheads.disk_mib) for d in problem.disks},
-    )
-    m.order_weight = pyo.Param(
-        m.D,
-        m.S,
-        initialize={(d, s): order[i][j] for i, d in enumerate(disks) for j, s in enumerate(spaces)},
-    )
+    # n_d: disks in unit d (1 without aggregation)
+    m.n_disks = pyo.Param(m.D, initialize={u: len(ds) for u, ds in units.items()})
+    # cap_d: MiB of one disk of unit d after the per-disk overhead
+    m.cap_mib = pyo.Param(m.D, initialize={u: size_of[ds[0]] for u, ds in units.items()})
 
     def x_bounds(_m, d, s):
-        top = _m.cap_mib[d]
+        top = _m.n_disks[d] * _m.cap_mib[d]
         limit = space_of[s].max_mib
         return (0, top if limit is None else min(top, limit))
 
     x_domain = pyo.NonNegativeIntegers if integer_placement else pyo.NonNegativeReals
     m.x = pyo.Var(m.D, m.S, domain=x_domain, bounds=x_bounds)
-    capacity = sum(pyo.value(m.cap_mib[d]) for d in m.D)
+    capacity = sum(size_of.values())
 
     def total_bounds(_m, s):
         limit = space_of[s].max_mib
@@ -112,16 +136,18 @@ def build_partition_model(
     # --- volume groups: an LV lives only in a PV of its VG; each PV costs pv_mib on its disk
     vg_lvs = {vg.vg_id: vg.lv_ids for vg in problem.vgs if vg.lv_ids}
     m.G = pyo.Set(initialize=list(vg_lvs) if overheads.pv_mib > 0 else [], ordered=True)
-    m.pv = pyo.Var(m.G, m.D, domain=pyo.Binary)
+    m.pv = pyo.Var(
+        m.G, m.D, domain=pyo.NonNegativeIntegers, bounds=lambda _m, g, d: (0, _m.n_disks[d])
+    )
 
-    # sum_s x_ds + pv_mib * sum_g pv_gd <= cap_d
+    # sum_s x_ds + pv_mib * sum_g pv_gd <= n_d cap_d
     @m.Constraint(m.D)
     def disk_capacity(_m, d):
         if not len(_m.S):  # no space: nothing to place
             return pyo.Constraint.Skip
         return (
             sum(_m.x[d, s] for s in _m.S) + overheads.pv_mib * sum(_m.pv[g, d] for g in _m.G)
-            <= _m.cap_mib[d]
+            <= _m.n_disks[d] * _m.cap_mib[d]
         )
 
     def vg_room(g: str, d: str) -> int:
@@ -145,6 +171,23 @@ def build_partition_model(
         room = pyo.value(_m.cap_mib[d]) - overheads.pv_mib
         limit = space_of[s].max_mib
         return _m.x[d, s] <= max(0, room if limit is None else min(room, limit)) * _m.pv[g, d]
+
+    # --- symmetry (disk model): identical disks (disk_classes) are interchangeable in
+    # stages 1-4, so their PV flags are ordered lexicographically, the first VGs weighing most.
+    pairs = (
+        [] if aggregate else [p for ds in disk_classes(problem, overheads) for p in pairwise(ds)]
+    )
+    m.DD = pyo.Set(initialize=pairs, dimen=2, ordered=True)
+    lex_weight = {g: 2 ** (LEX_VGS - 1 - k) for k, g in enumerate(m.G) if k < LEX_VGS}
+
+    # sum_g 2^(K-1-k_g) pv_ga >= sum_g 2^(K-1-k_g) pv_gb for consecutive a, b of one class
+    @m.Constraint(m.DD)
+    def identical_disks_ordered(_m, a, b):
+        if not lex_weight:
+            return pyo.Constraint.Skip
+        return sum(w * _m.pv[g, a] for g, w in lex_weight.items()) >= sum(
+            w * _m.pv[g, b] for g, w in lex_weight.items()
+        )
 
     # --- fairness, within 1 MiB of the weighted share: |W_f T_s - w_s T_f| <= W_f - 1.
     # Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
@@ -217,7 +260,19 @@ def build_partition_model(
             m.x[d, s] for s in m.S if not space_of[s].has_preference for d in m.D if d in preferred
         )
     )
-    # stage 4: sum_ds c_ds x_ds
+    # stage 5: sum_ds c_ds x_ds
+    order = order_coefficients(problem)
+    index = {d.disk_id: i for i, d in enumerate(problem.disks)}
+    # c_ds: A002620 order weight of (disk, space); 0 on classes (stage 5 needs disks)
+    m.order_weight = pyo.Param(
+        m.D,
+        m.S,
+        initialize={
+            (d, s): 0 if aggregate else order[index[d]][j]
+            for d in units
+            for j, s in enumerate(spaces)
+        },
+    )
     m.order_score = pyo.Expression(
         expr=sum(m.order_weight[d, s] * m.x[d, s] for d in m.D for s in m.S)
     )
@@ -229,20 +284,54 @@ def build_partition_model(
     return m
 
 
+def spread_pvs(
+    problem: PartitionProblem,
+    overheads: Overheads,
+    pv_count: dict[tuple[str, str], int],
+    vg_mib: dict[tuple[str, str], float],
+) -> dict[tuple[str, str], int]:
+    """PV flags pv_gd per disk from the aggregated counts (class named by its first disk).
+
+    In each class, the VGs whose PVs are fullest (vg_mib / count) are placed first, each on
+    the disks with the most room left (hardware order on ties), counting pv_mib plus an
+    even share of the VG's MiB per PV; so a VG that fills its PVs gets disks of its own.
+    The disk model then checks that the result is feasible.
+    """
+    flags: dict[tuple[str, str], int] = {}
+    size = {d.disk_id: max(0, d.size_mib - overheads.disk_mib) for d in problem.disks}
+    for disks in disk_classes(problem, overheads):
+        unit = disks[0]
+        room = {d: float(size[d]) for d in disks}
+        wanted = [(g, n) for (g, u), n in pv_count.items() if u == unit and n > 0]
+        wanted.sort(key=lambda gn: -vg_mib.get((gn[0], unit), 0.0) / gn[1])
+        for g, n in wanted:
+            per_pv = overheads.pv_mib + vg_mib.get((g, unit), 0.0) / n
+            for d in sorted(disks, key=lambda d: -room[d])[:n]:
+                room[d] -= per_pv
+                flags[g, d] = 1
+    return flags
+
+
 def add_placement_rows(
-    m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]], totals_mib: dict[str, int]
+    m: pyo.ConcreteModel,
+    fixed: list[tuple[Stage, int]],
+    totals_mib: dict[str, int],
+    pv_flags: dict[tuple[str, str], int] | None = None,
 ) -> None:
     """Fix what stages 1-4 decided, leaving only where each space's MiB sit (stage 5).
 
-    T_s and pv_gd are fixed and x becomes integer again. With T fixed, the x polytope is a
-    transportation polytope (integral), and each earlier stage's row keeps its optimal face,
-    which is integral too; so the LP optimum of stage 5 is integral and needs no branching.
+    T_s and pv_gd are fixed (to pv_flags, or else to their current values) and x becomes
+    integer again. With T fixed, the x polytope is a transportation polytope (integral),
+    and each earlier stage's row keeps its optimal face, which is integral too; so the LP
+    optimum of stage 5 is integral and needs no branching.
     """
     for s in m.S:
         m.total_mib[s].fix(totals_mib[s])
     for g in m.G:
         for d in m.D:
-            m.pv[g, d].fix(round(m.pv[g, d].value or 0))
+            flag = pv_flags.get((g, d), 0) if pv_flags is not None else m.pv[g, d].value
+            m.pv[g, d].fix(round(flag or 0))
+    m.identical_disks_ordered.deactivate()  # the PVs are fixed: nothing left to order
     for var in m.x.values():
         var.domain = pyo.NonNegativeIntegers
     m.stage_rows = pyo.ConstraintList()

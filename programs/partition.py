@@ -17,6 +17,7 @@ from formulations.partition import (
     add_placement_rows,
     build_lp_floor_model,
     build_partition_model,
+    spread_pvs,
     stages,
 )
 from model.bareon import (
@@ -154,19 +155,29 @@ def solve_layout(
     time_limit: float | None = None,
     gap: float = 0.0,
     threads: int = 1,
+    aggregate: bool = True,
 ) -> Solved:
-    """Build, solve the stages, read the layout back and check it independently."""
+    """Build, solve the stages, read the layout back and check it independently.
+
+    aggregate=False solves stages 1-4 on the disk model even with HiGHS (for comparisons).
+    """
     reason = diagnose_infeasible(problem, overheads)
     if reason is not None:
         raise InfeasibleError(reason, source=problem.source or None)
     if not problem.spaces:  # nothing to place: the empty layout is the only one
         return _empty_layout(problem, overheads, leave_preferred_empty)
+    # With HiGHS, stages 1-4 are solved on classes of identical disks (no symmetry to
+    # branch over); stage 5 then spreads that answer over the disks.  If the spread is
+    # infeasible (a class's PVs cannot be laid out as counted), everything is solved again
+    # on the disk model, whose identical disks are ordered instead.
+    aggregate = aggregate and solver == "highs"
     with Stopwatch() as watch:
         m = build_partition_model(
             problem,
             overheads,
             leave_preferred_empty=leave_preferred_empty,
             integer_placement=solver != "highs",
+            aggregate=aggregate,
         )
     plan = stages(leave_preferred_empty)
     lex_stages, placement = plan[:-1], plan[-1]
@@ -180,47 +191,79 @@ def solve_layout(
     # optimality is still proved, and ties within float noise need not be branched on.
     capacity = sum(d.size_mib for d in problem.disks)
     stage_gap = gap if gap > 0 else 0.5 / max(1, capacity * max(1, len(problem.spaces)))
+    build_s = watch.seconds
     bound: dict[str, float | None] = {}
     gaps: dict[str, float | None] = {}
     reported: dict[str, float | None] = {}
     statuses: list[Status] = []
     solve_s = 0.0
     started = time.perf_counter()
-    if objectives:
+    place = m
+    while objectives:
         lex = solve_lexicographic(
             m,
             objectives,
             solver,
-            time_limit=time_limit,
+            time_limit=_left(time_limit, started, 0.0),
             mip_gap=stage_gap,
             threads=threads,
-            build_s=watch.seconds,
+            build_s=build_s,
         )
         if not lex.has_solution:
             _no_solution(problem, lex.status)
         for k, name in enumerate(lex.names):
             bound[name], gaps[name], reported[name] = lex.bound[k], lex.gap[k], lex.objective[k]
-        statuses.append(lex.status)
         solve_s += lex.solve_s
         fixed = [
             (st, round(reported[st.name]))
             for st in lex_stages[:3]
             if reported.get(st.name) is not None
         ]
-        add_placement_rows(m, fixed, {s: _whole(m.total_mib[s].value) for s in m.S})
-        left = None
-        if time_limit is not None:
-            # stage 5 is a root LP: give it a second even when stages 1-4 used the budget
-            left = max(time_limit - (time.perf_counter() - started), 1.0)
-        last = solve(m, solver, time_limit=left, mip_gap=gap, threads=threads)
+        totals = {s: _whole(m.total_mib[s].value) for s in m.S}
+        flags = None
+        if aggregate:
+            with Stopwatch() as watch:
+                place = build_partition_model(
+                    problem,
+                    overheads,
+                    leave_preferred_empty=leave_preferred_empty,
+                    integer_placement=False,
+                )
+            build_s += watch.seconds
+            flags = spread_pvs(problem, overheads, *_pv_counts(problem, m))
+        add_placement_rows(place, fixed, totals, flags)
+        # stage 5 is a root LP: give it a second even when stages 1-4 used the budget
+        last = solve(
+            place, solver, time_limit=_left(time_limit, started, 1.0), mip_gap=gap, threads=threads
+        )
+        if aggregate and last.status is Status.INFEASIBLE:
+            aggregate = False  # the classes' PVs do not spread: solve on the disk model
+            with Stopwatch() as watch:
+                m = build_partition_model(
+                    problem,
+                    overheads,
+                    leave_preferred_empty=leave_preferred_empty,
+                    integer_placement=solver != "highs",
+                )
+            build_s += watch.seconds
+            solve_s += last.solve_s
+            objectives = [
+                Objective(st.name, getattr(m, st.name).expr, st.sense)
+                for st in lex_stages
+                if not _constant(getattr(m, st.name).expr)
+            ]
+            place = m
+            continue
+        statuses.append(lex.status)
         if not last.has_solution:
             _no_solution(problem, last.status)
         bound[placement.name], gaps[placement.name] = last.bound, last.gap
         reported[placement.name] = last.objective
         statuses.append(last.status)
         solve_s += last.solve_s
+        break
     sizes = tuple(
-        tuple(_whole(m.x[d.disk_id, s.space_id].value) for s in problem.spaces)
+        tuple(_whole(place.x[d.disk_id, s.space_id].value) for s in problem.spaces)
         for d in problem.disks
     )
     layout = Layout(sizes)
@@ -243,7 +286,7 @@ def solve_layout(
         status=str(status),
         bound={n: bound.get(n, values[n]) for n in names},
         gap={n: gaps.get(n, 0.0) for n in names},
-        build_s=watch.seconds,
+        build_s=build_s,
         solve_s=solve_s,
     )
 
@@ -265,6 +308,23 @@ def _empty_layout(
         build_s=0.0,
         solve_s=0.0,
     )
+
+
+def _left(time_limit: float | None, started: float, floor: float) -> float | None:
+    """What is left of the time limit (at least `floor` seconds), or None without a limit."""
+    if time_limit is None:
+        return None
+    return max(time_limit - (time.perf_counter() - started), floor, 0.01)
+
+
+def _pv_counts(
+    problem: PartitionProblem, m: Any
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float]]:
+    """From the class model: PVs per (VG, class) and the MiB of the VG's LVs in the class."""
+    lvs = {vg.vg_id: vg.lv_ids for vg in problem.vgs}
+    counts = {(g, d): _whole(m.pv[g, d].value) for g in m.G for d in m.D}
+    mib = {(g, d): sum(m.x[d, s].value or 0.0 for s in lvs[g]) for g in m.G for d in m.D}
+    return counts, mib
 
 
 def _no_solution(problem: PartitionProblem, status: Status) -> None:

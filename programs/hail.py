@@ -520,7 +520,14 @@ def allocate_one(
         if group is None:
             return None, f"Wrong number of elems found with name {group_name}", []
         sc = screen(states, group, d, required_nodes, nics, restrict)
+        if sc.error is not None:  # hail's `fail` inside findAllocation: the bare message
+            return None, sc.error, []
         out = solve_group(states, sc, d, drbd, opts)
+        if out.solved and group.alloc_policy == "unallocable":
+            # hail places into an unallocable group when it is named; the checker (and
+            # Ganeti's policy) forbid it, so exalloc reports hail's message and declines
+            why = f"group {group.name} is unallocable; exalloc does not place instances there"
+            return None, f"{out.message()}, {why}", [out]
         return (out if out.solved else None), out.message(), [out]
     outcomes = [
         solve_group(states, screen(states, g, d, required_nodes, nics, restrict), d, drbd, opts)
@@ -675,6 +682,10 @@ def multi_allocate(
                 response_json(False, f"Wrong number of elems found with name {group_name}", []),
                 "multi-allocate",
             )
+        if g.alloc_policy == "unallocable":  # hail would still use it (see allocate_one)
+            why = f"group {g.name} is unallocable; exalloc does not place instances there"
+            info, result = multi_allocate_response([], [(r.name, why) for r in req.instances])
+            return HailReport(response_json(True, info, result), "multi-allocate")
         groups = [g]
     else:
         groups = [g for g in _groups_with_nodes(cluster) if g.alloc_policy != "unallocable"]

@@ -596,3 +596,52 @@ def test_instance_names_must_be_new(capsys, tmp_path) -> None:
     path.write_text(json.dumps(data))
     code, out, err = run_cli(capsys, str(path))
     assert code == 1 and "db-c already exists" in err and "Traceback" not in err
+
+
+def _three_groups(seed: int) -> dict:
+    rng = random.Random(seed)
+    data = gen.allocate(
+        rng,
+        rng.choice((4, 6, 9)),
+        template="drbd" if seed % 3 == 0 else "plain",
+        groups=3,
+        drbd_share=0.3,
+    )
+    for group in data["nodegroups"].values():
+        group["alloc_policy"] = rng.choice(("preferred", "preferred", "last_resort", "unallocable"))
+    if seed % 5 == 0:
+        data["request"]["group_name"] = rng.choice(["group1", "group2", "group3"])
+    return data
+
+
+def test_group_policies_and_group_name_like_hail(ganeti, tmp_path) -> None:
+    """preferred / last_resort / unallocable groups, with and without group_name (no online
+    nodes, not enough online nodes); a named unallocable group is the one deviation."""
+    mismatches, compared = [], 0
+    for seed in range(150):
+        text = json.dumps(_three_groups(seed))
+        path = tmp_path / "p.json"
+        path.write_text(text)
+        mine = ours(text)
+        if "exalloc does not place" in mine["info"]:
+            continue
+        compared += 1
+        theirs = real_hail(ganeti, path)
+        if not same_as_hail(theirs, mine):
+            mismatches.append((seed, theirs["info"], mine["info"]))
+    assert not mismatches, mismatches[:2]
+    assert compared >= 130
+
+
+def test_named_unallocable_group_is_declined(ganeti, tmp_path) -> None:
+    data = _trap()
+    data["nodegroups"]["uuid-dedicated"]["alloc_policy"] = "unallocable"
+    data["request"]["group_name"] = "dedicated"
+    multi = json.loads(answer(parse_request(json.dumps(data)), Options()).response)
+    assert multi["result"][0] == [] and len(multi["result"][1]) == 2
+    data["request"] = dict(data["request"]["instances"][0], type="allocate", group_name="dedicated")
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps(data))
+    assert real_hail(ganeti, path)["result"] == ["node-c"]  # hail uses it anyway
+    mine = ours(path.read_text())
+    assert mine["success"] is False and "unallocable" in mine["info"]

@@ -62,6 +62,7 @@ class NewInstance:
     exclusion_tags: tuple[str, ...] = ()  # at most one primary per node carries each tag
     forthcoming: bool = False  # only the *_forth counters change; no failover reservation
     same_as: str | None = None  # an earlier drbd instance identical to this one
+    order: int = 0  # request position of its first instance (tagged kinds have one instance)
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -314,22 +315,33 @@ def build_batch(
         ),
     )
 
-    # exclusion: Σ_{j carries tag} x[j,n] <= 1  (htools' FailTags between new instances; nodes
-    # already hosting the tag were screened out)
-    tagged = sorted(
-        {(tag, n) for i in instances for tag in i.exclusion_tags for n in prim_of[i.name]}
-    )
-    m.exclusion = pyo.Constraint(
-        tagged,
+    # exclusion tags between new instances (htools' FailTags; nodes already hosting a tag were
+    # screened out). Every primary adds its tags to the node, but only a non-forthcoming
+    # instance is checked against them, in request order:
+    # tag_once:  Σ_{non-forthcoming j with tag} x[j,n] <= 1
+    # tag_order: x[j,n] + x[k,n] <= 1 for forthcoming k before non-forthcoming j, sharing a tag
+    checked = [i for i in instances if i.exclusion_tags and not i.forthcoming]
+    unchecked = [i for i in instances if i.exclusion_tags and i.forthcoming]
+    once = sorted({(tag, n) for i in checked for tag in i.exclusion_tags for n in prim_of[i.name]})
+    m.tag_once = pyo.Constraint(
+        once,
         rule=lambda _m, tag, n: (
             sum(
                 m.x[i.name, n]
-                for i in instances
+                for i in checked
                 if tag in i.exclusion_tags and n in xs_of_set[i.name]
             )
             <= 1
         ),
     )
+    order = sorted(
+        (j.name, k.name, n)
+        for j in checked
+        for k in unchecked
+        if k.order < j.order and set(j.exclusion_tags) & set(k.exclusion_tags)
+        for n in xs_of_set[j.name] & xs_of_set[k.name]
+    )
+    m.tag_order = pyo.Constraint(order, rule=lambda _m, j, k, n: m.x[j, n] + m.x[k, n] <= 1)
 
     # identical drbd instances (which cannot share a count variable): the later one has the
     # later primary, Σ_n rank_n · x[j',n] <= Σ_n rank_n · x[j,n] for j' = same_as(j) (an

@@ -740,8 +740,8 @@ def multi_allocate(
         key = (replace(d, name=""), tuple(prims), tuple(secs), frozenset(forbidden))
         same_as = twin_of.get(key) if drbd else None
         twin_key = key
-        if drbd:  # drbd instances keep one kind each; identical ones are ordered instead
-            key = (r.name,)
+        if drbd or d.exclusion_tags:  # one kind each: drbd twins are ordered instead, and
+            key = (r.name,)  # exclusion tags are checked in request order
         if key in kind_of:
             kind = kind_of[key]
             members[kind].append(r.name)
@@ -765,6 +765,7 @@ def multi_allocate(
                 exclusion_tags=d.exclusion_tags,
                 forthcoming=d.forthcoming,
                 same_as=same_as,
+                order=len(demands) - 1,
             )
         )
     rank = {n.name: i for i, n in enumerate(cluster.nodes)}

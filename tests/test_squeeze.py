@@ -267,3 +267,22 @@ def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
     cpsat = json.loads(out)
     assert cpsat["status"] == highs["status"] == "optimal"
     assert cpsat["objective"] == highs["objective"] and cpsat["checker"]["ok"]
+
+
+def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
+    """hsqueeze's quirk (§4): an offline `?` node cannot host the probe, so the mode is
+    expand; exalloc then needs no node (capacity after the plan counts online nodes)."""
+    text = (ganeti.data_dir / "hsqueeze-underutilized.data").read_text()
+    text = text.replace(
+        "node-01-005|512|0|385|1052|1052|9|N|fake-uuid-01|1\n",
+        "node-01-005|512|0|385|1052|1052|9|N|fake-uuid-01|1\n"
+        "node-01-006|?|?|?|?|?|?|Y|fake-uuid-01|1\n",
+    )
+    path = tmp_path / "q.data"
+    path.write_text(text)
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(path)], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert real == "'Nodes to online'\n"
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path))
+    assert code == 0 and out == "'Nodes to online'\n"

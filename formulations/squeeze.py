@@ -365,11 +365,15 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
             staying = [m.y[s, n] for s in ss if (s, n) in count]
             k = problem.fixed_tag_counts.get((n, e), 0) + sum(count.get((s, n), 0) for s in ss)
             for i in ii:
-                here = mirrored[i].current[0] == n
-                k += here
+                mi = mirrored[i]
+                k += mi.current[0] == n
                 for i2, kk in as_primary.get(n, ()):
                     if i2 == i:
-                        (staying if here else arriving).append(m.x[i, kk])
+                        # only the unchanged pair stays: a new secondary re-places the
+                        # instance, and the checker re-tests its primary
+                        ch = mi.choices[kk]
+                        same = (ch.primary, ch.secondary) == mi.current
+                        (staying if same else arriving).append(m.x[i, kk])
             if arriving:
                 rows.append((e, n, k, arriving, staying, problem.fixed_tag_counts.get((n, e), 0)))
     m.EN = pyo.Set(initialize=[(r[0], r[1]) for r in rows], dimen=2)

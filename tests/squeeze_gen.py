@@ -7,7 +7,7 @@ consistent reported free memory, so both htools and exalloc load them without wa
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model.cluster import (
     DEFAULT_ISPEC_MAX,
@@ -114,4 +114,51 @@ def ext_cluster(spec: SqueezeSpec) -> Cluster:
         nodes=tuple(nodes),
         instances=tuple(placed),
         cluster_policy=POLICY,
+    )
+
+
+def mixed_cluster(spec: SqueezeSpec) -> Cluster:
+    """`ext_cluster` plus a few DRBD pairs, plain instances, exclusion tags and an instance
+    with auto_balance off: the cases where identity matters."""
+    rng = random.Random(spec.seed + 7919)
+    base = ext_cluster(spec)
+    insts = list(base.instances)
+    nodes = {n.name: n for n in base.nodes}
+    online = [n.name for n in base.nodes if n.online]
+    for k in range(rng.randint(0, 4) if len(online) > 1 else 0):
+        p, s = rng.sample(online, 2)
+        mem, disk = rng.choice((512, 1024, 2048)), rng.choice((10240, 40960))
+        status = rng.choice(("running", "ADMIN_down"))
+        insts.append(Instance(f"drbd-{k}", mem, (Disk(disk),), 1, status, True, p, s, "drbd"))
+        used = mem if status == "running" else 0
+        nodes[p] = replace(
+            nodes[p],
+            free_memory_mib=nodes[p].free_memory_mib - used,
+            free_disk_mib=nodes[p].free_disk_mib - disk,
+        )
+        nodes[s] = replace(nodes[s], free_disk_mib=nodes[s].free_disk_mib - disk)
+    for k in range(rng.randint(0, 2)):
+        p = rng.choice(online)
+        auto = rng.random() < 0.5
+        insts.append(
+            Instance(f"plain-{k}", 512, (Disk(10240),), 1, "running", auto, p, None, "plain")
+        )
+        nodes[p] = replace(
+            nodes[p],
+            free_memory_mib=nodes[p].free_memory_mib - 512,
+            free_disk_mib=nodes[p].free_disk_mib - 10240,
+        )
+    tags: tuple[str, ...] = ()
+    if insts and rng.random() < 0.5:
+        tags = ("htools:iextags:svc",)
+        for k in rng.sample(range(len(insts)), min(4, len(insts))):
+            insts[k] = replace(insts[k], tags=(rng.choice(("svc:a", "svc:b")),))
+    if insts and rng.random() < 0.3:
+        k = rng.randrange(len(insts))
+        insts[k] = replace(insts[k], auto_balance=False)
+    return replace(
+        base,
+        instances=tuple(insts),
+        nodes=tuple(nodes[n.name] for n in base.nodes),
+        cluster_tags=tags,
     )

@@ -286,3 +286,41 @@ def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, caps
     assert real == "'Nodes to online'\n"
     code, out, _ = run_cli(capsys, "squeeze", "-t", str(path))
     assert code == 0 and out == "'Nodes to online'\n"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_mixed_clusters_give_checked_plans(seed: int) -> None:
+    """DRBD pairs, plain instances, tags, standby nodes, every move mode and random factors:
+    a plan always comes out, and `plan` only returns plans the checker accepted."""
+    import argparse
+    import random
+
+    from squeeze_gen import mixed_cluster
+
+    rng = random.Random(seed)
+    spec = SqueezeSpec(
+        nodes=rng.randint(3, 9),
+        instances=rng.randint(4, 36),
+        standby=rng.randint(0, 2),
+        seed=seed,
+        max_fill=rng.choice((0.5, 0.7, 0.9)),
+    )
+    cluster = mixed_cluster(spec)
+    for move in ("ext", "drbd", "all"):
+        args = argparse.Namespace(
+            minimal_resources=float(rng.choice((0, 1, 2, 3, 6))),
+            target_resources=float(rng.choice((0, 1, 2, 3))),
+            move=move,
+            print_commands="-",
+            save=None,
+            verbose=2,
+            no_headers=False,
+            solver="highs",
+            time_limit=30.0,
+            gap=0.0,
+            threads=1,
+            json=False,
+        )
+        report = squeeze.plan(cluster, args)
+        assert report.mode in ("offline", "online", "none")
+        assert report.text() and report.to_json()["status"] in ("optimal", "feasible", "infeasible")

@@ -33,7 +33,7 @@ from formulations.squeeze import (
     build_type_aggregate,
     objectives,
 )
-from model.check import Move, check_squeeze
+from model.check import Move, Violation, check_squeeze
 from model.cluster import Cluster, Instance
 from model.errors import CheckFailedError, InputError, SolverError
 from model.resources import (
@@ -846,7 +846,7 @@ def plan(cluster: Cluster, args: Any) -> SqueezeReport:
         probe,
         powered_on_nodes=on,
     )
-    violations = report.violations
+    violations = _not_preexisting(cluster, report.violations, moves)
     if not_enough:  # the probe cannot fit everywhere: only the plan itself must hold
         violations = tuple(v for v in violations if v.kind != "probe")
     if violations and mode != "none":
@@ -893,6 +893,26 @@ def plan(cluster: Cluster, args: Any) -> SqueezeReport:
         not_enough_capacity=not_enough,
         checker={"ok": not violations, "objectives": _jsonable(report.objectives)},
     )
+
+
+def _not_preexisting(
+    cluster: Cluster, violations: Sequence[Violation], moves: Sequence[Migration]
+) -> tuple[Violation, ...]:
+    """The checker's verdict minus what the plan did not cause: an instance that may not move
+    and already sat on an offline node stays there (htools' hsqueeze then does nothing;
+    the exact plan still frees what it can around it)."""
+    moved = {m.instance for m in moves}
+    offline = {n.name for n in cluster.nodes if n.offline}
+
+    def preexisting(v: Violation) -> bool:
+        return (
+            v.kind in ("primary_offline", "secondary_offline")
+            and v.instance is not None
+            and v.instance not in moved
+            and v.node in offline
+        )
+
+    return tuple(v for v in violations if not preexisting(v))
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:

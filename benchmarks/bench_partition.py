@@ -1,7 +1,8 @@
 """Benchmark `exalloc partition`: disks x spaces, Pyomo build and solve timed separately.
 
-    python -m benchmarks.bench_partition                   # 4, 24, 100 disks x 10, 40 spaces
-    python -m benchmarks.bench_partition --solver cpsat --format bareon --repeat 3
+    python -m benchmarks.bench_partition --repeat 3     # 4, 24, 100 disks x 10, 40 spaces,
+                                                        # formats allocator, bareon, ironic
+    python -m benchmarks.bench_partition --solver cpsat --format bareon --disks 4
 
 Instances are generated from a seed: a quarter of the disks are SSDs (457,862 MiB), the
 rest HDDs (3,815,447 MiB); spaces are LVs in four VGs and partitions, a third with min/max
@@ -60,33 +61,36 @@ def instance(n_disks: int, n_spaces: int, seed: int = 0) -> PartitionProblem:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--solver", choices=("highs", "cpsat"), default="highs")
-    parser.add_argument("--format", choices=tuple(OVERHEADS_BY_FORMAT), default="allocator")
+    parser.add_argument(
+        "--format", choices=tuple(OVERHEADS_BY_FORMAT), nargs="*", default=list(OVERHEADS_BY_FORMAT)
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--disks", type=int, nargs="*", default=[4, 24, 100])
     parser.add_argument("--spaces", type=int, nargs="*", default=[10, 40])
     parser.add_argument("--time-limit", type=float, default=None)
     opts = parser.parse_args(argv)
-    overheads = OVERHEADS_BY_FORMAT[opts.format]
-    print(f"solver={opts.solver} format={opts.format} repeat={opts.repeat} (median seconds)")
-    print(f"{'disks':>5} {'spaces':>6} {'vars':>6} {'build_s':>8} {'solve_s':>8} "
+    print(f"solver={opts.solver} repeat={opts.repeat} (median seconds)")
+    print(f"{'format':>9} {'disks':>5} {'spaces':>6} {'vars':>6} {'build_s':>8} {'solve_s':>8} "
           f"{'total_s':>8} {'status':>8} {'unalloc':>8}")  # fmt: skip
-    for n_disks in opts.disks:
-        for n_spaces in opts.spaces:
-            problem = instance(n_disks, n_spaces)
-            builds, solves, last = [], [], None
-            for _ in range(opts.repeat):
-                last = solve_layout(
-                    problem, overheads, solver=opts.solver, time_limit=opts.time_limit
+    for output_format in opts.format:
+        overheads = OVERHEADS_BY_FORMAT[output_format]
+        for n_disks in opts.disks:
+            for n_spaces in opts.spaces:
+                problem = instance(n_disks, n_spaces)
+                builds, solves, last = [], [], None
+                for _ in range(opts.repeat):
+                    last = solve_layout(
+                        problem, overheads, solver=opts.solver, time_limit=opts.time_limit
+                    )
+                    builds.append(last.build_s)
+                    solves.append(last.solve_s)
+                build, solve = statistics.median(builds), statistics.median(solves)
+                print(
+                    f"{output_format:>9} {n_disks:>5} {n_spaces:>6} {n_disks * n_spaces:>6} "
+                    f"{build:>8.3f} {solve:>8.3f} {build + solve:>8.3f} {last.status:>8} "
+                    f"{last.check.unallocated_mib:>8}",
+                    flush=True,
                 )
-                builds.append(last.build_s)
-                solves.append(last.solve_s)
-            build, solve = statistics.median(builds), statistics.median(solves)
-            print(
-                f"{n_disks:>5} {n_spaces:>6} {n_disks * n_spaces:>6} {build:>8.3f} "
-                f"{solve:>8.3f} {build + solve:>8.3f} {last.status:>8} "
-                f"{last.check.unallocated_mib:>8}",
-                flush=True,
-            )
     return 0
 
 

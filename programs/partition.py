@@ -159,47 +159,57 @@ def solve_layout(
 ) -> Solved:
     """Build, solve the stages, read the layout back and check it independently.
 
-    aggregate=False solves stages 1-4 on the disk model even with HiGHS (for comparisons).
+    aggregate=False solves stages 1-4 on the disk model only, even with HiGHS (to compare).
     """
     reason = diagnose_infeasible(problem, overheads)
     if reason is not None:
         raise InfeasibleError(reason, source=problem.source or None)
     if not problem.spaces:  # nothing to place: the empty layout is the only one
         return _empty_layout(problem, overheads, leave_preferred_empty)
-    # With HiGHS, stages 1-4 are solved on classes of identical disks (no symmetry to
-    # branch over); stage 5 then spreads that answer over the disks.  If the spread is
-    # infeasible (a class's PVs cannot be laid out as counted), everything is solved again
-    # on the disk model, whose identical disks are ordered instead.
-    aggregate = aggregate and solver == "highs"
-    with Stopwatch() as watch:
-        m = build_partition_model(
-            problem,
-            overheads,
-            leave_preferred_empty=leave_preferred_empty,
-            integer_placement=solver != "highs",
-            aggregate=aggregate,
-        )
+    # With HiGHS, stages 1-4 are solved first on classes of identical disks (no symmetry
+    # to branch over) and stage 5 spreads that answer over the disks; then on the disk
+    # model, whose identical disks are ordered instead; each with two random seeds. The
+    # next attempt is taken when the classes' PVs do not spread over the disks, or when a
+    # stage after the first (or stage 5) reports infeasible: the previous stage's solution
+    # satisfies every row, so that is HiGHS's floating point (MiB-sized rows beside PV
+    # integers), which another seed or model gets through.
     plan = stages(leave_preferred_empty)
     lex_stages, placement = plan[:-1], plan[-1]
-    objectives = [
-        Objective(st.name, getattr(m, st.name).expr, st.sense)
-        for st in lex_stages
-        if not _constant(getattr(m, st.name).expr)
-    ]
+    if solver == "highs":
+        attempts = [(aggregate, 0), (aggregate, 1), (False, 0), (False, 1)]
+        attempts = list(dict.fromkeys(attempts))  # aggregate=False: the disk model only
+    else:
+        attempts = [(False, 0)]
     # Every stage objective of stages 1-4 is an integer of magnitude at most
     # |S| * capacity, so a relative gap of 0.5 / that bound is an absolute gap below 1:
     # optimality is still proved, and ties within float noise need not be branched on.
     capacity = sum(d.size_mib for d in problem.disks)
     stage_gap = gap if gap > 0 else 0.5 / max(1, capacity * max(1, len(problem.spaces)))
-    build_s = watch.seconds
-    bound: dict[str, float | None] = {}
-    gaps: dict[str, float | None] = {}
-    reported: dict[str, float | None] = {}
-    statuses: list[Status] = []
-    solve_s = 0.0
+    build_s = solve_s = 0.0
     started = time.perf_counter()
-    place = m
-    while objectives:
+    for attempt, (on_classes, seed) in enumerate(attempts):
+        final = attempt + 1 == len(attempts)
+        with Stopwatch() as watch:
+            m = build_partition_model(
+                problem,
+                overheads,
+                leave_preferred_empty=leave_preferred_empty,
+                integer_placement=solver != "highs",
+                aggregate=on_classes,
+            )
+        build_s += watch.seconds
+        objectives = [
+            Objective(st.name, getattr(m, st.name).expr, st.sense)
+            for st in lex_stages
+            if not _constant(getattr(m, st.name).expr)
+        ]
+        bound: dict[str, float | None] = {}
+        gaps: dict[str, float | None] = {}
+        reported: dict[str, float | None] = {}
+        statuses: list[Status] = []
+        place = m
+        if not objectives:
+            break
         lex = solve_lexicographic(
             m,
             objectives,
@@ -207,13 +217,17 @@ def solve_layout(
             time_limit=_left(time_limit, started, 0.0),
             mip_gap=stage_gap,
             threads=threads,
-            build_s=build_s,
+            seed=seed,
+            build_s=watch.seconds,
         )
+        solve_s += lex.solve_s
         if not lex.has_solution:
             _no_solution(problem, lex.status)
+        if Status.INFEASIBLE in (st.status for st in lex.stages) and not final:
+            continue
         for k, name in enumerate(lex.names):
             bound[name], gaps[name], reported[name] = lex.bound[k], lex.gap[k], lex.objective[k]
-        solve_s += lex.solve_s
+        statuses.append(lex.status)
         fixed = [
             (st, round(reported[st.name]))
             for st in lex_stages[:3]
@@ -221,7 +235,7 @@ def solve_layout(
         ]
         totals = {s: _whole(m.total_mib[s].value) for s in m.S}
         flags = None
-        if aggregate:
+        if on_classes:
             with Stopwatch() as watch:
                 place = build_partition_model(
                     problem,
@@ -234,33 +248,21 @@ def solve_layout(
         add_placement_rows(place, fixed, totals, flags)
         # stage 5 is a root LP: give it a second even when stages 1-4 used the budget
         last = solve(
-            place, solver, time_limit=_left(time_limit, started, 1.0), mip_gap=gap, threads=threads
+            place,
+            solver,
+            time_limit=_left(time_limit, started, 1.0),
+            mip_gap=gap,
+            threads=threads,
+            seed=seed,
         )
-        if aggregate and last.status is Status.INFEASIBLE:
-            aggregate = False  # the classes' PVs do not spread: solve on the disk model
-            with Stopwatch() as watch:
-                m = build_partition_model(
-                    problem,
-                    overheads,
-                    leave_preferred_empty=leave_preferred_empty,
-                    integer_placement=solver != "highs",
-                )
-            build_s += watch.seconds
-            solve_s += last.solve_s
-            objectives = [
-                Objective(st.name, getattr(m, st.name).expr, st.sense)
-                for st in lex_stages
-                if not _constant(getattr(m, st.name).expr)
-            ]
-            place = m
+        solve_s += last.solve_s
+        if last.status is Status.INFEASIBLE and not final:
             continue
-        statuses.append(lex.status)
         if not last.has_solution:
             _no_solution(problem, last.status)
         bound[placement.name], gaps[placement.name] = last.bound, last.gap
         reported[placement.name] = last.objective
         statuses.append(last.status)
-        solve_s += last.solve_s
         break
     sizes = tuple(
         tuple(_whole(place.x[d.disk_id, s.space_id].value) for s in problem.spaces)

@@ -95,8 +95,16 @@ def build_batch(
     *,
     place_all: bool = False,
     last_resort: frozenset[str] = frozenset(),
+    shared_pairs: frozenset[tuple[str, str]] | None = None,
 ) -> pyo.ConcreteModel:
     """The joint placement model; `place_all` forces every instance to be placed.
+
+    `shared_pairs`: the (primary, secondary) pairs whose failover reservation is summed over
+    several new drbd instances; elsewhere one new instance per pair is assumed, which keeps
+    the model O(instances × nodes). None sums on every pair (exact, O(instances × nodes²)).
+    `shared_pairs_used(m)` tells which pairs a solution shares, so a caller can add them and
+    solve again until the answer uses no pair it was not exact on (then it is optimal too:
+    a relaxation's optimum that is feasible for the exact model is its optimum).
 
     `last_resort` names the nodes of last-resort groups: hail uses them only when no
     preferred group can take an instance, so the batch puts as few instances there as it can
@@ -290,13 +298,31 @@ def build_batch(
             <= by_name[n].free_memory_forth_mib - 1
         ),
     )
-    # reserve: r[s] >= peers_s[p] + Σ_j f_j · z[j,p,s],  z[j,p,s] >= x[j,p] + y[j,s] - 1
+    # reserve, one instance per (j, s): with p* the primary of j,
+    # r[s] >= peers_s[p*] + f_j when y[j,s] = 1, written as
+    # r[s] >= Σ_{p in peers(s)} peers_s[p] · x[j,p] + f_j - M_js · (1 - y[j,s]),
+    # M_js = f_j + max peers_s. Exact unless two new instances share the pair (p, s):
+    reserving = [
+        (j, s) for j, s in m.JS if s in m.r and not inst[j].forthcoming and inst[j].failover_mib > 0
+    ]
+
+    def single_reserve(_m, j, s):
+        peers = by_name[s].peers_mib
+        big_m = inst[j].failover_mib + max(peers.values(), default=0)
+        return m.r[s] >= sum(v * m.x[j, p] for p, v in peers.items() if p in xs_of_set[j]) + inst[
+            j
+        ].failover_mib - big_m * (1 - m.y[j, s])
+
+    m.reserve_one = pyo.Constraint(reserving, rule=single_reserve)
+    # ... so for the pairs in `shared_pairs` (or all pairs when None) the sum is exact:
+    # r[s] >= peers_s[p] + Σ_j f_j · z[j,p,s],  z[j,p,s] >= x[j,p] + y[j,s] - 1
     pairs = [
         (j, p, s)
-        for j, s in m.JS
-        if s in m.r and not inst[j].forthcoming and inst[j].failover_mib > 0
+        for j, s in reserving
         for p in prim_of[j]
-        if p != s and by_name[p].group == by_name[s].group
+        if p != s
+        and by_name[p].group == by_name[s].group
+        and (shared_pairs is None or (p, s) in shared_pairs)
     ]
     m.z = pyo.Var(pairs, domain=pyo.Binary, doc="z[j,p,s] = 1 when j is on the pair (p, s)")
     m.z_and = pyo.Constraint(
@@ -370,6 +396,17 @@ def build_batch(
 
 def _is_secondary(m: pyo.ConcreteModel, n: str) -> bool:
     return any(s == n for _, s in m.JS)
+
+
+def shared_pairs_used(m: pyo.ConcreteModel) -> frozenset[tuple[str, str]]:
+    """(primary, secondary) pairs that carry two or more reserving new drbd instances."""
+    on_pair: dict[tuple[str, str], int] = {}
+    placed = {j: p for j, p in m.JP if pyo.value(m.x[j, p]) > 0.5}
+    for j, s in m.reserve_one:
+        if j in placed and pyo.value(m.y[j, s]) > 0.5:
+            key = (placed[j], s)
+            on_pair[key] = on_pair.get(key, 0) + 1
+    return frozenset(k for k, n in on_pair.items() if n > 1)
 
 
 def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:

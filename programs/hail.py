@@ -59,6 +59,9 @@ REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocator
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
 NO_PRIMARY = ""
 DELEGATE_ENV = "EXALLOC_HAIL_DELEGATE"
+# multi-allocate with drbd: rounds of adding shared (primary, secondary) pairs before the
+# model sums the failover reservation on every pair
+MAX_PAIR_ROUNDS = 4
 REQUEST_TYPES = {
     "RelocateRequest": "relocate",
     "NodeEvacuateRequest": "node-evacuate",
@@ -793,23 +796,39 @@ def multi_allocate(
                 for n in cluster.nodes
                 if cluster.group_of(n).alloc_policy == "last_resort" and n.name in kept
             )
-            m = form.build_batch(nodes, pruned, last_resort=last)
-        objs = form.batch_objectives(m)
-        lex = solve_lexicographic(
-            m,
-            objs,
-            solver=opts.solver,
-            time_limit=opts.time_limit,
-            mip_gap=opts.gap,
-            threads=opts.threads,
-            build_s=sw.seconds,
-        )
-        runs = (SolverRun.of(opts.solver, lex),)
-        if not lex.has_solution:
-            raise SolverError(
-                f"multi-allocate: the solver stopped with {lex.status} before finding any "
-                f"batch (raise --time-limit?)"
+        # drbd: start with one new instance per (primary, secondary) pair and add the pairs a
+        # solution shares until it shares none it was not exact on (a few rounds at most)
+        shared: frozenset[tuple[str, str]] | None = frozenset()
+        build_s, solve_s = sw.seconds, 0.0
+        deadline = None if opts.time_limit is None else time.perf_counter() + opts.time_limit
+        for attempt in range(MAX_PAIR_ROUNDS + 1):
+            with Stopwatch() as sw:
+                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
+            build_s += sw.seconds
+            objs = form.batch_objectives(m)
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.5)
+            lex = solve_lexicographic(
+                m,
+                objs,
+                solver=opts.solver,
+                time_limit=left,
+                mip_gap=opts.gap,
+                threads=opts.threads,
+                build_s=build_s,
             )
+            solve_s += lex.solve_s
+            runs = (replace(SolverRun.of(opts.solver, lex), build_s=build_s, solve_s=solve_s),)
+            if not lex.has_solution:
+                raise SolverError(
+                    f"multi-allocate: the solver stopped with {lex.status} before finding any "
+                    f"batch (raise --time-limit?)"
+                )
+            if shared is None:
+                break
+            missing = form.shared_pairs_used(m) - shared
+            if not missing:
+                break
+            shared = None if attempt + 1 == MAX_PAIR_ROUNDS else shared | missing
         chosen = {
             name: where
             for kind, spots in form.batch_solution(m).items()

@@ -161,3 +161,24 @@ def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
     assert lex.status == Status.OPTIMAL
     assert form.single_solution(m) == ("p0", "s2")
     assert tuple(round(v) for v in lex.objective[:2]) == (0, 2)
+
+
+@pytest.mark.parametrize("seed", [2, 4, 5, 8])
+def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, seed) -> None:
+    """Several drbd instances on one (primary, secondary) pair: the one-per-pair model is
+    refined until exact; its answer equals the model that sums on every pair."""
+    rng = random.Random(seed)
+    data = gen.multi_allocate(
+        rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
+    )
+    inp = parse_request(json.dumps(data))
+    lazy = answer(inp, Options())
+    assert lazy.runs[0].status == Status.OPTIMAL
+    build = form.build_batch
+    monkeypatch.setattr(
+        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
+    )
+    exact = answer(inp, Options())
+    for key in ("lost_allocations_total", "remaining_disk_mib"):
+        assert lazy.objectives[key] == exact.objectives[key]
+    assert len(lazy.placements) == len(exact.placements) == 3

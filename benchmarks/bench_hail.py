@@ -1,6 +1,6 @@
 """Benchmark `exalloc hail` against the real hail on generated dedicated clusters.
 
-    python -m benchmarks.bench_hail                      # allocate 100/500/1000, multi 10/50 on 200
+    python -m benchmarks.bench_hail      # allocate 100/500/1000; multi 10/50 plain, 10 drbd on 200
     python -m benchmarks.bench_hail --allocate 1000 --multi '' --repeat 3
     python -m benchmarks.bench_hail --json results.json
 
@@ -97,11 +97,15 @@ def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: P
     }
 
 
-def bench_multi(n_nodes: int, n_instances: int, args: argparse.Namespace, tmp: Path) -> dict:
-    rng = random.Random(9000 + n_instances)
-    data = gen.multi_allocate(rng, n_nodes, n_instances, odd_nodes=False, fits=True)
+def bench_multi(
+    n_nodes: int, n_instances: int, args: argparse.Namespace, tmp: Path, template: str = "plain"
+) -> dict:
+    rng = random.Random(9000 + n_instances + (template == "drbd"))
+    data = gen.multi_allocate(
+        rng, n_nodes, n_instances, template=template, odd_nodes=False, fits=True
+    )
     text = json.dumps(data)
-    path = tmp / f"multi-{n_nodes}-{n_instances}.json"
+    path = tmp / f"multi-{n_nodes}-{n_instances}-{template}.json"
     path.write_text(text)
     hail_s, hail_out = _best([str(REAL_HAIL), str(path)], args.repeat)
     ex_s, ex_out = _best(_exalloc_cmd(path, args.solver, args.time_limit), args.repeat)
@@ -112,6 +116,7 @@ def bench_multi(n_nodes: int, n_instances: int, args: argparse.Namespace, tmp: P
         "problem": "multi-allocate",
         "nodes": n_nodes,
         "instances": n_instances,
+        "template": template,
         "hail_s": hail_s,
         "exalloc_s": ex_s,
         "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
@@ -135,7 +140,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             hq = "same node(s)" if r["same"] else "DIFFERENT"
             eq = "/".join(r["result"]) or "(fails)"
         else:
-            size = f"{r['instances']} instances, {r['nodes']} nodes"
+            size = f"{r['instances']} {r['template']} instances, {r['nodes']} nodes"
             hq, eq = str(tuple(r["hail_quality"])), str(tuple(r["exalloc_quality"]))
         out.append(
             f"| {r['problem']} | {size} | {r['hail_s']:.3f} | {r['exalloc_s']:.2f} | "
@@ -150,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allocate", default="100,500,1000", help="node counts ('' for none)")
     p.add_argument("--templates", default="plain,drbd")
     p.add_argument("--multi", default="10,50", help="batch sizes on --multi-nodes ('' for none)")
+    p.add_argument("--multi-drbd", default="10", help="drbd batch sizes ('' for none)")
     p.add_argument("--multi-nodes", type=int, default=200)
     p.add_argument("--repeat", type=int, default=1, help="runs per tool; the best counts")
     p.add_argument("--solver", default="highs", choices=("highs", "cpsat"))
@@ -163,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             for template in [t for t in args.templates.split(",") if t]:
                 rows.append(bench_allocate(n, template, args, tmp))
                 print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-        for k in [int(x) for x in args.multi.split(",") if x]:
-            rows.append(bench_multi(args.multi_nodes, k, args, tmp))
-            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+        for template, sizes in (("plain", args.multi), ("drbd", args.multi_drbd)):
+            for k in [int(x) for x in sizes.split(",") if x]:
+                rows.append(bench_multi(args.multi_nodes, k, args, tmp, template))
+                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))

@@ -4,7 +4,8 @@ Pipeline: IAllocator request → hail's candidate screening (policy, strict `add
 failure counts; spec §3, `Dedicated.hs`) → exact lexicographic MIP (`formulations/dedicated`)
 → independent checker (`model.check`) → hail's response JSON. allocate answers exactly as
 hail does (same node(s), same info); multi-allocate places the whole batch jointly.
-Requests hail would not handle with the dedicated algorithm get `success:false` saying so.
+Requests hail would not handle with the dedicated algorithm get `success:false` saying so,
+or, with $EXALLOC_HAIL_DELEGATE set, the real hail's answer. See docs/hail.md.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from solvers import LexResult, Status, Stopwatch, solve_lexicographic
 
 REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
-NO_PRIMARY = ""
+NO_PRIMARY = ""  # a primary name no node has: the secondary's peer reservation is 0
 DELEGATE_ENV = "EXALLOC_HAIL_DELEGATE"
 # multi-allocate with drbd: rounds of adding shared (primary, secondary) pairs before the
 # model sums the failover reservation on every pair
@@ -67,7 +68,7 @@ REQUEST_TYPES = {
     "NodeEvacuateRequest": "node-evacuate",
     "ChangeGroupRequest": "change-group",
     "AllocateSecondaryRequest": "allocate-secondary",
-}  # a primary name no node has: the secondary's peer reservation is 0
+}
 
 
 # --------------------------------------------------------------------------------------

@@ -52,7 +52,16 @@ from model.resources import (
     secondary_shortfalls,
 )
 from model.text_backend import load_text, save_text
-from solvers import LexResult, SolveResult, Status, Stopwatch, solve, solve_lexicographic
+from solvers import (
+    LexResult,
+    Objective,
+    SolveResult,
+    Status,
+    Stopwatch,
+    solve,
+    solve_lexicographic,
+)
+from solvers.result import relative_gap
 
 STANDBY_PREFIX = "htools:standby:"
 STANDBY_AUTO = "htools:standby:auto"
@@ -407,6 +416,45 @@ class Solution:
     pairs: dict[int, int] = field(default_factory=dict)  # DRBD instance -> chosen pair
 
 
+def _moves_cap(problem: SqueezeProblem) -> int:
+    """An upper bound on the moves objective: every instance moves, DRBD at its dearest."""
+    return sum(sh.total for sh in problem.shapes) + sum(
+        max(c.cost for c in mi.choices) for mi in problem.mirrored if mi.choices
+    )
+
+
+def _blended(problem: SqueezeProblem, nodes: Objective, moves: Objective) -> Objective:
+    """Nodes then moves as one objective, W·nodes ∓ moves with W above any moves value: the
+    same optimum as the two stages, in one solve (a second stage with DRBD pair binaries
+    starts without an incumbent and can stall)."""
+    weight = _moves_cap(problem) + 1
+    sign = -1 if nodes.sense == "max" else 1
+    return Objective("nodes_then_moves", weight * nodes.expr + sign * moves.expr, nodes.sense)
+
+
+def _unblend(
+    problem: SqueezeProblem, res: LexResult, nodes: Objective, moves: Objective
+) -> LexResult:
+    """Split a blended run back into its two stages (values read off the loaded solution)."""
+    stage = res.stages[0]
+    cap = _moves_cap(problem)
+    weight = cap + 1
+    n_val, m_val = float(round(pyo.value(nodes.expr))), float(round(pyo.value(moves.expr)))
+    if stage.status is Status.OPTIMAL:
+        n_bound, m_bound = n_val, m_val
+    elif stage.bound is None:
+        n_bound, m_bound = None, None
+    elif nodes.sense == "max":
+        n_bound, m_bound = float(math.floor((stage.bound + cap) / weight)), None
+    else:
+        n_bound, m_bound = float(max(math.ceil((stage.bound - cap) / weight), 0)), None
+    stages = tuple(
+        replace(stage, objective=v, bound=b, gap=relative_gap(v, b), solve_s=t)
+        for v, b, t in ((n_val, n_bound, stage.solve_s), (m_val, m_bound, 0.0))
+    )
+    return LexResult.from_stages((nodes.name, moves.name), stages, res.build_s)
+
+
 def _merge(first: LexResult, rest: LexResult) -> LexResult:
     """One result for stages solved in two runs (the first fixed before the rest). When the
     rest found nothing in time, the first run's plan (still loaded) stands, unproven."""
@@ -443,19 +491,25 @@ def solve_mip(built: Built, args: Any) -> Solution:
     left = args.time_limit
     first: LexResult | None = None
     if objs and objs[0].name in ("nodes_freed", "nodes_powered_on"):
+        blend = bool(problem.mirrored) and len(objs) > 1 and objs[1].name == "moves"
         first = solve_lexicographic(
             model,
-            objs[:1],
+            [_blended(problem, objs[0], objs[1])] if blend else objs[:1],
             args.solver,
             time_limit=left,
             mip_gap=args.gap,
             threads=args.threads,
             build_s=sw.seconds,
         )
+        node_obj = objs[0]
+        if blend and first.has_solution:
+            first = _unblend(problem, first, objs[0], objs[1])
+            model.moves_stage = pyo.Constraint(expr=objs[1].expr <= round(first.objective[1]))
+            objs = objs[1:]
         if first.has_solution and first.objective[0] is not None:
             value = round(first.objective[0])
             model.first_stage = pyo.Constraint(
-                expr=objs[0].expr >= value if objs[0].sense == "max" else objs[0].expr <= value
+                expr=node_obj.expr >= value if node_obj.sense == "max" else node_obj.expr <= value
             )
             decided = len(problem.decided())
             n_fixed = len(problem.nodes) - decided

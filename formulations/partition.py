@@ -344,6 +344,42 @@ def add_placement_rows(
     m.placement_objective = pyo.Objective(expr=m.order_score.expr, sense=pyo.maximize)
 
 
+def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> None:
+    """Stage 4 once more as an LP: the integers as found, the totals T_s continuous.
+
+    With pv and the fairness integers fixed, the rows of x are a network matrix (the space
+    rows, and per disk the laminar VG and capacity rows) and each stage row keeps an optimal
+    face, so the LP's optimal vertices have whole-MiB totals. The program uses it to repair
+    a stage 4 that HiGHS closed short of the optimum in floating point (seen: 1 MiB).
+    remove_polish_rows undoes every change.
+    """
+    for var in (*m.pv.values(), *m.share_unit.values(), *m.group_rest.values()):
+        var.fix(round(var.value or 0))
+    for var in m.member_rest.values():
+        var.fix(round(var.value or 0))
+    for var in m.total_mib.values():
+        var.domain = pyo.NonNegativeReals
+    m.polish_rows = pyo.ConstraintList()
+    for stage, value in fixed:
+        expr = getattr(m, stage.name).expr
+        # stage_expr <= value (min) or stage_expr >= value (max)
+        m.polish_rows.add(expr <= value if stage.sense == "min" else expr >= value)
+    # maximise sum_s a_s T_s
+    m.polish_objective = pyo.Objective(expr=m.space_order.expr, sense=pyo.maximize)
+
+
+def remove_polish_rows(m: pyo.ConcreteModel) -> None:
+    """Undo add_polish_rows: integers free again, totals integer, rows and objective gone."""
+    for var in (*m.pv.values(), *m.share_unit.values(), *m.group_rest.values()):
+        var.unfix()
+    for var in m.member_rest.values():
+        var.unfix()
+    for var in m.total_mib.values():
+        var.domain = pyo.NonNegativeIntegers
+    m.del_component(m.polish_objective)
+    m.del_component(m.polish_rows)
+
+
 def stages(leave_preferred_empty: bool) -> tuple[Stage, ...]:
     """The lexicographic stages in order."""
     return STAGES_LEAVE_PREFERRED_EMPTY if leave_preferred_empty else STAGES

@@ -133,3 +133,31 @@ def test_classes_and_disks_give_the_same_stage_values(seed):
     assert check_layout(problem, solved.layout, IRONIC_OVERHEADS).ok
     on_disks = solve_layout(problem, IRONIC_OVERHEADS, aggregate=False)
     assert stage_values(on_disks) == stage_values(solved)
+
+
+def test_multi_terabyte_case_gets_every_mib_of_space_order():
+    # HiGHS closed stage 4 of the class model 1 MiB short here (p1 at 1029120 of its max
+    # 1029121, p2 one more); the LP with the integers fixed repairs it.
+    disks = [
+        {"id": f"d{i}", "size": size}
+        for i, size in enumerate([3815447, 1907729, 3815447, 1907729, 3815447])
+    ]
+    schema = [
+        {"id": "vg0", "type": "vg", "contains": ["lv0", "lv3"]},
+        {"id": "vg1", "type": "vg", "contains": ["lv1"]},
+        {"id": "vg2", "type": "vg", "contains": ["lv2"]},
+        {"id": "lv0", "type": "lv"},
+        {"id": "lv1", "type": "lv", "min_size": 1264148},
+        {"id": "lv2", "type": "lv", "max_size": 1673543, "weight": 0.5, "best_with_disks": ["d2"]},
+        {"id": "lv3", "type": "lv", "min_size": 1641546},
+        {"id": "p1", "type": "partitions", "max_size": 1029121, "weight": 3},
+        {"id": "p2", "type": "partitions", "min_size": 1722817, "max_size": 3545922},
+    ]
+    problem = problem_from_data(schema, {"disks": disks})
+    solved = solve_layout(problem, BAREON_OVERHEADS)
+    assert solved.status == "optimal"
+    assert check_layout(problem, solved.layout, BAREON_OVERHEADS).ok
+    assert solved.layout.total_mib(4) == 1029121  # p1 at its max
+    assert stage_values(solved) == stage_values(
+        solve_layout(problem, BAREON_OVERHEADS, aggregate=False)
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -62,6 +63,15 @@ def _solver_options(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="print one JSON object on stdout",
     )
+
+
+def _program(name: str) -> Callable[[argparse.Namespace], object]:
+    """The `run(args)` of programs/NAME.py, imported only when its command runs (start-up time)."""
+
+    def run(args: argparse.Namespace) -> object:
+        return importlib.import_module(f"programs.{name}").run(args)
+
+    return run
 
 
 def _static_kvm_option(parser: argparse.ArgumentParser) -> None:
@@ -130,13 +140,7 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
         help="like bareon-allocator: spaces without disk preference never use a preferred disk",
     )
     _solver_options(p)
-    p.set_defaults(run=_run_partition)
-
-
-def _run_partition(args: argparse.Namespace) -> object:
-    from programs import partition
-
-    return partition.run(args)
+    p.set_defaults(run=_program("partition"))
 
 
 def _add_hail(sub: argparse._SubParsersAction) -> None:
@@ -156,13 +160,7 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
     )
     _static_kvm_option(p)
     _solver_options(p)
-    p.set_defaults(run=_run_hail)
-
-
-def _run_hail(args: argparse.Namespace) -> object:
-    from programs import hail
-
-    return hail.run(args)
+    p.set_defaults(run=_program("hail"))
 
 
 def _add_squeeze(sub: argparse._SubParsersAction) -> None:
@@ -226,13 +224,7 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     )
     _static_kvm_option(p)
     _solver_options(p)
-    p.set_defaults(run=_run_squeeze)
-
-
-def _run_squeeze(args: argparse.Namespace) -> object:
-    from programs import squeeze
-
-    return squeeze.run(args)
+    p.set_defaults(run=_program("squeeze"))
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -297,13 +289,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         help="write each Bareon pair as schema.yaml + hw.yaml in its own folder",
     )
     _solver_options(p)
-    p.set_defaults(run=_run_generate)
-
-
-def _run_generate(args: argparse.Namespace) -> object:
-    from programs import generate
-
-    return generate.run(args)
+    p.set_defaults(run=_program("generate"))
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
@@ -325,13 +311,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         help="give up on the greedy tool after SECONDS (default 300)",
     )
     _solver_options(p)
-    p.set_defaults(run=_run_compare)
-
-
-def _run_compare(args: argparse.Namespace) -> object:
-    from programs import compare
-
-    return compare.run(args)
+    p.set_defaults(run=_program("compare"))
 
 
 def _add_batch(sub: argparse._SubParsersAction) -> None:
@@ -355,13 +335,7 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
     _solver_options(p)
-    p.set_defaults(run=_run_batch)
-
-
-def _run_batch(args: argparse.Namespace) -> object:
-    from programs import batch
-
-    return batch.run(args)
+    p.set_defaults(run=_program("batch"))
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -374,13 +348,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         help="an HTML file (plots inline), or a folder for PNG files",
     )
     _solver_options(p)
-    p.set_defaults(run=_run_report)
-
-
-def _run_report(args: argparse.Namespace) -> object:
-    from programs import report
-
-    return report.run(args)
+    p.set_defaults(run=_program("report"))
 
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (

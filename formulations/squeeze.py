@@ -318,19 +318,20 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
             <= nodes[n].n1_room_memory_mib * m.on[n]
         ),
     )
-    # disk: Σ_{i,k touching n} disk[i]·x[i,k] ≤ room_disk[n]; spindles likewise
+    # disk: Σ_{i,k touching n} disk[i]·x[i,k] ≤ room_disk[n]·on[n]; spindles likewise
     m.ND = pyo.Set(initialize=sorted(touching), ordered=True)
     m.disk = pyo.Constraint(
         m.ND,
         rule=lambda m, n: (
-            sum(mirrored[i].disk_mib * m.x[i, k] for i, k in touching[n]) <= nodes[n].room_disk_mib
+            sum(mirrored[i].disk_mib * m.x[i, k] for i, k in touching[n])
+            <= max(nodes[n].room_disk_mib, 0) * m.on[n]
         ),
     )
     m.spindles = pyo.Constraint(
         m.ND,
         rule=lambda m, n: (
             sum(mirrored[i].spindle_use * m.x[i, k] for i, k in touching[n])
-            <= nodes[n].room_spindles
+            <= max(nodes[n].room_spindles, 0.0) * m.on[n]
         ),
     )
 

@@ -81,6 +81,7 @@ def build_partition_model(
     leave_preferred_empty: bool = False,
     integer_placement: bool = True,
     aggregate: bool = False,
+    integer_totals: bool = True,
 ) -> pyo.ConcreteModel:
     """The MIP with one Expression per stage (see STAGES); it has no active objective.
 
@@ -94,6 +95,10 @@ def build_partition_model(
     disks holding a PV of g.  Stages 1-4 depend only on these sums, so this model has the
     same stage 1-4 optimum whenever its answer can be spread over the disks, and none of
     the symmetry between identical disks; order_score (stage 5) needs the disk model.
+
+    integer_totals=False (with continuous x) makes T_s continuous for spaces outside every
+    fairness group: for fixed PV and fairness integers the stage optima are integral (see
+    add_polish_rows), whose LP then gives whole-MiB totals; HiGHS branches on fewer columns.
     """
     m = pyo.ConcreteModel(name="bareon_partition")
     spaces = [s.space_id for s in problem.spaces]
@@ -199,6 +204,11 @@ def build_partition_model(
         for i, w in zip(g.space_indexes, g.weights, strict=True)
     ]
     weight = {(f, s): w for f, s, w in members}
+    if not integer_totals:
+        fair = {s for _, s, _ in members}
+        for s in spaces:
+            if s not in fair:
+                m.total_mib[s].domain = pyo.NonNegativeReals
     m.F = pyo.Set(initialize=range(len(groups)), ordered=True)
     m.FS = pyo.Set(initialize=[(f, s) for f, s, _ in members], dimen=2, ordered=True)
     m.share_unit = pyo.Var(
@@ -357,6 +367,10 @@ def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> Non
         var.fix(round(var.value or 0))
     for var in m.member_rest.values():
         var.fix(round(var.value or 0))
+    # the totals that are integer in the model, to restore
+    m.polish_integer_totals = pyo.Set(
+        initialize=[s for s in m.S if m.total_mib[s].is_integer()], ordered=True
+    )
     for var in m.total_mib.values():
         var.domain = pyo.NonNegativeReals
     m.polish_rows = pyo.ConstraintList()
@@ -369,13 +383,14 @@ def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> Non
 
 
 def remove_polish_rows(m: pyo.ConcreteModel) -> None:
-    """Undo add_polish_rows: integers free again, totals integer, rows and objective gone."""
+    """Undo add_polish_rows: integers free again, totals as before, rows and objective gone."""
     for var in (*m.pv.values(), *m.share_unit.values(), *m.group_rest.values()):
         var.unfix()
     for var in m.member_rest.values():
         var.unfix()
-    for var in m.total_mib.values():
-        var.domain = pyo.NonNegativeIntegers
+    for s in m.polish_integer_totals:
+        m.total_mib[s].domain = pyo.NonNegativeIntegers
+    m.del_component(m.polish_integer_totals)
     m.del_component(m.polish_objective)
     m.del_component(m.polish_rows)
 

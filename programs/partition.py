@@ -199,6 +199,7 @@ def solve_layout(
                 leave_preferred_empty=leave_preferred_empty,
                 integer_placement=solver != "highs",
                 aggregate=on_classes,
+                integer_totals=not on_classes,
             )
         build_s += watch.seconds
         objectives = [
@@ -239,9 +240,11 @@ def solve_layout(
         if solver == "highs" and reported.get("space_order") is not None:
             polished, polish_s = _polish_space_order(m, fixed, reported["space_order"], threads)
             solve_s += polish_s
-            if polished is not None:
+            if polished is not None and polished > reported["space_order"]:
                 reported["space_order"] = polished
                 bound["space_order"] = max(bound["space_order"] or polished, polished)
+        if not all(_integral(var.value) for var in m.total_mib.values()) and not final:
+            continue  # continuous totals that the polish LP did not make whole
         totals = {s: _whole(m.total_mib[s].value) for s in m.S}
         flags = None
         if on_classes:
@@ -324,11 +327,11 @@ def _empty_layout(
 def _polish_space_order(
     m: Any, fixed: list[tuple[Stage, int]], found: float, threads: int
 ) -> tuple[float | None, float]:
-    """Stage 4 as an LP with the integers fixed (add_polish_rows): its value if it is
-    better (else None), and the solve time.
+    """Stage 4 as an LP with the integers fixed (add_polish_rows): its value, or None when
+    it is unusable (then the stage 4 solution is put back as it was), and the solve time.
 
-    The LP's vertex has whole-MiB totals; a better value than `found` means HiGHS stopped
-    short in floating point. Otherwise the stage 4 solution is put back as it was.
+    The LP's vertex has whole-MiB totals, also for totals that were continuous in the
+    model; a better value than `found` means HiGHS stopped short in floating point.
     """
     kept = [(var, var.value) for var in (*m.x.values(), *m.total_mib.values())]
     add_polish_rows(m, fixed)
@@ -336,18 +339,21 @@ def _polish_space_order(
         result = solve(m, "highs", threads=threads)
     finally:
         remove_polish_rows(m)
-    totals = [var.value for var in m.total_mib.values()]
-    better = (
+    usable = (
         result.status is Status.OPTIMAL
         and result.objective is not None
-        and result.objective >= found + 0.5
-        and all(t is not None and abs(t - round(t)) <= 1e-6 for t in totals)
+        and result.objective >= found - 0.5
+        and all(_integral(var.value) for var in m.total_mib.values())
     )
-    if not better:
+    if not usable:
         for var, value in kept:
             var.set_value(value, skip_validation=True)
         return None, result.solve_s
     return float(round(result.objective)), result.solve_s
+
+
+def _integral(value: float | None) -> bool:
+    return value is not None and abs(value - round(value)) <= 1e-6
 
 
 def _left(time_limit: float | None, started: float, floor: float) -> float | None:

@@ -1,18 +1,21 @@
 """Integer Bareon disk layout: whole MiB of each space on each disk (issue 5).
 
-Sets      D disks (hw order), S spaces (schema order), G volume groups, F fairness groups
+Sets      D disks (hw order), S spaces (schema order), G volume groups, F fairness groups;
+          with aggregate=True, D is the classes of identical disks (disk_classes)
 Params    cap_d   = size_d - disk overhead (MiB)           min_s, max_s (MiB, totals)
-          pv_mib  = LVM metadata per PV                      c_ds = A002620 order weight
-          R_s     = right disks of s                         w_fs = integer weight, W_f = sum
-          a_s     = |S| - position of s (schema order)
+          n_d     = disks in d (1, or a class's size)       c_ds = A002620 order weight
+          pv_mib  = LVM metadata per PV                      w_fs = integer weight, W_f = sum
+          R_s     = right disks of s                         a_s = |S| - position of s
 Vars      x_ds in Z>=0   MiB of space s on disk d            T_s in Z>=0 total of s
-          pv_gd in {0,1} VG g has a physical volume on disk d (only when pv_mib > 0)
+          pv_gd in 0..n_d  disks of d with a physical volume of VG g (only when pv_mib > 0)
           k_f, r_f, y_fs in Z>=0  fairness: T_f = W_f k_f + r_f, T_s = w_s k_f + y_fs
 Stages    1 min off_preferred   2 max right_disk   3 max allocated (or min wrong_disk)
           4 max space_order (sum a_s T_s)   5 max order_score (sum c_ds x_ds)
-The program solves stages 1-4 lexicographically, then stage 5 with every T_s, every
-space's MiB on its right disks and the PVs fixed (add_placement_rows): a transportation
-problem, whose LP optimum is integral, so the huge A002620 objective needs no branching.
+The program solves stages 1-4 lexicographically (with HiGHS on disk classes, then
+spread_pvs), polishes stage 4 as an LP with the integers fixed (add_polish_rows), then
+solves stage 5 on the disk model with every T_s, every space's MiB on its right disks and
+the PVs fixed (add_placement_rows): a transportation problem, whose LP optimum is
+integral, so the huge A002620 objective needs no branching.
 """
 
 from __future__ import annotations
@@ -358,9 +361,10 @@ def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> Non
     """Stage 4 once more as an LP: the integers as found, the totals T_s continuous.
 
     With pv and the fairness integers fixed, the rows of x are a network matrix (the space
-    rows, and per disk the laminar VG and capacity rows) and each stage row keeps an optimal
-    face, so the LP's optimal vertices have whole-MiB totals. The program uses it to repair
-    a stage 4 that HiGHS closed short of the optimum in floating point (seen: 1 MiB).
+    rows, and per disk or class the laminar VG and capacity rows) and each stage row keeps
+    an optimal face, so the LP's optimal vertices have whole-MiB totals. The program uses it
+    to make continuous totals whole and to repair a stage 4 that HiGHS closed short of the
+    optimum in floating point (seen: 1 MiB).
     remove_polish_rows undoes every change.
     """
     for var in (*m.pv.values(), *m.share_unit.values(), *m.group_rest.values()):

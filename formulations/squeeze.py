@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyomo.environ as pyo
 
@@ -525,8 +526,10 @@ def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
     return m
 
 
-def add_evenness_cut(model: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on: int) -> None:
-    """A valid row for the utilisation stage once at most `nodes_on` nodes are on.
+def evenness_cut(
+    model: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on: int
+) -> tuple[Any, float, None] | None:
+    """A valid row (expr, lb, ub) for the utilisation stage once at most `nodes_on` nodes are on.
 
     From util·t_mem[n] ≥ K·(fixed_used[n]·on[n] + load[n]) on every node, summed:
     util · T ≥ K · (Σ_n fixed_used[n]·on[n] + Σ all movable memory), with T the largest
@@ -539,10 +542,10 @@ def add_evenness_cut(model: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on
     others = sorted((n.total_memory_mib for n in nodes if n.state != "on"), reverse=True)
     cap = sum(fixed) + sum(others[: max(nodes_on - len(fixed), 0)])
     if cap <= 0:
-        return
+        return None
     movable = sum(sh.memory_mib * sh.total for sh in problem.shapes) + sum(
         mi.memory_mib for mi in problem.mirrored
     )
     used = sum(nd.fixed_used_memory_mib * model.on[n] for n, nd in enumerate(nodes))
-    # evenness_cut: util ≥ K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) / T
-    model.evenness_cut = pyo.Constraint(expr=model.util >= UTIL_SCALE / cap * (used + movable))
+    # evenness_cut: util − K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) / T ≥ 0
+    return (model.util - UTIL_SCALE / cap * (used + movable), 0.0, None)

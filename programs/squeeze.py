@@ -28,9 +28,9 @@ from formulations.squeeze import (
     Shape,
     SqueezeNode,
     SqueezeProblem,
-    add_evenness_cut,
     build_model,
     build_type_aggregate,
+    evenness_cut,
     objectives,
 )
 from model.check import Move, Violation, check_squeeze
@@ -435,7 +435,7 @@ def _blended(problem: SqueezeProblem, nodes: Objective, moves: Objective) -> Obj
 def _unblend(
     problem: SqueezeProblem, res: LexResult, nodes: Objective, moves: Objective
 ) -> LexResult:
-    """Split a blended run back into its two stages (values read off the loaded solution)."""
+    """Split a blended first stage back into its two stages (values read off the plan)."""
     stage = res.stages[0]
     cap = _moves_cap(problem)
     weight = cap + 1
@@ -448,20 +448,12 @@ def _unblend(
         n_bound, m_bound = float(math.floor((stage.bound + cap) / weight)), None
     else:
         n_bound, m_bound = float(max(math.ceil((stage.bound - cap) / weight), 0)), None
-    stages = tuple(
+    split = tuple(
         replace(stage, objective=v, bound=b, gap=relative_gap(v, b), solve_s=t)
         for v, b, t in ((n_val, n_bound, stage.solve_s), (m_val, m_bound, 0.0))
     )
-    return LexResult.from_stages((nodes.name, moves.name), stages, res.build_s)
-
-
-def _merge(first: LexResult, rest: LexResult) -> LexResult:
-    """One result for stages solved in two runs (the first fixed before the rest). When the
-    rest found nothing in time, the first run's plan (still loaded) stands, unproven."""
-    if not rest.has_solution:
-        return replace(first, status=Status.FEASIBLE)
-    stages = first.stages + rest.stages
-    return LexResult.from_stages(first.names + rest.names, stages, first.build_s)
+    names = (nodes.name, moves.name, *res.names[1:])
+    return LexResult.from_stages(names, split + res.stages[1:], res.build_s)
 
 
 def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict, dict]:
@@ -480,59 +472,40 @@ def _read(model: pyo.ConcreteModel, built: Built) -> tuple[dict[int, bool], dict
 def solve_mip(built: Built, args: Any) -> Solution:
     """The single per-node MIP, solved lexicographically.
 
-    The node-count stage runs first on its own; its value then bounds how many nodes are on,
-    which makes `add_evenness_cut` valid for the later stages (same optimum, faster proof).
+    With DRBD pairs, nodes and moves are one blended stage (same optimum). Once the node
+    count is fixed, it bounds how many nodes are on, which makes the formulation's evenness
+    cut valid for the later stages (same optimum, faster proof).
     """
     problem = built.problem
     with Stopwatch() as sw:
         model = build_model(problem)
         objs = objectives(model, problem)
-    t0 = time.perf_counter()
-    left = args.time_limit
-    first: LexResult | None = None
-    if objs and objs[0].name in ("nodes_freed", "nodes_powered_on"):
-        blend = bool(problem.mirrored) and len(objs) > 1 and objs[1].name == "moves"
-        first = solve_lexicographic(
-            model,
-            [_blended(problem, objs[0], objs[1])] if blend else objs[:1],
-            args.solver,
-            time_limit=left,
-            mip_gap=args.gap,
-            threads=args.threads,
-            build_s=sw.seconds,
-        )
-        node_obj = objs[0]
-        if blend and first.has_solution:
-            first = _unblend(problem, first, objs[0], objs[1])
-            model.moves_stage = pyo.Constraint(expr=objs[1].expr <= round(first.objective[1]))
-            objs = objs[1:]
-        if first.has_solution and first.objective[0] is not None:
-            value = round(first.objective[0])
-            model.first_stage = pyo.Constraint(
-                expr=node_obj.expr >= value if node_obj.sense == "max" else node_obj.expr <= value
-            )
-            decided = len(problem.decided())
-            n_fixed = len(problem.nodes) - decided
-            nodes_on = n_fixed + (decided - value if problem.mode == SHRINK else value)
-            add_evenness_cut(model, problem, nodes_on)
-            objs = objs[1:]
-            if left is not None:
-                left = max(left - (time.perf_counter() - t0), 0.01)
-    res: LexResult = (
-        solve_lexicographic(
-            model,
-            objs,
-            args.solver,
-            time_limit=left,
-            mip_gap=args.gap,
-            threads=args.threads,
-            build_s=0.0 if first else sw.seconds,
-        )
-        if (first is None or first.has_solution)
-        else first
+    node_stage = bool(objs) and objs[0].name in ("nodes_freed", "nodes_powered_on")
+    blend = node_stage and bool(problem.mirrored) and len(objs) > 1 and objs[1].name == "moves"
+    stages = [_blended(problem, objs[0], objs[1]), *objs[2:]] if blend else objs
+
+    def evenness_after_node_stage(k: int, _value: float) -> list:
+        if k != 0 or not node_stage:
+            return []
+        count = round(pyo.value(objs[0].expr))  # the fixed stage's plan is loaded
+        decided = len(problem.decided())
+        n_fixed = len(problem.nodes) - decided
+        nodes_on = n_fixed + (decided - count if problem.mode == SHRINK else count)
+        row = evenness_cut(model, problem, nodes_on)
+        return [row] if row is not None else []
+
+    res = solve_lexicographic(
+        model,
+        stages,
+        args.solver,
+        time_limit=args.time_limit,
+        mip_gap=args.gap,
+        threads=args.threads,
+        build_s=sw.seconds,
+        stage_rows=evenness_after_node_stage,
     )
-    if first is not None and res is not first:
-        res = _merge(first, res)
+    if blend and res.has_solution:
+        res = _unblend(problem, res, objs[0], objs[1])
     if not res.has_solution:
         return Solution(
             {},

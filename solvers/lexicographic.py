@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import pyomo.environ as pyo
@@ -21,6 +21,10 @@ from solvers.result import LexResult, Objective, SolveResult, Status, classify
 FIX_TOL = 1e-6
 #: Floor on a stage's time budget so a late stage still gets a chance to run.
 MIN_STAGE_S = 0.01
+
+
+#: Rows (expr, lb, ub) that become valid once stage k is fixed at its value: cuts a caller knows.
+StageRows = Callable[[int, float], Sequence[tuple[Any, float | None, float | None]]]
 
 
 class Session(Protocol):
@@ -78,11 +82,14 @@ def solve_lexicographic(
     threads: int = 1,
     seed: int = 0,
     build_s: float = 0.0,
+    stage_rows: StageRows | None = None,
 ) -> LexResult:
     """Optimise `objectives` in order, each stage fixed as a row before the next.
 
     time_limit covers the whole run. A stage that ends feasible-not-optimal is fixed at its
     incumbent, so later stages stay feasible; the run stops after a stage with no solution.
+    stage_rows(k, value), called with stage k's solution loaded, returns further rows that
+    the fixing makes valid (cuts that speed up the later proofs); they are added with it.
     The model's own objectives are deactivated meanwhile; every added component is removed
     at the end and the objectives are re-activated. Variable values of the last solution stay.
     """
@@ -106,6 +113,8 @@ def solve_lexicographic(
                 break
             if k + 1 < len(objectives):
                 session.add_bound(obj.expr, *fixing_bounds(obj, res.objective))
+                for expr, lb, ub in stage_rows(k, res.objective) if stage_rows else ():
+                    session.add_bound(expr, lb, ub)
     finally:
         session.close()
     return LexResult.from_stages(names, tuple(stages), build_s)

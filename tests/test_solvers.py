@@ -281,6 +281,24 @@ def test_lexicographic_order_matters(backend: str) -> None:
     assert [s["name"] for s in d["stages"]] == ["cost", "value", "half_y"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lexicographic_stage_rows_join_the_fixing_row(backend: str) -> None:
+    """Rows returned after stage k constrain the later stages, and are removed afterwards."""
+    m = lex_model()
+    n_components = len(list(m.component_objects()))
+    seen: list[tuple[int, float, float]] = []
+
+    def rows(k: int, value: float) -> list:
+        seen.append((k, value, pyo.value(m.cost)))  # the stage's plan is loaded when called
+        return [(m.value, None, 2)] if k == 0 else []  # after cost: value <= 2 (option 2)
+
+    res = solve_lexicographic(m, lex_objectives(m), backend, stage_rows=rows)
+    assert res.objective == pytest.approx((1.0, 2.0, 0.5))
+    assert pyo.value(m.x[2]) == 1
+    assert seen == [(0, 1.0, 1.0), (1, 2.0, 1.0)]
+    assert len(list(m.component_objects())) == n_components
+
+
 def test_lexicographic_highs_translates_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stages re-use one persistent HiGHS instance instead of re-translating the model."""
     from pyomo.contrib.solver.solvers.highs import Highs

@@ -482,6 +482,15 @@ def _location_exclusion_pairs(state: NodeState, d: InstanceDemand) -> list[tuple
     return [(loc, ex) for loc in sorted(state.location_tags) for ex in d.exclusion_tags]
 
 
+def _forthcoming_storage(state: NodeState, d: InstanceDemand) -> dict[str, int]:
+    """A loaded forthcoming instance reserves its local disk and spindles only in `*_forth`."""
+    return {
+        "free_disk_forth_mib": state.free_disk_forth_mib
+        - (d.disk_mib if d.uses_local_storage else 0),
+        "free_spindles_forth": _new_free_spindles(state, state.free_spindles_forth, d, +1),
+    }
+
+
 def load_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -> NodeState:
     """Register an existing primary (`setPri`): reported free memory/disk already include it."""
     forth = dict(
@@ -493,13 +502,7 @@ def load_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -
         instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return _evolve(
-            state,
-            **forth,
-            free_disk_forth_mib=state.free_disk_forth_mib
-            - (d.disk_mib if d.uses_local_storage else 0),
-            free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
-        )
+        return _evolve(state, **forth, **_forthcoming_storage(state, d))
     return _evolve(
         state,
         **forth,
@@ -523,13 +526,7 @@ def load_secondary(state: NodeState, d: InstanceDemand) -> NodeState:
         instance_spindles_forth=_new_instance_spindles(state, state.instance_spindles_forth, d, +1),
     )
     if d.forthcoming:
-        return _evolve(
-            state,
-            **forth,
-            free_disk_forth_mib=state.free_disk_forth_mib
-            - (d.disk_mib if d.uses_local_storage else 0),
-            free_spindles_forth=_new_free_spindles(state, state.free_spindles_forth, d, +1),
-        )
+        return _evolve(state, **forth, **_forthcoming_storage(state, d))
     return _evolve(
         state,
         **forth,

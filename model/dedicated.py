@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from model.resources import MAX_REPEAT, InstanceDemand, NodeState
@@ -34,6 +35,19 @@ DISK_FORTH = "disk_forth"
 SPINDLES_FORTH = "spindles_forth"
 SPINDLE_RATIO_FORTH = "spindle_ratio_forth"
 VCPU_FORTH = "vcpu_forth"
+ROW_KINDS = (
+    MEMORY,
+    DISK,
+    SPINDLES,
+    SPINDLE_RATIO,
+    N1,
+    VCPU,
+    MEMORY_FORTH,
+    DISK_FORTH,
+    SPINDLES_FORTH,
+    SPINDLE_RATIO_FORTH,
+    VCPU_FORTH,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +177,34 @@ def allocation_count(rows: tuple[CapacityRow, ...], reserve_mib: int, t: Instanc
 
 def allocation_vector(state: NodeState, tests: tuple[InstanceDemand, ...]) -> tuple[int, ...]:
     """The node's allocation vector from its capacity rows (equal to repeated strict adds)."""
-    rows = capacity_rows(state)
-    return tuple(allocation_count(rows, state.reserved_memory_mib, t) for t in tests)
+    return vector_of(tests)(state)
+
+
+def vector_of(tests: tuple[InstanceDemand, ...]) -> Callable[[NodeState], tuple[int, ...]]:
+    """`allocation_vector` for fixed test instances, their row usages taken once (hail asks
+    for the vector of every node, before and after each candidate placement)."""
+    usages = [{kind: test_usage(kind, t) for kind in ROW_KINDS} for t in tests]
+    zeros = (0,) * len(tests)
+
+    def vector(state: NodeState) -> tuple[int, ...]:
+        reserve = state.reserved_memory_mib
+        caps = []
+        for row in capacity_rows(state):
+            cap = row.cap - reserve if row.kind == N1 else row.cap
+            if cap < 0:
+                return zeros
+            caps.append((row.kind, cap))
+        out = []
+        for usage in usages:
+            best = MAX_REPEAT
+            for kind, cap in caps:
+                use = usage[kind]
+                if use > 0 and cap // use < best:
+                    best = cap // use
+            out.append(best)
+        return tuple(out)
+
+    return vector
 
 
 def format_metric(lost: tuple[int, ...], disk_mib: int) -> str:

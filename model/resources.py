@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -393,24 +393,32 @@ class NodeState:
 
 
 _NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NodeState))
-_NODE_FIELD_SET = frozenset(_NODE_FIELDS)
 
 
-def _evolve(state: NodeState, **changes: Any) -> NodeState:
-    """`dataclasses.replace` for NodeState, ~10× faster (loading 30 000 instances)."""
-    if not changes.keys() <= _NODE_FIELD_SET:
-        raise TypeError(f"unknown NodeState fields {sorted(changes.keys() - _NODE_FIELD_SET)}")
-    new = object.__new__(NodeState)
-    for name in _NODE_FIELDS:
-        object.__setattr__(new, name, changes[name] if name in changes else getattr(state, name))
-    return new
+def _compile_evolve() -> Callable[..., NodeState]:
+    """`dataclasses.replace` for NodeState, unrolled over its slots like dataclasses' own
+    generated code (~20× faster; loading 1,000 nodes evolves each state three times).
+    An unknown field is a TypeError, as with `replace`."""
+    keep = object()
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": NodeState, "_keep": keep}
+    lines = [f"def _evolve(state, *, {', '.join(f'{n}=_keep' for n in _NODE_FIELDS)}):"]
+    lines.append("    new = _new(_cls)")
+    for n in _NODE_FIELDS:
+        scope[f"_set_{n}"] = getattr(NodeState, n).__set__  # the slot, bypassing frozen
+        lines.append(f"    _set_{n}(new, state.{n} if {n} is _keep else {n})")
+    lines.append("    return new")
+    exec("\n".join(lines), scope)  # noqa: S102 - fixed text built from the field names
+    return scope["_evolve"]
+
+
+_evolve = _compile_evolve()
 
 
 # --- loading (Loader.mergeData) ---------------------------------------------------------
 
 
-def initial_state(node: Node, ipolicy: IPolicy, location_tags: frozenset[str]) -> NodeState:
-    """A node before any instance is added (`Node.create` + `setPolicy`)."""
+def initial_state(node: Node, ipolicy: IPolicy, rules: TagRules) -> NodeState:
+    """A node before any instance is added (`Node.create` + `setPolicy`, tags as loaded)."""
     return NodeState(
         name=node.name,
         group_uuid=node.group_uuid,
@@ -441,7 +449,9 @@ def initial_state(node: Node, ipolicy: IPolicy, location_tags: frozenset[str]) -
         fail_n1=True,
         vcpu_ratio=ipolicy.vcpu_ratio,
         spindle_ratio=ipolicy.spindle_ratio,
-        location_tags=location_tags,
+        location_tags=rules.node_locations(node.tags),
+        migration_tags=rules.migration_tags(node.tags),
+        receivable_migration_tags=rules.receivable_migration_tags(node.tags),
         tags=node.tags,
     )
 
@@ -587,11 +597,7 @@ def node_states(cluster: Cluster) -> ClusterState:
     states: dict[str, NodeState] = {}
     for node in cluster.nodes:
         group = cluster.group_of(node)
-        states[node.name] = _evolve(
-            initial_state(node, group.ipolicy, rules.node_locations(node.tags)),
-            migration_tags=rules.migration_tags(node.tags),
-            receivable_migration_tags=rules.receivable_migration_tags(node.tags),
-        )
+        states[node.name] = initial_state(node, group.ipolicy, rules)
     demands: dict[str, InstanceDemand] = {}
     peers: dict[str, dict[str, int]] = {name: {} for name in states}
     for inst in cluster.instances:

@@ -26,7 +26,7 @@ from typing import Any
 from formulations import dedicated as form
 from model.check import CheckReport, check_allocation
 from model.cluster import Cluster, NodeGroup
-from model.dedicated import allocation_vector, capacity_rows, format_metric
+from model.dedicated import allocation_vector, capacity_rows, format_metric, vector_of
 from model.dedicated import primary_usage as row_primary_usage
 from model.dedicated import secondary_usage as row_secondary_usage
 from model.dedicated import test_usage as row_test_usage
@@ -413,9 +413,7 @@ def solve_group(
     rank = {n.name: i for i, n in enumerate(states.cluster.nodes)}
     tests = sc.tests
 
-    def vec(st: NodeState) -> tuple[int, ...]:
-        return allocation_vector(st, tests)
-
+    vec = vector_of(tests)
     cands = []
     for n in sc.candidates:
         st = states.nodes[n]

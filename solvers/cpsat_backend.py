@@ -25,7 +25,7 @@ from ortools.sat.python import cp_model
 from pyomo.repn import generate_standard_repn
 
 from model.errors import SolverError
-from solvers.result import SolveResult, Status, classify, finite_or_none
+from solvers.result import SolveResult, Status, VarValues, classify, finite_or_none
 
 #: Largest per-row multiplier accepted to make coefficients integral (0.000001 steps).
 MAX_SCALE = 10**6
@@ -207,15 +207,15 @@ class CpSatBridge:
         values = {k: int(solver.value(iv)) for k, (_, iv) in self._vars.items()}
         return status, objective, bound, gap, values
 
-    def load(self, values: Mapping[int, int]) -> dict[str, float]:
+    def load(self, values: Mapping[int, int]) -> VarValues:
         """Write values into the Pyomo variables; return them by variable name."""
-        out: dict[str, float] = {}
+        pairs = []
         for k, (v, _) in self._vars.items():
             if k in values:
                 x = float(values[k])
                 v.set_value(x, skip_validation=True)
-                out[v.name] = x
-        return out
+                pairs.append((v, x))
+        return VarValues(pairs)
 
 
 class CpSatSession:

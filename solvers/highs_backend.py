@@ -24,6 +24,7 @@ from model.errors import SolverError
 from solvers.result import (
     SolveResult,
     Status,
+    VarValues,
     classify,
     finite_or_none,
 )
@@ -238,15 +239,15 @@ class HighsSession:
             )
         return objs[0]
 
-    def _load(self, res: Any) -> dict[str, float]:
-        values: dict[str, float] = {}
+    def _load(self, res: Any) -> VarValues:
+        pairs = []
         for var, x in res.solution_loader.get_vars().items():
             if x is None or not math.isfinite(x):
                 continue
             v = _clean_value(var, x)
             var.set_value(v, skip_validation=True)
-            values[var.name] = v
-        return values
+            pairs.append((var, v))
+        return VarValues(pairs)
 
 
 def solve_highs(

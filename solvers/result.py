@@ -30,6 +30,34 @@ class Status(enum.StrEnum):
 SOLUTION_STATUSES = frozenset({Status.OPTIMAL, Status.FEASIBLE})
 
 
+class VarValues(Mapping[str, float]):
+    """Variable values by Pyomo name, the names made only when first asked for: building
+    a name costs more than loading the value, and most callers read the model instead."""
+
+    def __init__(self, pairs: list[tuple[Any, float]]):
+        self._pairs = pairs
+        self._by_name: dict[str, float] | None = None
+
+    def _table(self) -> dict[str, float]:
+        if self._by_name is None:
+            self._by_name = {var.name: x for var, x in self._pairs}
+        return self._by_name
+
+    def __getitem__(self, name: str) -> float:
+        return self._table()[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
     """|obj - bound| / max(|obj|, 1): the denominator keeps the gap finite near zero."""
     if objective is None or bound is None:

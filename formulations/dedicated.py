@@ -18,7 +18,7 @@ Objectives (in `objectives(model)` order): [placed (batch only, max)], lost_0 â€
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
@@ -437,6 +437,49 @@ def batch_solution(m: pyo.ConcreteModel) -> dict[str, list[tuple[str, str | None
 # --------------------------------------------------------------------------------------
 
 
+def single_representatives(
+    cands: tuple[SingleCandidate, ...], drbd: bool
+) -> tuple[list[str], list[str]]:
+    """The possible primaries and secondaries, interchangeable candidates left out (exact).
+
+    Candidates of one group with the same lost vector and remaining disk in a role differ
+    only in the tie-break, which prefers the later one: of each such class the latest
+    candidate is enough, and for drbd the latest two (the latest may be the other end of
+    the pair). Nodes in a pair with an existing failover reservation stay individually.
+    On a dedicated group of identical nodes this leaves a handful of binaries.
+    """
+    pinned = {c.name for c in cands if drbd and c.secondary_lost_with}
+    pinned.update(p for c in cands if drbd for p in c.secondary_lost_with)
+    keep = 2 if drbd else 1
+
+    def role(key: Callable[[SingleCandidate], tuple | None]) -> list[str]:
+        classes: dict[tuple, list[SingleCandidate]] = {}
+        chosen = []
+        for c in cands:
+            k = key(c)
+            if k is None:
+                continue
+            if c.name in pinned:
+                chosen.append(c)
+            else:
+                classes.setdefault(k, []).append(c)
+        for members in classes.values():
+            chosen.extend(sorted(members, key=lambda c: c.rank)[-keep:])
+        return [c.name for c in sorted(chosen, key=lambda c: c.rank)]
+
+    prim = role(
+        lambda c: None if c.primary_lost is None else (c.group, c.primary_lost, c.primary_disk_mib)
+    )
+    sec = role(
+        lambda c: (
+            None
+            if not drbd or c.secondary_lost is None
+            else (c.group, c.secondary_lost, c.secondary_disk_mib)
+        )
+    )
+    return prim, sec
+
+
 def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -> pyo.ConcreteModel:
     """hail's dedicated allocate: pick the candidate (pair) with the least metric, last wins.
 
@@ -446,8 +489,7 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
     """
     m = pyo.ConcreteModel(name="dedicated_single")
     by_name = {c.name: c for c in cands}
-    prim = [c.name for c in cands if c.primary_lost is not None]
-    sec = [c.name for c in cands if drbd and c.secondary_lost is not None]
+    prim, sec = single_representatives(cands, drbd)
     m.P = pyo.Set(initialize=prim, ordered=True, doc="possible primaries")
     m.S = pyo.Set(initialize=sec, ordered=True, doc="possible secondaries (generic)")
     m.T = pyo.RangeSet(0, n_tests - 1) if n_tests else pyo.Set(initialize=[])
@@ -473,11 +515,9 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
         # distinct: x[n] + y[n] <= 1
         both = [n for n in prim if n in set(sec)]
         m.distinct = pyo.Constraint(both, rule=lambda _m, n: m.x[n] + m.y[n] <= 1)
+        in_p = set(prim)
         special = [
-            (p, s)
-            for s in sec
-            for p in by_name[s].secondary_lost_with
-            if p in by_name and by_name[p].primary_lost is not None and p != s
+            (p, s) for s in sec for p in by_name[s].secondary_lost_with if p in in_p and p != s
         ]
         bad = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is None]
         good = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is not None]
@@ -486,6 +526,9 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
         m.w = pyo.Var(good, domain=pyo.Binary, doc="w[p,s] = 1 when the pair is (p, s)")
         # pair_and: w[p,s] >= x[p] + y[s] - 1
         m.pair_and = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] >= m.x[p] + m.y[s] - 1)
+        # pair_p, pair_s: w[p,s] <= x[p], w[p,s] <= y[s]  (so w = xÂ·y whatever the signs)
+        m.pair_p = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] <= m.x[p])
+        m.pair_s = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] <= m.y[s])
         for t in range(n_tests):
             lost_expr[t] = (
                 lost_expr[t]

@@ -163,6 +163,87 @@ def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
     assert tuple(round(v) for v in lex.objective[:2]) == (0, 2)
 
 
+def _random_candidates(rng: random.Random, drbd: bool) -> tuple[form.SingleCandidate, ...]:
+    """Nodes of a few types (identical metrics: the classes), two groups, some failing
+    roles and, for drbd, existing failover reservations (some of which fail)."""
+    lost_choices = [(0, 1), (1, 1), (0, 2), (1, 0)]
+    types = [
+        (
+            rng.choice([None, *lost_choices]),
+            rng.choice([5, 7]),
+            rng.choice([None, *lost_choices]) if drbd else None,
+            rng.choice([5, 7]),
+        )
+        for _ in range(rng.randint(1, 3))
+    ]
+    n = rng.randint(2, 16)
+    cands = []
+    for i in range(n):
+        p_lost, p_disk, s_lost, s_disk = rng.choice(types)
+        with_p: dict[str, tuple[int, ...] | None] = {}
+        if drbd and s_lost is not None and rng.random() < 0.4:
+            p = f"n{n - 1 - rng.randrange(min(n, 2))}"  # several reserve for a late primary
+            if p != f"n{i}":  # a reservation for p only ever costs more
+                with_p[p] = rng.choice([None, tuple(x + 1 for x in s_lost)])
+        cands.append(
+            form.SingleCandidate(
+                name=f"n{i}",
+                rank=i,
+                group=rng.choice("aab"),
+                primary_lost=p_lost,
+                primary_disk_mib=p_disk,
+                secondary_lost=s_lost,
+                secondary_disk_mib=s_disk,
+                secondary_lost_with=with_p,
+            )
+        )
+    return tuple(cands)
+
+
+def _brute_force_single(cands: tuple[form.SingleCandidate, ...], drbd: bool) -> tuple | None:
+    """Every primary (and secondary) tried: least (lost, disk), then the later node/pair."""
+    best = None
+    for p in cands:
+        if p.primary_lost is None:
+            continue
+        pairs = [(p, None)]
+        if drbd:
+            pairs = [(p, s) for s in cands if s is not p and s.group == p.group]
+        for _, s in pairs:
+            lost, disk, tie = p.primary_lost, p.primary_disk_mib, (p.rank,)
+            if s is not None:
+                s_lost = s.secondary_lost_with.get(p.name, s.secondary_lost)
+                if s_lost is None or s.secondary_lost is None:
+                    continue
+                lost = tuple(a + b for a, b in zip(lost, s_lost, strict=True))
+                disk, tie = disk + s.secondary_disk_mib, (p.rank, s.rank)
+            key = (lost, disk, tuple(-t for t in tie))
+            if best is None or key < best[0]:
+                best = (key, p.name, None if s is None else s.name)
+    return None if best is None else best[1:]
+
+
+@pytest.mark.parametrize("drbd", [False, True])
+def test_build_single_with_representatives_is_exact(drbd: bool) -> None:
+    """Leaving out interchangeable candidates never changes the answer (checked against
+    trying every candidate and pair)."""
+    rng = random.Random(11 + drbd)
+    reduced = 0
+    for _ in range(120):
+        cands = _random_candidates(rng, drbd)
+        expected = _brute_force_single(cands, drbd)
+        if expected is None:  # hail finds no placement: the model is not built
+            continue
+        m = form.build_single(cands, 2, drbd)
+        reduced += len(m.P) + len(m.S) < sum(
+            (c.primary_lost is not None) + (drbd and c.secondary_lost is not None) for c in cands
+        )
+        lex = solve_lexicographic(m, form.single_objectives(m))
+        assert lex.status == Status.OPTIMAL
+        assert form.single_solution(m) == expected
+    assert reduced > 30  # the classes did leave candidates out
+
+
 @pytest.mark.parametrize("seed", [2, 4, 5, 8])
 def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, seed) -> None:
     """Several drbd instances on one (primary, secondary) pair: the one-per-pair model is

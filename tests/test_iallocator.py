@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import re
 import subprocess
 from pathlib import Path
@@ -320,6 +321,37 @@ def test_instance_value_rules(ganeti):
     assert parse_request(json.dumps(raw)).request.memory == 1026
     raw["request"]["disks"] = [{"size": 10, "spindles": 2}, {"size": 5}]
     assert parse_request(json.dumps(raw)).request.disks == (Disk(10, 2), Disk(5, None))
+
+
+@pytest.mark.reference
+def test_one_pass_readers_equal_the_checked_readers(ganeti, monkeypatch):
+    """The fast readers of well-formed nodes and instances give exactly what the checked,
+    key-by-key readers give: on Ganeti's requests, on odd but valid values, and on a
+    generated 200-node cluster."""
+    import dedicated_gen as gen
+
+    import model.iallocator as ia
+
+    raw = json.loads((ganeti.data_dir / "hail-alloc-drbd.json").read_text())
+    inst = raw["instances"]["instance14"]
+    inst.update(admin_state=["not", "a", "string"], forthcoming=True)
+    inst["disks"] = [{"size": 10, "spindles": 2}, {"size": 5.5}]  # Decimal: checked reader
+    node = next(iter(raw["nodes"].values()))
+    node.update(total_memory=1000.25, vm_capable=None)
+    node.pop("tags", None)
+    texts = [p.read_text() for p in valid_requests(ganeti)]
+    texts += [
+        json.dumps(raw),
+        json.dumps(gen.allocate(random.Random(3), 200, template="drbd", fits=True)),
+    ]
+    for text in texts:
+        fast = parse_request(text)
+        with monkeypatch.context() as m:
+            m.setattr(ia, "_quick_node", lambda *_: None)
+            m.setattr(ia, "_quick_base", lambda *_: None)
+            checked = parse_request(text)
+        assert fast == checked
+    assert parse_request(json.dumps(raw)).cluster.instance_index["instance14"].status == "running"
 
 
 # --------------------------------------------------------------------------- responses

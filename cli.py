@@ -7,7 +7,6 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from model.errors import ExallocError
 
@@ -17,10 +16,24 @@ EXIT_USAGE = 2
 
 
 def _version() -> str:
+    # imported here: importlib.metadata costs 25 ms, and exalloc-hail starts once per request
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("exalloc")
     except PackageNotFoundError:  # running from a source tree that was not installed
         return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        sys.stdout.write(f"exalloc {_version()}\n")
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -161,6 +174,29 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
     _static_kvm_option(p)
     _solver_options(p)
     p.set_defaults(run=_program("hail"))
+
+
+def _add_hail_server(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hail-server",
+        help="keep exalloc loaded and answer exalloc-hail calls over a Unix socket",
+        description="Answer exalloc-hail calls from a warm process (see docs/hail.md). "
+        "Stops on SIGTERM or SIGINT.",
+    )
+    p.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="socket to listen on (default: $EXALLOC_HAIL_SOCKET, else /run/exalloc/hail.sock)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="calls answered at the same time (default 2)",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_program("hail_service"))
 
 
 def _add_squeeze(sub: argparse._SubParsersAction) -> None:
@@ -354,6 +390,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_info,
     _add_hail,
+    _add_hail_server,
     _add_squeeze,
     _add_partition,
     _add_generate,
@@ -365,7 +402,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="exalloc", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"exalloc {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     _solver_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -393,7 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def hail_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point Ganeti calls as an iallocator: `exalloc-hail [OPTIONS] REQUEST.json`."""
+    """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process (the console script,
+    programs.hail_client.main, first tries a running `exalloc hail-server`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     return main(["hail", *args])
 

@@ -1,0 +1,269 @@
+"""`exalloc hail-server`: answer `exalloc-hail` calls from a process that imported everything once.
+
+The server imports the CLI, Pyomo and the solver backends, then keeps a few pre-forked
+workers waiting on a Unix socket. A worker answers exactly one call and exits, and the parent
+forks a fresh one: every call runs in a clean copy of the warm process (no state carried
+from one request to the next, a crash costs one worker), and the fork happens before the call
+arrives, not while Ganeti waits.
+
+A worker runs the call exactly as `exalloc-hail` would in process: same arguments, the
+client's working directory and EXALLOC_* environment, its stdin; stdout, stderr and the
+exit code go back to the client. Only the server's own user may connect (socket mode 0600,
+peer credentials checked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from model.errors import ExallocError
+from programs.hail_client import (
+    DEFAULT_SOCKET,
+    FORWARDED_ENV_PREFIX,
+    Call,
+    ProtocolError,
+    Reply,
+    read_all,
+    socket_path,
+)
+
+#: Exit code of a worker that could not serve (the parent logs it and forks another).
+WORKER_FAILED = 70
+#: Modules a call needs, imported before the workers are forked.
+WARM_MODULES = (
+    "cli",
+    "pyomo.environ",
+    "programs.hail",
+    "formulations.dedicated",
+    "solvers.highs_backend",
+    "solvers.cpsat_backend",
+)
+
+
+class ServerError(ExallocError):
+    """The server cannot start (socket in use, directory missing, ...)."""
+
+
+@dataclass(frozen=True)
+class ServerReport:
+    socket: str
+    served: int
+    failed: int
+
+    def text(self) -> str:
+        return f"exalloc hail-server on {self.socket}: stopped after {self.served} call(s)" + (
+            f", {self.failed} worker failure(s)" if self.failed else ""
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"socket": self.socket, "served": self.served, "worker_failures": self.failed}
+
+
+def run(args: Any) -> ServerReport:
+    """CLI entry: `exalloc hail-server [--socket PATH] [--workers N]`."""
+    path = args.socket or socket_path() or DEFAULT_SOCKET
+    if args.workers < 1:
+        raise ServerError(f"--workers must be at least 1, not {args.workers}")
+    return serve(path, args.workers, log=sys.stderr)
+
+
+def warm_up() -> list[str]:
+    """Import what a call needs, so that workers start with it loaded; return small
+    requests a fresh worker answers once before its call (see `rehearse`)."""
+    import importlib
+    import json
+
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    from model.generate import DEDICATED_IPOLICY, ClusterSpec, generate_cluster, generate_request
+
+    spec = ClusterSpec(
+        nodes=6, exclusive_storage=True, ipolicy=DEDICATED_IPOLICY, templates=("plain", "drbd")
+    )
+    cluster = generate_cluster(spec, seed=1)
+    return [json.dumps(generate_request(cluster, seed)) for seed in range(4)]
+
+
+def rehearse(requests: list[str]) -> None:
+    """Answer the warm-up requests in a fresh worker: the first request in a forked process
+    pays for copying the pages it touches (about 10 ms at 1,000 nodes); this moves that
+    cost before the call arrives. Failures do not matter here."""
+    from model.iallocator import parse_request
+    from programs.hail import answer
+
+    for text in requests:
+        with contextlib.suppress(Exception):
+            answer(parse_request(text))
+
+
+def listen(path: str) -> socket.socket:
+    """A listening socket at `path`, mode 0600; a stale socket file is replaced."""
+    if os.path.lexists(path):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise ServerError(f"{path}: exists and is not a socket")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(path)
+            except OSError:
+                os.unlink(path)  # nobody listens: left over from a server that died
+            else:
+                raise ServerError(f"{path}: another server is listening there")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except OSError as exc:
+        sock.close()
+        raise ServerError(f"{path}: cannot listen: {exc.strerror}") from None
+    finally:
+        os.umask(old_umask)
+    sock.listen(128)
+    return sock
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The connecting process's user id (Linux SO_PEERCRED: pid, uid, gid)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def run_call(call: Call, main: Callable[[list[str]], int]) -> Reply:
+    """Run `exalloc hail ARGV` as the client would have, capturing what it prints."""
+    try:
+        os.chdir(call.cwd)
+    except OSError as exc:
+        return Reply(0, "", "", refused=f"cannot enter {call.cwd}: {exc.strerror}")
+    for key in [k for k in os.environ if k.startswith(FORWARDED_ENV_PREFIX)]:
+        del os.environ[key]
+    os.environ.update(call.env)
+    sys.stdin = io.StringIO(call.stdin or "")
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(["hail", *call.argv])
+            except SystemExit as done:  # argparse: usage errors and --help
+                code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except Exception as exc:  # a bug: let the client run it in process and show it there
+        return Reply(0, "", "", refused=f"{type(exc).__name__}: {exc}")
+    return Reply(code, out.getvalue(), err.getvalue())
+
+
+def _log(log: TextIO, message: str) -> None:
+    log.write(f"exalloc hail-server[{os.getpid()}]: {message}\n")
+    log.flush()
+
+
+def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
+    """Accept one call, answer it, return the worker's exit code."""
+    from cli import main
+
+    gc.disable()  # one call, then exit: collecting cycles would only cost time
+    rehearse(rehearsal)
+    conn, _ = sock.accept()
+    sock.close()
+    start = time.perf_counter()
+    with conn:
+        if peer_uid(conn) != os.getuid():
+            conn.sendall(Reply(0, "", "", refused="not the server's user").encode())
+            _log(log, "refused a call from another user")
+            return 0
+        try:
+            call = Call.decode(read_all(conn))
+        except (ProtocolError, OSError) as exc:
+            _log(log, f"malformed call: {exc}")
+            return WORKER_FAILED
+        reply = run_call(call, main)
+        with contextlib.suppress(OSError):  # the client may have given up
+            conn.sendall(reply.encode())
+    took = time.perf_counter() - start
+    what = f"refused ({reply.refused})" if reply.refused else f"exit {reply.exit_code}"
+    _log(log, f"hail {' '.join(call.argv)}: {what} in {took:.3f} s")
+    return 0
+
+
+def _fork_worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = WORKER_FAILED
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        code = worker(sock, log, rehearsal)
+    except BaseException as exc:  # never return into the parent's loop from a child
+        with contextlib.suppress(Exception):
+            _log(log, f"worker failed: {type(exc).__name__}: {exc}")
+    finally:
+        os._exit(code)
+    return 0  # not reached
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, _frame: Any) -> None:
+    raise _Stop(signum)
+
+
+def serve(path: str, workers: int, log: TextIO) -> ServerReport:
+    """Serve until SIGTERM or SIGINT; the socket file is removed on the way out."""
+    stops = {signal.SIGTERM, signal.SIGINT}
+    previous = {s: signal.signal(s, _raise_stop) for s in stops}
+    children: set[int] = set()
+    served = failed = 0
+    sock: socket.socket | None = None
+    try:
+        rehearsal = warm_up()
+        sock = listen(path)
+        gc.collect()
+        gc.freeze()  # workers then share the imported objects' pages longer
+        _log(log, f"listening on {path} with {workers} worker(s)")
+        while True:
+            while len(children) < workers:
+                # a stop between fork and add would leave a worker nobody stops
+                signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+                try:
+                    children.add(_fork_worker(sock, log, rehearsal))
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+            pid, status = os.wait()
+            if pid not in children:
+                continue
+            children.discard(pid)
+            if os.waitstatus_to_exitcode(status) == 0:
+                served += 1
+            else:
+                failed += 1
+                time.sleep(0.1)  # a worker that fails at once must not spin the parent
+    except _Stop:
+        pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        if sock is not None:
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    _log(log, f"stopped after {served} call(s)")
+    return ServerReport(path, served, failed)

@@ -546,14 +546,19 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
     m.remaining_disk = pyo.Expression(expr=disk_expr)
     m.tie = pyo.Expression(expr=tie, doc="hail's iteration order: the later candidate wins")
     m.n_tests = n_tests
+    # the tie-break stage matters only if two choices can share lost vector and disk
+    metrics = {(by_name[p].primary_lost, by_name[p].primary_disk_mib) for p in prim}
+    m.needs_tie_break = drbd or len(metrics) < len(prim)
     return m
 
 
 def single_objectives(m: pyo.ConcreteModel) -> list[Objective]:
-    """lost_0 … lost_{T-1} (min), remaining disk (min), tie-break (max)."""
+    """lost_0 … lost_{T-1} (min), remaining disk (min), tie-break (max; left out when the
+    stages before it already have a single optimum)."""
     objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
-    objs.append(Objective("tie_break", m.tie, "max"))
+    if m.needs_tie_break:
+        objs.append(Objective("tie_break", m.tie, "max"))
     return objs
 
 

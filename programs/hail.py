@@ -346,9 +346,11 @@ def screen(
         return Screen(group, "Not enough online nodes", tests, (), {}, {}, {}, Counter(), 0)
     failures: Counter = Counter()
     primary: dict[str, NodeState | FailMode] = {}
+    # the policy verdict depends on the node only through its exclusive-storage flag
+    verdict = {e: policy_shortfall(d, group.ipolicy, e) for e in (False, True)}
     for p in cands:
         st = states.nodes[p]
-        fail = policy_shortfall(d, group.ipolicy, st.exclusive_storage)
+        fail = verdict[st.exclusive_storage]
         primary[p] = fail if fail is not None else add_primary(st, d)
     if required_nodes == 1:
         for p in cands:

@@ -4,11 +4,13 @@
     python -m benchmarks.bench_hail --allocate 1000 --multi '' --repeat 3
     python -m benchmarks.bench_hail --json results.json
 
-allocate: one plain and one drbd request per size; both tools run as processes, end to end
-(exalloc as `python -m cli hail`, i.e. what `exalloc-hail` runs), best of --repeat runs; the
-answers must be identical. From exalloc's `--json`: the time spent in process on the request
-(reading it, screening, model, solve, check; the rest is interpreter start-up and imports),
-the Pyomo build and the solver time.
+Three commands per request, as processes, end to end, taking turns, best of --repeat runs:
+the real hail; `exalloc-hail` (the console script next to this interpreter) answered by an
+`exalloc hail-server` started for the benchmark, as Ganeti would call it with the server
+running; and `python -m cli hail`, exalloc in a fresh process (interpreter start-up and
+the imports of Pyomo and HiGHS included). allocate: one plain and one drbd request per
+size; the answers must be identical. From exalloc's `--json`: the time spent in process on
+the request (reading it, screening, model, solve, check), the Pyomo build and the solver time.
 multi-allocate: a batch of N instances on a homogeneous 200-node group (instances sized so
 that each fits its slice); both answers go through the checker, which gives the
 (placed, lost-allocations vector, remaining disk) each achieves.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -40,9 +43,9 @@ from model.resources import node_states  # noqa: E402
 from programs.hail import REAL_HAIL, hail_placements  # noqa: E402
 
 
-def _run(cmd: list[str]) -> tuple[float, str]:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False, env=env)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
@@ -56,10 +59,49 @@ def _exalloc_cmd(path: Path, solver: str, time_limit: float | None) -> list[str]
     return [*cmd, "hail", str(path)]
 
 
-def _best(cmd: list[str], repeat: int) -> tuple[float, str]:
-    """Best wall time of `repeat` runs, and the output of that run."""
-    runs = [_run(cmd) for _ in range(repeat)]
-    return min(runs, key=lambda r: r[0])
+def _best(
+    runs: list[tuple[list[str], dict[str, str] | None]], repeat: int
+) -> list[tuple[float, str]]:
+    """Best wall time of `repeat` runs of each command, and the output of that run. The
+    commands take turns, so a change in the machine's load falls on all of them alike."""
+    times: list[list[tuple[float, str]]] = [[] for _ in runs]
+    for _ in range(repeat):
+        for k, (cmd, env) in enumerate(runs):
+            times[k].append(_run(cmd, env))
+    return [min(t, key=lambda r: r[0]) for t in times]
+
+
+class HailServer:
+    """`exalloc hail-server` on a private socket, and the `exalloc-hail` client that uses it
+    (the console script next to this interpreter, as Ganeti would run it)."""
+
+    def __init__(self, tmp: Path):
+        self.socket = tmp / "hail.sock"
+        self.log = tmp / "hail-server.log"
+        cmd = [sys.executable, "-m", "cli", "hail-server", "--socket", str(self.socket)]
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stderr=log, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while "listening on" not in self.log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"hail-server did not start: {self.log.read_text()}")
+            time.sleep(0.05)
+        script = Path(sys.executable).parent / "exalloc-hail"
+        self.client = (
+            [str(script)] if script.exists() else [sys.executable, "-m", "programs.hail_client"]
+        )
+        self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))
+
+    def command(self, path: Path, solver: str, time_limit: float | None) -> tuple[list[str], dict]:
+        extra = ["--solver", solver] + (["--time-limit", str(time_limit)] if time_limit else [])
+        return [*self.client, *extra, str(path)], self.env
+
+    def served(self) -> int:
+        return sum(": hail " in line for line in self.log.read_text().splitlines())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
 
 
 def _quality(text: str, response: dict) -> tuple[int, list[int], int]:
@@ -72,13 +114,28 @@ def _quality(text: str, response: dict) -> tuple[int, list[int], int]:
     return len(placements), list(obj["lost_allocations_total"]), obj["remaining_disk_mib"]
 
 
+def _timed(path: Path, args: argparse.Namespace) -> list[tuple[float, str]]:
+    """hail, exalloc in a fresh process, exalloc-hail answered by the server: best runs."""
+    before = args.server.served()
+    runs = _best(
+        [
+            ([str(REAL_HAIL), str(path)], None),
+            (_exalloc_cmd(path, args.solver, args.time_limit), None),
+            args.server.command(path, args.solver, args.time_limit),
+        ],
+        args.repeat,
+    )
+    if args.server.served() != before + args.repeat:
+        raise SystemExit("exalloc-hail did not reach the server (see its log)")
+    return runs
+
+
 def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: Path) -> dict:
     rng = random.Random(n_nodes * 7 + (template == "drbd"))
     data = gen.allocate(rng, n_nodes, template=template, fits=True)
     path = tmp / f"allocate-{n_nodes}-{template}.json"
     path.write_text(json.dumps(data))
-    hail_s, hail_out = _best([str(REAL_HAIL), str(path)], args.repeat)
-    ex_s, ex_out = _best(_exalloc_cmd(path, args.solver, args.time_limit), args.repeat)
+    (hail_s, hail_out), (ex_s, ex_out), (served_s, served_out) = _timed(path, args)
     doc = json.loads(ex_out)
     hail = json.loads(hail_out)
     runs = doc["solver"]
@@ -88,6 +145,8 @@ def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: P
         "template": template,
         "hail_s": hail_s,
         "exalloc_s": ex_s,
+        "served_s": served_s,
+        "served_same": json.loads(served_out)["result"] == doc["response"]["result"],
         "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
         "build_s": sum(r["build_s"] for r in runs),
         "solve_s": sum(r["solve_s"] for r in runs),
@@ -107,8 +166,7 @@ def bench_multi(
     text = json.dumps(data)
     path = tmp / f"multi-{n_nodes}-{n_instances}-{template}.json"
     path.write_text(text)
-    hail_s, hail_out = _best([str(REAL_HAIL), str(path)], args.repeat)
-    ex_s, ex_out = _best(_exalloc_cmd(path, args.solver, args.time_limit), args.repeat)
+    (hail_s, hail_out), (ex_s, ex_out), (served_s, served_out) = _timed(path, args)
     doc = json.loads(ex_out)
     hail = json.loads(hail_out)
     runs = doc["solver"]
@@ -119,6 +177,8 @@ def bench_multi(
         "template": template,
         "hail_s": hail_s,
         "exalloc_s": ex_s,
+        "served_s": served_s,
+        "served_same": json.loads(served_out)["result"] == doc["response"]["result"],
         "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
         "build_s": sum(r["build_s"] for r in runs),
         "solve_s": sum(r["solve_s"] for r in runs),
@@ -130,9 +190,10 @@ def bench_multi(
 
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
-        "| problem | size | hail s | exalloc s | of which in process s | build s | solve s | "
-        "status | hail (placed, lost, disk MiB) | exalloc |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| problem | size | hail s | exalloc-hail via server s | exalloc s | "
+        "of which in process s | build s | solve s | status | hail (placed, lost, disk MiB) | "
+        "exalloc |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["problem"] == "allocate":
@@ -142,8 +203,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         else:
             size = f"{r['instances']} {r['template']} instances, {r['nodes']} nodes"
             hq, eq = str(tuple(r["hail_quality"])), str(tuple(r["exalloc_quality"]))
+        served = f"{r['served_s']:.3f}" + ("" if r["served_same"] else " DIFFERENT")
         out.append(
-            f"| {r['problem']} | {size} | {r['hail_s']:.3f} | {r['exalloc_s']:.2f} | "
+            f"| {r['problem']} | {size} | {r['hail_s']:.3f} | {served} | {r['exalloc_s']:.2f} | "
             f"{r['in_process_s']:.2f} | {r['build_s']:.3f} | {r['solve_s']:.3f} | "
             f"{r['status']} | {hq} | {eq} |"
         )
@@ -163,20 +225,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", dest="json_out", help="also write the rows to this file")
     args = p.parse_args(argv)
     rows = []
-    with tempfile.TemporaryDirectory() as tmpdir:
+    with tempfile.TemporaryDirectory(prefix="exalloc-bench-", dir="/tmp") as tmpdir:
         tmp = Path(tmpdir)
-        for n in [int(x) for x in args.allocate.split(",") if x]:
-            for template in [t for t in args.templates.split(",") if t]:
-                rows.append(bench_allocate(n, template, args, tmp))
-                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-        for template, sizes in (("plain", args.multi), ("drbd", args.multi_drbd)):
-            for k in [int(x) for x in sizes.split(",") if x]:
-                rows.append(bench_multi(args.multi_nodes, k, args, tmp, template))
-                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+        args.server = HailServer(tmp)
+        try:
+            _bench_all(args, tmp, rows)
+        finally:
+            args.server.stop()
     print(table(rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _bench_all(args: argparse.Namespace, tmp: Path, rows: list[dict[str, Any]]) -> None:
+    for n in [int(x) for x in args.allocate.split(",") if x]:
+        for template in [t for t in args.templates.split(",") if t]:
+            rows.append(bench_allocate(n, template, args, tmp))
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    for template, sizes in (("plain", args.multi), ("drbd", args.multi_drbd)):
+        for k in [int(x) for x in sizes.split(",") if x]:
+            rows.append(bench_multi(args.multi_nodes, k, args, tmp, template))
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -649,7 +649,26 @@ def primary_shortfalls(
     state: NodeState, d: InstanceDemand, *, strict: bool = True
 ) -> tuple[Shortfall, ...]:
     """Every check `addPriEx` would fail, in htools' order (the first is what it reports)."""
-    out: list[Shortfall] = []
+    return tuple(_iter_primary_shortfalls(state, d, strict=strict))
+
+
+def secondary_shortfalls(
+    state: NodeState,
+    d: InstanceDemand,
+    primary: str,
+    *,
+    strict: bool = True,
+    ignore_disks: bool = False,
+) -> tuple[Shortfall, ...]:
+    """Every check `addSecExEx` would fail, in htools' order."""
+    checks = _iter_secondary_shortfalls(state, d, primary, strict=strict, ignore_disks=ignore_disks)
+    return tuple(checks)
+
+
+def _iter_primary_shortfalls(
+    state: NodeState, d: InstanceDemand, *, strict: bool = True
+) -> Iterator[Shortfall]:
+    """Every check `addPriEx` would fail, in htools' order (the first is what it reports)."""
     local = d.uses_local_storage
     new_dsk_forth = state.free_disk_forth_mib - (d.disk_mib if local else 0)
     new_sp_forth = _new_free_spindles(state, state.free_spindles_forth, d, +1)
@@ -717,7 +736,9 @@ def primary_shortfalls(
         return f
 
     if d.forthcoming:
-        return tuple(forth_checks()) if strict else ()
+        if strict:
+            yield from forth_checks()
+        return
 
     new_free = state.unallocated_memory_mib - (d.memory_mib if d.uses_memory else 0)
     new_dsk = state.free_disk_mib - (d.disk_mib if local else 0)
@@ -726,11 +747,11 @@ def primary_shortfalls(
     new_cpu = safe_div(state.used_vcpus + d.counted_vcpus, state.total_cpus)
     new_failn1 = new_free <= state.reserved_memory_mib
     if new_free <= 0:
-        out.append(Shortfall(FailMode.MEM, "memory", f"unallocated memory would be {new_free} MiB"))
+        yield Shortfall(FailMode.MEM, "memory", f"unallocated memory would be {new_free} MiB")
     if local and new_dsk <= 0:
-        out.append(Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB"))
+        yield Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB")
     if strict and local and new_dsk < state.lo_disk_mib:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.DISK,
                 "disk_reserve",
@@ -739,9 +760,9 @@ def primary_shortfalls(
         )
     if local and state.exclusive_storage and new_sp < 0:
         why = "unknown disk spindles" if d.disk_spindles is None else f"free spindles {new_sp}"
-        out.append(Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}"))
+        yield Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}")
     if strict and local and new_isp > state.hi_spindles:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.DISK,
                 "spindle_ratio",
@@ -749,7 +770,7 @@ def primary_shortfalls(
             )
         )
     if strict and new_failn1 and not state.fail_n1:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.MEM,
                 "n1",
@@ -758,12 +779,10 @@ def primary_shortfalls(
             )
         )
     if strict and limit >= 0 and limit < new_cpu:
-        out.append(
-            Shortfall(FailMode.CPU, "vcpu", f"vCPU ratio would be {new_cpu:.4g} > {limit:g}")
-        )
+        yield Shortfall(FailMode.CPU, "vcpu", f"vCPU ratio would be {new_cpu:.4g} > {limit:g}")
     if strict and state.hosts_exclusion_tag(d.exclusion_tags):
         clash = sorted(set(d.exclusion_tags) & set(dict(state.exclusion_tag_counts)))
-        out.append(
+        yield (
             Shortfall(
                 FailMode.TAGS,
                 "exclusion_tags",
@@ -771,8 +790,7 @@ def primary_shortfalls(
             )
         )
     if strict:
-        out.extend(forth_checks())
-    return tuple(out)
+        yield from forth_checks()
 
 
 def apply_primary(state: NodeState, d: InstanceDemand, location_score: int = 0) -> NodeState:
@@ -815,22 +833,22 @@ def add_primary(
     state: NodeState, d: InstanceDemand, *, strict: bool = True, location_score: int = 0
 ) -> NodeState | FailMode:
     """htools `addPriEx (not strict)`: the new state, or the first failure mode."""
-    fails = primary_shortfalls(state, d, strict=strict)
-    if fails:
-        return fails[0].mode
+    # only the first failure is wanted: the later checks and their messages are not made
+    first = next(_iter_primary_shortfalls(state, d, strict=strict), None)
+    if first is not None:
+        return first.mode
     return apply_primary(state, d, location_score)
 
 
-def secondary_shortfalls(
+def _iter_secondary_shortfalls(
     state: NodeState,
     d: InstanceDemand,
     primary: str,
     *,
     strict: bool = True,
     ignore_disks: bool = False,
-) -> tuple[Shortfall, ...]:
+) -> Iterator[Shortfall]:
     """Every check `addSecExEx` would fail, in htools' order."""
-    out: list[Shortfall] = []
     sec_mem = d.secondary_memory_mib
     new_peer = state.peer_memory_mib(primary) + sec_mem
     new_dsk_forth = state.free_disk_forth_mib - d.disk_mib
@@ -890,7 +908,9 @@ def secondary_shortfalls(
         return f
 
     if d.forthcoming:
-        return tuple(forth_checks()) if strict else ()
+        if strict:
+            yield from forth_checks()
+        return
 
     old_mem = state.unallocated_memory_mib
     new_dsk = state.free_disk_mib - d.disk_mib
@@ -898,13 +918,11 @@ def secondary_shortfalls(
     new_isp = _new_instance_spindles(state, state.instance_spindles, d, +1)
     new_rmem = max(state.reserved_memory_mib, new_peer)
     if not d.has_secondary:
-        out.append(
-            Shortfall(FailMode.DISK, "template", f"template {d.disk_template} has no secondary")
-        )
+        yield Shortfall(FailMode.DISK, "template", f"template {d.disk_template} has no secondary")
     if not ignore_disks and new_dsk <= 0:
-        out.append(Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB"))
+        yield Shortfall(FailMode.DISK, "disk", f"free disk would be {new_dsk} MiB")
     if strict and new_dsk < state.lo_disk_mib:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.DISK,
                 "disk_reserve",
@@ -913,9 +931,9 @@ def secondary_shortfalls(
         )
     if state.exclusive_storage and new_sp < 0:
         why = "unknown disk spindles" if d.disk_spindles is None else f"free spindles {new_sp}"
-        out.append(Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}"))
+        yield Shortfall(FailMode.SPINDLES, "spindles", f"would leave {why}")
     if strict and new_isp > state.hi_spindles:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.DISK,
                 "spindle_ratio",
@@ -923,7 +941,7 @@ def secondary_shortfalls(
             )
         )
     if strict and sec_mem >= old_mem:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.MEM,
                 "memory",
@@ -931,7 +949,7 @@ def secondary_shortfalls(
             )
         )
     if strict and old_mem <= new_rmem and not state.fail_n1:
-        out.append(
+        yield (
             Shortfall(
                 FailMode.MEM,
                 "n1",
@@ -939,8 +957,7 @@ def secondary_shortfalls(
             )
         )
     if strict:
-        out.extend(forth_checks())
-    return tuple(out)
+        yield from forth_checks()
 
 
 def apply_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeState:
@@ -981,9 +998,10 @@ def add_secondary(
     ignore_disks: bool = False,
 ) -> NodeState | FailMode:
     """htools `addSecExEx ignore_disks (not strict)`: the new state, or the first failure."""
-    fails = secondary_shortfalls(state, d, primary, strict=strict, ignore_disks=ignore_disks)
-    if fails:
-        return fails[0].mode
+    checks = _iter_secondary_shortfalls(state, d, primary, strict=strict, ignore_disks=ignore_disks)
+    first = next(checks, None)
+    if first is not None:
+        return first.mode
     return apply_secondary(state, d, primary)
 
 

@@ -164,3 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return hail_main(args)
     return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,8 +3,8 @@
 Ganeti starts the iallocator once per request. Starting Python and importing Pyomo and
 HiGHS costs about half a second, more than hail needs for a whole request at 1,000 nodes;
 a server that has done the imports once answers in a fraction of that. This module imports
-nothing beyond what Python loads at start-up and `socket` (no json, re or typing: each costs
-milliseconds), so the client itself starts in about 15 ms.
+nothing beyond what Python loads at start-up and the C `_socket` module (no json, re, typing
+or even `socket`: each costs milliseconds), so the client itself starts in about 15 ms.
 
 Every failure to reach the server (no socket, nobody listening, a refused or broken
 exchange) makes the client answer in process: the answer is a pure function of the
@@ -15,9 +15,9 @@ Messages are length-prefixed strings ("5:hello"), the call and the reply each on
 
 from __future__ import annotations
 
+import _socket
 import io
 import os
-import socket
 import sys
 
 SOCKET_ENV = "EXALLOC_HAIL_SOCKET"
@@ -109,7 +109,7 @@ def socket_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> str 
     return path or None
 
 
-def read_all(sock: socket.socket, limit: int = MAX_MESSAGE_BYTES) -> bytes:
+def read_all(sock: _socket.socket, limit: int = MAX_MESSAGE_BYTES) -> bytes:
     """Everything until the peer shuts its side down."""
     chunks = []
     size = 0
@@ -126,11 +126,14 @@ def read_all(sock: socket.socket, limit: int = MAX_MESSAGE_BYTES) -> bytes:
 def exchange(path: str, call: Call) -> Reply | None:
     """Send one call, wait for its reply; None when the server cannot be used."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             sock.connect(path)
             sock.sendall(call.encode())
-            sock.shutdown(socket.SHUT_WR)
+            sock.shutdown(_socket.SHUT_WR)
             reply = Reply.decode(read_all(sock))
+        finally:
+            sock.close()
     except (OSError, ProtocolError, ValueError):
         return None
     return None if reply.refused else reply

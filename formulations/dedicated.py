@@ -549,17 +549,75 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
     # the tie-break stage matters only if two choices can share lost vector and disk
     metrics = {(by_name[p].primary_lost, by_name[p].primary_disk_mib) for p in prim}
     m.needs_tie_break = drbd or len(metrics) < len(prim)
+    # each lost_t lies in [lo_t, hi_t]: the primary's value plus any secondary's
+    secondary_values = [
+        v
+        for s in sec
+        for v in (by_name[s].secondary_lost, *by_name[s].secondary_lost_with.values())
+        if v is not None
+    ]
+    m.lost_radix = lost_radix(
+        [by_name[p].primary_lost for p in prim], secondary_values if drbd else [], n_tests
+    )
     return m
 
 
+#: Largest value of the lost vector read as one integer that is still exact for the solver.
+MAX_LOST_RANK = 2**40
+
+
+def lost_radix(
+    primary: list[tuple[int, ...]], secondary: list[tuple[int, ...]], n_tests: int
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(lowest values, weights) to read a lost vector as one integer, or None if too large.
+
+    With every lost_t in [lo_t, hi_t], Σ_t w_t·(lost_t − lo_t), where w_{T−1} = 1 and
+    w_t = w_{t+1}·(hi_{t+1} − lo_{t+1} + 1), orders lost vectors exactly as the
+    lexicographic order does: one stage instead of T.
+    """
+    if not primary:
+        return None
+    lo, hi = [], []
+    for t in range(n_tests):
+        p_vals = [v[t] for v in primary]
+        s_vals = [v[t] for v in secondary] or [0]
+        lo.append(min(p_vals) + min(s_vals))
+        hi.append(max(p_vals) + max(s_vals))
+    weights = [1] * n_tests
+    for t in range(n_tests - 2, -1, -1):
+        weights[t] = weights[t + 1] * (hi[t + 1] - lo[t + 1] + 1)
+    if n_tests and weights[0] * (hi[0] - lo[0] + 1) > MAX_LOST_RANK:
+        return None
+    return tuple(lo), tuple(weights)
+
+
 def single_objectives(m: pyo.ConcreteModel) -> list[Objective]:
-    """lost_0 … lost_{T-1} (min), remaining disk (min), tie-break (max; left out when the
-    stages before it already have a single optimum)."""
-    objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
+    """The lost vector (min; one stage when `lost_radix` allows, else lost_0 … lost_{T-1}),
+    remaining disk (min), tie-break (max; left out when the stages before it already have a
+    single optimum)."""
+    if m.lost_radix is not None and m.n_tests > 1:
+        _, weights = m.lost_radix
+        rank = sum(w * m.lost[t] for t, w in enumerate(weights))
+        objs = [Objective("lost_vector", rank, "min")]
+    else:
+        objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
     if m.needs_tie_break:
         objs.append(Objective("tie_break", m.tie, "max"))
     return objs
+
+
+def single_lost_claim(m: pyo.ConcreteModel, objective: tuple[float, ...]) -> tuple[int, ...]:
+    """The lost vector the solver's stage values claim (decoding the one-stage form)."""
+    if m.lost_radix is None or m.n_tests <= 1:
+        return tuple(int(round(v)) for v in objective[: m.n_tests])
+    lo, weights = m.lost_radix
+    rest = int(round(objective[0])) - sum(w * low for w, low in zip(weights, lo, strict=True))
+    claim = []
+    for low, w in zip(lo, weights, strict=True):
+        digit, rest = divmod(rest, w)
+        claim.append(low + digit)
+    return tuple(claim)
 
 
 def single_solution(m: pyo.ConcreteModel) -> tuple[str, str | None]:

@@ -471,7 +471,7 @@ def solve_group(
             raise CheckFailedError(f"solver chose the failing pair {p}/{s}")
         lost = tuple(a + b for a, b in zip(lost, sl, strict=True))
         disk += by[s].secondary_disk_mib
-    claimed = tuple(int(round(v)) for v in lex.objective[: len(tests)])
+    claimed = form.single_lost_claim(m, lex.objective)
     if lex.status == Status.OPTIMAL and claimed != lost:
         raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {lost}")
     return GroupOutcome(

@@ -411,8 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
+    args = (parser or build_parser()).parse_args(argv)
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)

@@ -168,8 +168,11 @@ def _log(log: TextIO, message: str) -> None:
 
 def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
     """Accept one call, answer it, return the worker's exit code."""
-    from cli import main
+    import functools
 
+    import cli
+
+    main = functools.partial(cli.main, parser=cli.build_parser())
     gc.disable()  # one call, then exit: collecting cycles would only cost time
     rehearse(rehearsal)
     conn, _ = sock.accept()

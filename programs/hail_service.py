@@ -189,11 +189,12 @@ def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
             _log(log, f"malformed call: {exc}")
             return WORKER_FAILED
         reply = run_call(call, main)
+        took = time.perf_counter() - start
+        what = f"refused ({reply.refused})" if reply.refused else f"exit {reply.exit_code}"
+        # logged before the reply goes out: once a client has its answer, the line is there
+        _log(log, f"hail {' '.join(call.argv)}: {what} in {took:.3f} s")
         with contextlib.suppress(OSError):  # the client may have given up
             conn.sendall(reply.encode())
-    took = time.perf_counter() - start
-    what = f"refused ({reply.refused})" if reply.refused else f"exit {reply.exit_code}"
-    _log(log, f"hail {' '.join(call.argv)}: {what} in {took:.3f} s")
     return 0
 
 

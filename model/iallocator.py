@@ -147,21 +147,41 @@ def new_instance(
     request: AllocateRequest, primary: str = "", secondary: str | None = None
 ) -> Instance:
     """The instance an allocate request asks for, not yet placed (primary "") unless given."""
+    fields = {k: getattr(request, k) for k in _BASE_KEYS}
+    return _instance(request.name, fields, primary, secondary)
+
+
+#: The fields parseBaseInstance reads, as `_parse_base` returns them.
+_BASE_KEYS = (
+    "memory",
+    "disk_space_total",
+    "disks",
+    "disk_template",
+    "vcpus",
+    "spindle_use",
+    "tags",
+    "nics",
+    "admin_state",
+    "forthcoming",
+)
+
+
+def _instance(name: str, base: dict[str, Any], primary: str, secondary: str | None) -> Instance:
     return Instance(
-        name=request.name,
-        memory_mib=request.memory,
-        disks=request.disks,
-        vcpus=request.vcpus,
-        status=ADMIN_STATE_STATUS.get(request.admin_state, "running"),
+        name=name,
+        memory_mib=base["memory"],
+        disks=base["disks"],
+        vcpus=base["vcpus"],
+        status=ADMIN_STATE_STATUS.get(base["admin_state"], "running"),
         auto_balance=True,
         primary=primary,
         secondary=secondary,
-        disk_template=request.disk_template,
-        tags=request.tags,
-        spindle_use=request.spindle_use,
-        forthcoming=request.forthcoming,
-        nics=request.nics,
-        disk_total_mib=request.disk_space_total,
+        disk_template=base["disk_template"],
+        tags=base["tags"],
+        spindle_use=base["spindle_use"],
+        forthcoming=base["forthcoming"],
+        nics=base["nics"],
+        disk_total_mib=base["disk_space_total"],
     )
 
 
@@ -589,8 +609,7 @@ def _parse_instance(name: str, obj: dict, path: str, node_names: set[str]) -> In
     for node in names:
         if node not in node_names:
             raise _Bad(f"Unknown node '{node}' for instance {name}", _in(path, "nodes"))
-    request = AllocateRequest(name=name, required_nodes=len(names), **base)
-    return new_instance(request, names[0], names[1] if len(names) > 1 else None)
+    return _instance(name, base, names[0], names[1] if len(names) > 1 else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -798,17 +798,18 @@ def multi_allocate(
                 if cluster.group_of(n).alloc_policy == "last_resort" and n.name in kept
             )
         # drbd: start with one new instance per (primary, secondary) pair and add the pairs a
-        # solution shares until it shares none it was not exact on (a few rounds at most)
+        # solution shares until it shares none it was not exact on (a few rounds at most).
+        # A round's lexicographic optimum bounds the next, tighter model's: that model is first
+        # asked only whether it reaches the same values (a feasibility question, usually much
+        # faster than the proofs); only if it cannot is it solved in full.
         shared: frozenset[tuple[str, str]] | None = frozenset()
+        target: tuple[float, ...] | None = None
         build_s, solve_s = sw.seconds, 0.0
         deadline = None if opts.time_limit is None else time.perf_counter() + opts.time_limit
-        for attempt in range(MAX_PAIR_ROUNDS + 1):
-            with Stopwatch() as sw:
-                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
-            build_s += sw.seconds
-            objs = form.batch_objectives(m)
+
+        def solve_batch(m: Any, objs: list) -> Any:
             left = None if deadline is None else max(deadline - time.perf_counter(), 0.5)
-            lex = solve_lexicographic(
+            return solve_lexicographic(
                 m,
                 objs,
                 solver=opts.solver,
@@ -817,7 +818,23 @@ def multi_allocate(
                 threads=opts.threads,
                 build_s=build_s,
             )
-            solve_s += lex.solve_s
+
+        for attempt in range(MAX_PAIR_ROUNDS + 1):
+            with Stopwatch() as sw:
+                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
+            build_s += sw.seconds
+            objs = form.batch_objectives(m)
+            if target is not None:
+                form.pin_objectives(m, objs, target)
+                lex = solve_batch(m, objs)
+                solve_s += lex.solve_s
+                form.unpin_objectives(m)
+                if lex.status != Status.OPTIMAL:  # the values are out of reach: solve in full
+                    lex = solve_batch(m, objs)
+                    solve_s += lex.solve_s
+            else:
+                lex = solve_batch(m, objs)
+                solve_s += lex.solve_s
             runs = (replace(SolverRun.of(opts.solver, lex), build_s=build_s, solve_s=solve_s),)
             if not lex.has_solution:
                 raise SolverError(
@@ -830,6 +847,8 @@ def multi_allocate(
             if not missing:
                 break
             shared = None if attempt + 1 == MAX_PAIR_ROUNDS else shared | missing
+            complete = lex.status == Status.OPTIMAL and len(lex.objective) == len(objs)
+            target = tuple(float(v) for v in lex.objective) if complete else None
         chosen = {
             name: where
             for kind, spots in form.batch_solution(m).items()

@@ -182,3 +182,34 @@ def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, s
     for key in ("lost_allocations_total", "remaining_disk_mib"):
         assert lazy.objectives[key] == exact.objectives[key]
     assert len(lazy.placements) == len(exact.placements) == 3
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_drbd_rounds_fall_back_when_the_pinned_values_are_out_of_reach(monkeypatch, seed) -> None:
+    """A refined round first asks for the previous round's values; when the tighter model
+    cannot reach them (here: pinned one MiB of remaining disk too low) it is solved in full,
+    and the answer is still the exact one."""
+    rng = random.Random(seed)
+    data = gen.multi_allocate(
+        rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
+    )
+    inp = parse_request(json.dumps(data))
+    pin = form.pin_objectives
+    pinned: list[tuple[float, ...]] = []
+
+    def unreachable(m, objs, values):
+        pinned.append(values)
+        pin(m, objs, (*values[:-1], values[-1] - 1))
+
+    monkeypatch.setattr(form, "pin_objectives", unreachable)
+    lazy = answer(inp, Options())
+    assert pinned  # the rounds took the pinned path
+    assert lazy.runs[0].status == Status.OPTIMAL
+    build = form.build_batch
+    monkeypatch.setattr(
+        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
+    )
+    exact = answer(inp, Options())
+    for key in ("lost_allocations_total", "remaining_disk_mib"):
+        assert lazy.objectives[key] == exact.objectives[key]
+    assert len(lazy.placements) == len(exact.placements) == 3

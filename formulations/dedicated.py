@@ -283,8 +283,10 @@ def build_batch(
     # failover memory (addSec: f_j < free memory; on nodes not failing N+1 the n1 row implies it):
     # f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1 (not for forthcoming instances),
     # the same on the forth counters for every drbd instance
+    # (where reserve_one below holds for (j, n), r[n] >= f_j · y[j,n] and the n1 row
+    # Σ mem · x + r[n] <= unallocated - 1 already imply the memory one, so it is left out)
     fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
-    fo = [(j, n) for j, n in fo_forth if not inst[j].forthcoming]
+    fo = [(j, n) for j, n in fo_forth if not inst[j].forthcoming and n not in m.r]
     m.failover = pyo.Constraint(
         fo,
         rule=lambda _m, j, n: (
@@ -418,6 +420,20 @@ def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:
     objs += [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
     return objs
+
+
+def pin_objectives(m: pyo.ConcreteModel, objs: list[Objective], values: tuple[float, ...]) -> None:
+    """pinned[k]: objective k == values[k] (rounded; every batch objective is integral).
+
+    With the values of a looser model's lexicographic optimum, a solution of the pinned model
+    is a lexicographic optimum of this one (nothing here can beat the looser optimum)."""
+    m.pinned = pyo.Constraint(
+        range(len(objs)), rule=lambda _m, k: objs[k].expr == float(round(values[k]))
+    )
+
+
+def unpin_objectives(m: pyo.ConcreteModel) -> None:
+    m.del_component(m.pinned)
 
 
 def batch_solution(m: pyo.ConcreteModel) -> dict[str, list[tuple[str, str | None]]]:

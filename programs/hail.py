@@ -779,6 +779,8 @@ def multi_allocate(
     chosen: dict[str, tuple[str, str | None]] = {}
     claimed: tuple[int, ...] | None = None
     claimed_disk = 0
+    # drbd: a batch that shares a pair the model was not exact on (kept for when time runs out)
+    earlier: dict[str, list[tuple[str, str | None]]] | None = None
     if new_instances:
         with Stopwatch() as sw:
             data = {n: _node_data(states, n, rank[n]) for n in node_names}
@@ -798,17 +800,18 @@ def multi_allocate(
                 if cluster.group_of(n).alloc_policy == "last_resort" and n.name in kept
             )
         # drbd: start with one new instance per (primary, secondary) pair and add the pairs a
-        # solution shares until it shares none it was not exact on (a few rounds at most)
+        # solution shares until it shares none it was not exact on (a few rounds at most).
+        # A round's lexicographic optimum bounds the next, tighter model's: that model is first
+        # asked only whether it reaches the same values (a feasibility question, usually much
+        # faster than the proofs); only if it cannot is it solved in full.
         shared: frozenset[tuple[str, str]] | None = frozenset()
+        target: tuple[float, ...] | None = None
         build_s, solve_s = sw.seconds, 0.0
         deadline = None if opts.time_limit is None else time.perf_counter() + opts.time_limit
-        for attempt in range(MAX_PAIR_ROUNDS + 1):
-            with Stopwatch() as sw:
-                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
-            build_s += sw.seconds
-            objs = form.batch_objectives(m)
+
+        def solve_batch(m: Any, objs: list) -> Any:
             left = None if deadline is None else max(deadline - time.perf_counter(), 0.5)
-            lex = solve_lexicographic(
+            return solve_lexicographic(
                 m,
                 objs,
                 solver=opts.solver,
@@ -817,25 +820,49 @@ def multi_allocate(
                 threads=opts.threads,
                 build_s=build_s,
             )
-            solve_s += lex.solve_s
-            runs = (replace(SolverRun.of(opts.solver, lex), build_s=build_s, solve_s=solve_s),)
+
+        for attempt in range(MAX_PAIR_ROUNDS + 1):
+            with Stopwatch() as sw:
+                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
+            build_s += sw.seconds
+            objs = form.batch_objectives(m)
+            if target is not None:
+                form.pin_objectives(m, objs, target)
+                lex = solve_batch(m, objs)
+                solve_s += lex.solve_s
+                form.unpin_objectives(m)
+                if lex.status != Status.OPTIMAL:  # the values are out of reach: solve in full
+                    lex = solve_batch(m, objs)
+                    solve_s += lex.solve_s
+            else:
+                lex = solve_batch(m, objs)
+                solve_s += lex.solve_s
             if not lex.has_solution:
-                raise SolverError(
-                    f"multi-allocate: the solver stopped with {lex.status} before finding any "
-                    f"batch (raise --time-limit?)"
-                )
+                if earlier is None:
+                    raise SolverError(
+                        f"multi-allocate: the solver stopped with {lex.status} before finding "
+                        f"any batch (raise --time-limit?)"
+                    )
+                runs = (replace(runs[0], build_s=build_s, solve_s=solve_s),)
+                break  # out of time: the earlier round's batch, if the checker accepts it
+            runs = (replace(SolverRun.of(opts.solver, lex), build_s=build_s, solve_s=solve_s),)
+            earlier = None
             if shared is None:
                 break
             missing = form.shared_pairs_used(m) - shared
             if not missing:
                 break
             shared = None if attempt + 1 == MAX_PAIR_ROUNDS else shared | missing
+            complete = lex.status == Status.OPTIMAL and len(lex.objective) == len(objs)
+            target = tuple(float(v) for v in lex.objective) if complete else None
+            earlier = form.batch_solution(m)
+            runs = (replace(runs[0], status=str(Status.FEASIBLE)),)  # until a round is exact
         chosen = {
             name: where
-            for kind, spots in form.batch_solution(m).items()
+            for kind, spots in (form.batch_solution(m) if earlier is None else earlier).items()
             for name, where in zip(members[kind], spots, strict=False)
         }
-        if lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
+        if earlier is None and lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
             claimed = tuple(
                 int(round(v))
                 for name, v in zip(lex.names, lex.objective, strict=True)
@@ -862,6 +889,11 @@ def multi_allocate(
                 )
             )
     report = check_local(states, placements)
+    if not report.ok and earlier is not None:
+        raise SolverError(
+            "multi-allocate: out of time before a batch the model is exact on; the last one "
+            "found shares a drbd pair beyond its failover memory (raise --time-limit?)"
+        )
     report.raise_if_failed()
     got = tuple(report.objectives["lost_allocations_total"])
     if claimed is not None and placements:

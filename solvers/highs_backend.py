@@ -217,6 +217,8 @@ class HighsSession:
         t0 = time.perf_counter()
         if self._objective is None:
             self._objective = self._single_objective()
+        if self._instance_ready:
+            self._start_from_loaded()
         res = self._run(time_limit)
         tc = res.termination_condition
         has_solution = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
@@ -258,6 +260,20 @@ class HighsSession:
             solver=self.solver_name,
             values=values,
         )
+
+    def _start_from_loaded(self) -> None:
+        """A later lexicographic stage starts from the previous stage's solution (still loaded
+        in the variables, and feasible for this stage): HiGHS takes it as its first incumbent
+        and drops it if it is not feasible after all."""
+        opt = self._opt
+        index, value = [], []
+        for vid, col in opt._pyomo_var_to_solver_var_map.items():
+            x = opt._vars[vid][0].value
+            if x is not None:
+                index.append(col)
+                value.append(float(x))
+        if index:
+            opt._solver_model.setSolution(len(index), index, value)
 
     def _single_objective(self) -> ObjectiveData:
         objs = list(self._model.component_data_objects(pyo.Objective, active=True))

@@ -17,6 +17,7 @@ import pytest
 
 from formulations import dedicated as form
 from model.dedicated import allocation_vector, format_metric, max_total_vcpus
+from model.errors import SolverError
 from model.iallocator import new_instance, parse_request
 from model.resources import (
     FailMode,
@@ -288,3 +289,83 @@ def test_lost_radix_orders_like_the_lexicographic_order() -> None:
     assert form.lost_radix([(10**7, 10**7, 0)], [(0, 0, 10**7)], 3) is not None
     wide = [(0, 0, 0), (10**5, 10**5, 10**5)]
     assert form.lost_radix(wide, [], 3) is None  # (10^5)^3 > 2^40: stages instead
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_drbd_rounds_fall_back_when_the_pinned_values_are_out_of_reach(monkeypatch, seed) -> None:
+    """A refined round first asks for the previous round's values; when the tighter model
+    cannot reach them (here: pinned one MiB of remaining disk too low) it is solved in full,
+    and the answer is still the exact one."""
+    rng = random.Random(seed)
+    data = gen.multi_allocate(
+        rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
+    )
+    inp = parse_request(json.dumps(data))
+    pin = form.pin_objectives
+    pinned: list[tuple[float, ...]] = []
+
+    def unreachable(m, objs, values):
+        pinned.append(values)
+        pin(m, objs, (*values[:-1], values[-1] - 1))
+
+    monkeypatch.setattr(form, "pin_objectives", unreachable)
+    lazy = answer(inp, Options())
+    assert pinned  # the rounds took the pinned path
+    assert lazy.runs[0].status == Status.OPTIMAL
+    build = form.build_batch
+    monkeypatch.setattr(
+        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
+    )
+    exact = answer(inp, Options())
+    for key in ("lost_allocations_total", "remaining_disk_mib"):
+        assert lazy.objectives[key] == exact.objectives[key]
+    assert len(lazy.placements) == len(exact.placements) == 3
+
+
+def _out_of_time_after_the_first_round(monkeypatch) -> list[int]:
+    """programs.hail's solver: the first round solves, every later one finds nothing."""
+    import programs.hail as hail
+    from solvers.result import LexResult, SolveResult
+
+    calls: list[int] = []
+
+    def solve(m, objs, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            return solve_lexicographic(m, objs, **kw)
+        stop = SolveResult(Status.TIME_LIMIT, None, None, None, 0.0, 0.0, "highs")
+        return LexResult.from_stages(tuple(o.name for o in objs), (stop,), 0.0)
+
+    monkeypatch.setattr(hail, "solve_lexicographic", solve)
+    return calls
+
+
+def test_drbd_rounds_out_of_time_keep_the_earlier_batch_if_it_checks(monkeypatch) -> None:
+    """Seed 2's first round shares a pair (three quarters on one pair, which fit): when the
+    refined rounds run out of time, that batch is the answer, labelled feasible, checked."""
+    rng = random.Random(2)
+    data = gen.multi_allocate(
+        rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
+    )
+    inp = parse_request(json.dumps(data))
+    calls = _out_of_time_after_the_first_round(monkeypatch)
+    report = answer(inp, Options())
+    assert len(calls) == 3  # round 1, round 2 pinned, round 2 in full
+    assert report.runs[0].status == Status.FEASIBLE
+    assert len(report.placements) == 3 and report.objectives["lost_allocations_total"]
+
+
+def test_drbd_rounds_out_of_time_refuse_an_earlier_batch_that_fails(monkeypatch) -> None:
+    import programs.hail as hail
+    from model.check import CheckReport, Violation
+
+    rng = random.Random(2)
+    data = gen.multi_allocate(
+        rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
+    )
+    inp = parse_request(json.dumps(data))
+    _out_of_time_after_the_first_round(monkeypatch)
+    bad = CheckReport((Violation("n1", "too little memory for the failovers", node="node0003"),))
+    monkeypatch.setattr(hail, "check_local", lambda states, placements: bad)
+    with pytest.raises(SolverError, match="out of time"):
+        answer(inp, Options())

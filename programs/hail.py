@@ -869,6 +869,12 @@ def multi_allocate(
                 if name.startswith("lost_")
             )
             claimed_disk = int(round(lex.objective[-1]))
+    kept_greedy = False
+    if runs and runs[0].status != str(Status.OPTIMAL):
+        # not proven: hail's one-by-one batch may still be better than the best found
+        greedy = greedy_batch(states, demands, req.group_name, opts)
+        if _batch_key(states, demands, greedy, last) < _batch_key(states, demands, chosen, last):
+            chosen, earlier, claimed, kept_greedy = greedy, None, None, True
     placements = []
     allocated: list[tuple[str, list[str]]] = []
     failed: list[tuple[str, str]] = []
@@ -905,13 +911,54 @@ def multi_allocate(
                 f"{claimed_disk}"
             )
     info, result = multi_allocate_response(allocated, failed)
+    suffix = _suffix(runs)
+    if kept_greedy:
+        suffix = suffix[:-1] + "; kept the one-by-one batch, better than the best found]"
     return HailReport(
-        response_json(True, info + _suffix(runs), result),
+        response_json(True, info + suffix, result),
         "multi-allocate",
         placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
         runs=runs,
         objectives=_objectives(report.objectives),
     )
+
+
+def greedy_batch(
+    states: ClusterState, demands: Sequence[tuple], group_name: str | None, opts: Options
+) -> dict[str, tuple[str, str | None]]:
+    """hail's way with a batch: each instance in request order gets hail's own choice (the
+    exact single allocate) on the cluster as the ones before it left it; an instance that
+    fits nowhere is skipped. A time-limited joint solve is compared with it."""
+    chosen: dict[str, tuple[str, str | None]] = {}
+    for r, _inst, d in demands:
+        best, _, _ = allocate_one(states, d, r.required_nodes, r.nics, group_name, None, opts)
+        if best is None:
+            continue
+        p, s = best.nodes[0], (best.nodes[1] if len(best.nodes) > 1 else None)
+        placed = states.place(d, p, s)
+        if isinstance(placed, FailMode):
+            continue
+        states = placed
+        chosen[r.name] = (p, s)
+    return chosen
+
+
+def _batch_key(
+    states: ClusterState,
+    demands: Sequence[tuple],
+    chosen: Mapping[str, tuple[str, str | None]],
+    last_resort: frozenset[str],
+) -> tuple:
+    """The joint objective, recomputed by the checker: (−placed, instances on last-resort
+    groups, lost vector, remaining disk); a batch the checker rejects ranks last."""
+    placements = [(inst, *chosen[r.name]) for r, inst, _ in demands if r.name in chosen]
+    report = check_local(states, placements)
+    if not report.ok:
+        return (1,)
+    on_last = sum(1 for _, p, _ in placements if p in last_resort)
+    obj = report.objectives
+    lost = tuple(obj["lost_allocations_total"])
+    return (-len(placements), on_last, lost, obj["remaining_disk_mib"])
 
 
 # --------------------------------------------------------------------------------------

@@ -662,3 +662,37 @@ def test_named_unallocable_group_is_declined(ganeti, tmp_path) -> None:
     assert real_hail(ganeti, path)["result"] == ["node-c"]  # hail uses it anyway
     mine = ours(path.read_text())
     assert mine["success"] is False and "unallocable" in mine["info"]
+
+
+def test_unproven_batch_is_never_worse_than_one_by_one(ganeti, tmp_path, monkeypatch) -> None:
+    """When the joint solve stops unproven (here: only its first stage, as a time limit
+    might leave it), hail's one-by-one batch is computed too and the better one kept, so
+    the answer is never worse than hail's."""
+    import dataclasses
+
+    import programs.hail as hail_mod
+    from solvers import Status
+
+    real = hail_mod.solve_lexicographic
+
+    def first_stage_only(m, objs, **kw):
+        return dataclasses.replace(real(m, objs[:1], **kw), status=Status.FEASIBLE)
+
+    monkeypatch.setattr(hail_mod, "solve_lexicographic", first_stage_only)
+    kept = 0
+    for seed in range(12):
+        rng = random.Random(7100 + seed)
+        data = gen.multi_allocate(
+            rng, 8, rng.choice((3, 5)), template="drbd" if seed % 3 == 0 else "plain"
+        )
+        path = tmp_path / f"m{seed}.json"
+        path.write_text(json.dumps(data))
+        inp = parse_request(path.read_text())
+        report = answer(inp, Options())
+        mine = json.loads(report.response)
+        assert report.runs and report.runs[0].status == "feasible"
+        kept += "kept the one-by-one batch" in mine["info"]
+        theirs = real_hail(ganeti, path)
+        if theirs["success"]:
+            assert quality(inp, mine) <= quality(inp, theirs)
+    assert kept >= 3  # the first stage alone leaves room that one-by-one does better on

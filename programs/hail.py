@@ -873,7 +873,9 @@ def multi_allocate(
     if runs and runs[0].status != str(Status.OPTIMAL):
         # not proven: hail's one-by-one batch may still be better than the best found
         greedy = greedy_batch(states, demands, req.group_name, opts)
-        if _batch_key(states, demands, greedy, last) < _batch_key(states, demands, chosen, last):
+        if greedy is not None and _batch_key(states, demands, greedy, last) < _batch_key(
+            states, demands, chosen, last
+        ):
             chosen, earlier, claimed, kept_greedy = greedy, None, None, True
     placements = []
     allocated: list[tuple[str, list[str]]] = []
@@ -925,13 +927,17 @@ def multi_allocate(
 
 def greedy_batch(
     states: ClusterState, demands: Sequence[tuple], group_name: str | None, opts: Options
-) -> dict[str, tuple[str, str | None]]:
+) -> dict[str, tuple[str, str | None]] | None:
     """hail's way with a batch: each instance in request order gets hail's own choice (the
     exact single allocate) on the cluster as the ones before it left it; an instance that
-    fits nowhere is skipped. A time-limited joint solve is compared with it."""
+    fits nowhere is skipped. A time-limited joint solve is compared with it. None when a
+    single allocate itself runs out of time."""
     chosen: dict[str, tuple[str, str | None]] = {}
     for r, _inst, d in demands:
-        best, _, _ = allocate_one(states, d, r.required_nodes, r.nics, group_name, None, opts)
+        try:
+            best, _, _ = allocate_one(states, d, r.required_nodes, r.nics, group_name, None, opts)
+        except SolverError:
+            return None
         if best is None:
             continue
         p, s = best.nodes[0], (best.nodes[1] if len(best.nodes) > 1 else None)

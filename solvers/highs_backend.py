@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -31,9 +34,10 @@ from solvers.result import (
 )
 
 # HiGHS runs one scheduler per process and fixes its thread count at the first solve; a later
-# solve asking for another count only logs an error and is ignored. This is the one piece of
+# solve asking for another count only logs an error and is ignored. This is one of two pieces of
 # module state: the count the scheduler was last set to by us, so it is reset only when it must
 # change (and once at our first solve, in case other code in the process ran HiGHS before).
+# The other is `_silenced_fds`: file descriptors belong to the process too.
 _highs_scheduler_threads: int | None = None
 
 _NO_SOLUTION_STOPS = {
@@ -85,12 +89,53 @@ def _clean_value(var: Any, x: float) -> float:
     return float(x)
 
 
-class UncapturedHighs(PyomoHighs):
-    """Pyomo's persistent HiGHS without the stdout capture it wraps around every solve.
+class _SilencedFds:
+    """Point file descriptors 1 and 2 at /dev/null while HiGHS runs: its C++ code prints a
+    few lines by itself (e.g. from its MIP heuristics) even with its log off, and an
+    iallocator's stdout must hold nothing but the answer. Descriptors belong to the process,
+    so solves in several threads share one redirection (the first in sets it up, the last out
+    restores it)."""
 
-    The capture starts and joins reader threads each time: about 1 ms, most of the time of
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved: list[int] = []
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                self._saved = [os.dup(1), os.dup(2)]
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                os.close(null)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    os.dup2(self._saved[0], 1)
+                    os.dup2(self._saved[1], 2)
+                    for fd in self._saved:
+                        os.close(fd)
+                    self._saved = []
+
+
+_silenced_fds = _SilencedFds()
+
+
+class UncapturedHighs(PyomoHighs):
+    """Pyomo's persistent HiGHS without the output capture it wraps around every solve.
+
+    That capture starts and joins reader threads each time: about 1 ms, most of the time of
     a small lexicographic stage (a 1,000-node allocate has four or five). exalloc never shows
-    HiGHS's log, so HiGHS is silenced instead (failures are named by their termination).
+    HiGHS's log: the log is off, and what HiGHS prints anyway goes to /dev/null (a few
+    system calls). Failures are named by their model status.
     """
 
     def _solve(self) -> Any:
@@ -107,7 +152,8 @@ class UncapturedHighs(PyomoHighs):
             if value is not None:
                 highs.setOptionValue(key, value)
         config.timer.start("optimize")
-        highs.run()
+        with _silenced_fds():
+            highs.run()
         config.timer.stop("optimize")
         return self._postsolve(io.StringIO())
 

@@ -419,3 +419,27 @@ def test_highspy_and_cpsat_in_one_process(highs_first: bool) -> None:
     assert proc.returncode == 0, proc.stderr
     # weights 2+3 <= 5 give value 7, better than 4 alone (5) or 2+4 > 5
     assert proc.stdout.split() == ["highs=optimal:7", "cpsat=optimal:7"]
+
+
+def test_what_highs_prints_itself_stays_off_stdout(capfd, monkeypatch) -> None:
+    """HiGHS's C++ code prints a few lines by itself even with its log off; an iallocator's
+    stdout must hold only the answer, so nothing printed during a solve may reach fd 1 or 2."""
+    import os
+
+    import highspy
+
+    real_run = highspy.Highs.run
+
+    def noisy_run(self):  # what HiGHS's own printf does, at the file-descriptor level
+        os.write(1, b"HighsMipSolverData::noise\n")
+        os.write(2, b"more noise\n")
+        return real_run(self)
+
+    monkeypatch.setattr(highspy.Highs, "run", noisy_run)
+    print("before")
+    res = solve(knapsack_model(), "highs")
+    print("after")
+    assert res.status is Status.OPTIMAL
+    out, err = capfd.readouterr()
+    assert out == "before\nafter\n"
+    assert "noise" not in err

@@ -130,19 +130,12 @@ def _timed(path: Path, args: argparse.Namespace) -> list[tuple[float, str]]:
     return runs
 
 
-def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: Path) -> dict:
-    rng = random.Random(n_nodes * 7 + (template == "drbd"))
-    data = gen.allocate(rng, n_nodes, template=template, fits=True)
-    path = tmp / f"allocate-{n_nodes}-{template}.json"
-    path.write_text(json.dumps(data))
+def _measure(path: Path, args: argparse.Namespace) -> tuple[dict, dict, dict[str, Any]]:
+    """Run the three commands on `path`: (hail's answer, exalloc's --json, the timing fields)."""
     (hail_s, hail_out), (ex_s, ex_out), (served_s, served_out) = _timed(path, args)
     doc = json.loads(ex_out)
-    hail = json.loads(hail_out)
     runs = doc["solver"]
-    return {
-        "problem": "allocate",
-        "nodes": n_nodes,
-        "template": template,
+    fields = {
         "hail_s": hail_s,
         "exalloc_s": ex_s,
         "served_s": served_s,
@@ -151,6 +144,21 @@ def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: P
         "build_s": sum(r["build_s"] for r in runs),
         "solve_s": sum(r["solve_s"] for r in runs),
         "status": ",".join(sorted({r["status"] for r in runs})) or "-",
+    }
+    return json.loads(hail_out), doc, fields
+
+
+def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: Path) -> dict:
+    rng = random.Random(n_nodes * 7 + (template == "drbd"))
+    data = gen.allocate(rng, n_nodes, template=template, fits=True)
+    path = tmp / f"allocate-{n_nodes}-{template}.json"
+    path.write_text(json.dumps(data))
+    hail, doc, fields = _measure(path, args)
+    return {
+        "problem": "allocate",
+        "nodes": n_nodes,
+        "template": template,
+        **fields,
         "same": hail["result"] == doc["response"]["result"],
         "result": doc["response"]["result"],
     }
@@ -166,23 +174,13 @@ def bench_multi(
     text = json.dumps(data)
     path = tmp / f"multi-{n_nodes}-{n_instances}-{template}.json"
     path.write_text(text)
-    (hail_s, hail_out), (ex_s, ex_out), (served_s, served_out) = _timed(path, args)
-    doc = json.loads(ex_out)
-    hail = json.loads(hail_out)
-    runs = doc["solver"]
+    hail, doc, fields = _measure(path, args)
     return {
         "problem": "multi-allocate",
         "nodes": n_nodes,
         "instances": n_instances,
         "template": template,
-        "hail_s": hail_s,
-        "exalloc_s": ex_s,
-        "served_s": served_s,
-        "served_same": json.loads(served_out)["result"] == doc["response"]["result"],
-        "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
-        "build_s": sum(r["build_s"] for r in runs),
-        "solve_s": sum(r["solve_s"] for r in runs),
-        "status": ",".join(sorted({r["status"] for r in runs})) or "-",
+        **fields,
         "hail_quality": _quality(text, hail),
         "exalloc_quality": _quality(text, doc["response"]),
     }

@@ -52,10 +52,12 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]
     return wall, proc.stdout
 
 
+def _solver_args(solver: str, time_limit: float | None) -> list[str]:
+    return ["--solver", solver] + ([] if time_limit is None else ["--time-limit", str(time_limit)])
+
+
 def _exalloc_cmd(path: Path, solver: str, time_limit: float | None) -> list[str]:
-    cmd = [sys.executable, "-m", "cli", "--json", "--solver", solver]
-    if time_limit is not None:
-        cmd += ["--time-limit", str(time_limit)]
+    cmd = [sys.executable, "-m", "cli", "--json", *_solver_args(solver, time_limit)]
     return [*cmd, "hail", str(path)]
 
 
@@ -93,8 +95,7 @@ class HailServer:
         self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))
 
     def command(self, path: Path, solver: str, time_limit: float | None) -> tuple[list[str], dict]:
-        extra = ["--solver", solver] + (["--time-limit", str(time_limit)] if time_limit else [])
-        return [*self.client, *extra, str(path)], self.env
+        return [*self.client, *_solver_args(solver, time_limit), str(path)], self.env
 
     def served(self) -> int:
         return sum(": hail " in line for line in self.log.read_text().splitlines())

@@ -6,7 +6,7 @@ the strict `addPri` checks. Every one of those checks is a linear capacity of th
 reserve", "(used + new vCPUs) / t_cpu ≤ ratio", the same on the `*_forth` counters, and the
 N+1 reserve. `capacity_rows` writes them out once per node, so that
 
-* the count of a test instance is `min(cap // demand)` over the rows (`allocation_count`), and
+* the count of a test instance is `min(cap // demand)` over the rows (`vector_of`), and
 * the MIP in `formulations/dedicated.py` can keep per-node counts as integer variables bounded
   by the same rows after any combination of new primaries and secondaries.
 
@@ -160,19 +160,6 @@ def test_usage(kind: str, t: InstanceDemand) -> int:
     """What one test instance (running, plain, no disks, no tags) takes from a row (cached:
     a group has a handful of test instances, asked about for every node)."""
     return primary_usage(kind, t)
-
-
-def allocation_count(rows: tuple[CapacityRow, ...], reserve_mib: int, t: InstanceDemand) -> int:
-    """How many copies of test instance t fit: min over rows of cap // usage (§3.2)."""
-    best = MAX_REPEAT
-    for row in rows:
-        cap = row.cap - (reserve_mib if row.kind == N1 else 0)
-        use = test_usage(row.kind, t)
-        if cap < 0:
-            return 0
-        if use > 0:
-            best = min(best, cap // use)
-    return best
 
 
 def allocation_vector(state: NodeState, tests: tuple[InstanceDemand, ...]) -> tuple[int, ...]:

@@ -544,11 +544,11 @@ def allocate_one(
     return best, ", ".join([f"Selected group: {best.group.name}", *messages]), outcomes
 
 
-def _suffix(runs: Sequence[SolverRun]) -> str:
+def _suffix(runs: Sequence[SolverRun], note: str = "") -> str:
     if not runs:
         return ""
     worst = next((r for r in runs if r.status != "optimal"), runs[0])
-    return f" [exalloc {worst.solver}: {worst.summary()}]"
+    return f" [exalloc {worst.solver}: {worst.summary()}{note}]"
 
 
 def allocate(cluster: Cluster, req: AllocateRequest, opts: Options = Options()) -> HailReport:
@@ -810,8 +810,9 @@ def multi_allocate(
         deadline = None if opts.time_limit is None else time.perf_counter() + opts.time_limit
 
         def solve_batch(m: Any, objs: list) -> Any:
+            nonlocal solve_s
             left = None if deadline is None else max(deadline - time.perf_counter(), 0.5)
-            return solve_lexicographic(
+            lex = solve_lexicographic(
                 m,
                 objs,
                 solver=opts.solver,
@@ -820,6 +821,8 @@ def multi_allocate(
                 threads=opts.threads,
                 build_s=build_s,
             )
+            solve_s += lex.solve_s
+            return lex
 
         for attempt in range(MAX_PAIR_ROUNDS + 1):
             with Stopwatch() as sw:
@@ -829,14 +832,11 @@ def multi_allocate(
             if target is not None:
                 form.pin_objectives(m, objs, target)
                 lex = solve_batch(m, objs)
-                solve_s += lex.solve_s
                 form.unpin_objectives(m)
                 if lex.status != Status.OPTIMAL:  # the values are out of reach: solve in full
                     lex = solve_batch(m, objs)
-                    solve_s += lex.solve_s
             else:
                 lex = solve_batch(m, objs)
-                solve_s += lex.solve_s
             if not lex.has_solution:
                 if earlier is None:
                     raise SolverError(
@@ -913,11 +913,9 @@ def multi_allocate(
                 f"{claimed_disk}"
             )
     info, result = multi_allocate_response(allocated, failed)
-    suffix = _suffix(runs)
-    if kept_greedy:
-        suffix = suffix[:-1] + "; kept the one-by-one batch, better than the best found]"
+    note = "; kept the one-by-one batch, better than the best found" if kept_greedy else ""
     return HailReport(
-        response_json(True, info + suffix, result),
+        response_json(True, info + _suffix(runs, note), result),
         "multi-allocate",
         placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
         runs=runs,

@@ -245,6 +245,18 @@ def test_build_single_with_representatives_is_exact(drbd: bool) -> None:
     assert reduced > 30  # the classes did leave candidates out
 
 
+def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:
+    """`lazy` (pair rounds) has the objectives of the model that sums on every pair."""
+    build = form.build_batch
+    monkeypatch.setattr(
+        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
+    )
+    exact = answer(inp, Options())
+    for key in ("lost_allocations_total", "remaining_disk_mib"):
+        assert lazy.objectives[key] == exact.objectives[key]
+    assert len(lazy.placements) == len(exact.placements) == 3
+
+
 @pytest.mark.parametrize("seed", [2, 4, 5, 8])
 def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, seed) -> None:
     """Several drbd instances on one (primary, secondary) pair: the one-per-pair model is
@@ -256,14 +268,7 @@ def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, s
     inp = parse_request(json.dumps(data))
     lazy = answer(inp, Options())
     assert lazy.runs[0].status == Status.OPTIMAL
-    build = form.build_batch
-    monkeypatch.setattr(
-        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
-    )
-    exact = answer(inp, Options())
-    for key in ("lost_allocations_total", "remaining_disk_mib"):
-        assert lazy.objectives[key] == exact.objectives[key]
-    assert len(lazy.placements) == len(exact.placements) == 3
+    _assert_as_the_every_pair_model(monkeypatch, inp, lazy)
 
 
 def test_lost_radix_orders_like_the_lexicographic_order() -> None:
@@ -312,14 +317,7 @@ def test_drbd_rounds_fall_back_when_the_pinned_values_are_out_of_reach(monkeypat
     lazy = answer(inp, Options())
     assert pinned  # the rounds took the pinned path
     assert lazy.runs[0].status == Status.OPTIMAL
-    build = form.build_batch
-    monkeypatch.setattr(
-        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
-    )
-    exact = answer(inp, Options())
-    for key in ("lost_allocations_total", "remaining_disk_mib"):
-        assert lazy.objectives[key] == exact.objectives[key]
-    assert len(lazy.placements) == len(exact.placements) == 3
+    _assert_as_the_every_pair_model(monkeypatch, inp, lazy)
 
 
 def _out_of_time_after_the_first_round(monkeypatch) -> list[str]:

@@ -41,6 +41,8 @@ from programs.hail_client import (
 
 #: Exit code of a worker that could not serve (the parent logs it and forks another).
 WORKER_FAILED = 70
+#: Exit code of a worker whose connection carried no call (e.g. another server's probe).
+WORKER_NO_CALL = 3
 #: Modules a call needs, imported before the workers are forked.
 WARM_MODULES = (
     "cli",
@@ -176,6 +178,8 @@ def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
     gc.disable()  # one call, then exit: collecting cycles would only cost time
     rehearse(rehearsal)
     conn, _ = sock.accept()
+    # a call once accepted is finished: a stopping server waits for it
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     sock.close()
     start = time.perf_counter()
     with conn:
@@ -184,7 +188,10 @@ def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
             _log(log, "refused a call from another user")
             return 0
         try:
-            call = Call.decode(read_all(conn))
+            data = read_all(conn)
+            if not data:  # connected and left: someone checking whether a server listens
+                return WORKER_NO_CALL
+            call = Call.decode(data)
         except (ProtocolError, OSError) as exc:
             _log(log, f"malformed call: {exc}")
             return WORKER_FAILED
@@ -249,10 +256,10 @@ def serve(path: str, workers: int, log: TextIO) -> ServerReport:
             if pid not in children:
                 continue
             children.discard(pid)
-            if os.waitstatus_to_exitcode(status) == 0:
-                served += 1
-            else:
-                failed += 1
+            code = os.waitstatus_to_exitcode(status)
+            served += code == 0
+            failed += code not in (0, WORKER_NO_CALL)
+            if code not in (0, WORKER_NO_CALL):
                 time.sleep(0.1)  # a worker that fails at once must not spin the parent
     except _Stop:
         pass
@@ -262,9 +269,10 @@ def serve(path: str, workers: int, log: TextIO) -> ServerReport:
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        for pid in children:
+        for pid in children:  # idle workers stop; one in a call finishes it first
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                _, status = os.waitpid(pid, 0)
+                served += os.waitstatus_to_exitcode(status) == 0
         if sock is not None:
             sock.close()
             with contextlib.suppress(FileNotFoundError):

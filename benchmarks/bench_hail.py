@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 
 import dedicated_gen as gen  # noqa: E402
 
+from model.backends.iallocator import parse_request  # noqa: E402
 from model.check import check_allocation  # noqa: E402
-from model.iallocator import parse_request  # noqa: E402
 from model.resources import node_states  # noqa: E402
 from programs.hail import REAL_HAIL, hail_placements  # noqa: E402
 

@@ -17,7 +17,7 @@ import random
 import statistics
 import sys
 
-from model.bareon import OVERHEADS_BY_FORMAT, PartitionProblem, problem_from_data
+from model.bareon.schema import OVERHEADS_BY_FORMAT, PartitionProblem, problem_from_data
 from programs.partition import solve_layout
 
 

@@ -25,7 +25,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from squeeze_gen import LARGE_NODE_TYPES, SqueezeSpec, ext_cluster  # noqa: E402
 
-from model.text_backend import save_text  # noqa: E402
+from model.backends.text import save_text  # noqa: E402
 
 
 def run_hsqueeze(path: Path, timeout_s: float) -> dict:

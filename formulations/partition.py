@@ -25,7 +25,7 @@ from itertools import pairwise
 
 import pyomo.environ as pyo
 
-from model.bareon import (
+from model.bareon.schema import (
     Overheads,
     PartitionProblem,
     fairness_groups,

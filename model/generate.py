@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from model.backends.iallocator import ipolicy_json
 from model.cluster import (
     Cluster,
     Disk,
@@ -24,7 +25,6 @@ from model.cluster import (
     NodeGroup,
 )
 from model.errors import InputError
-from model.iallocator import ipolicy_json
 
 TEMPLATES = ("ext", "plain", "drbd")
 STANDBY_TAG = "htools:standby:auto"

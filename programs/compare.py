@@ -184,8 +184,8 @@ def judge_squeeze(
     path: str, mode: str, nodes: list[str], moves: list[tuple[str, str]]
 ) -> dict[str, Any]:
     """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations."""
+    from model.backends.text import common_suffix, load_text
     from model.check import Move, check_squeeze
-    from model.text_backend import common_suffix, load_text
 
     cluster = load_text(path)
     # hsqueeze prints names without the cluster's common domain suffix (htools' shortening)
@@ -240,8 +240,8 @@ def _exact_squeeze(task: Task, o: Options) -> dict[str, Any]:
 
 def judge_allocation(path: str, where: dict[str, list[str]]) -> dict[str, Any]:
     """New instances on chosen nodes as exalloc's checker sees them: placed, lost vector."""
+    from model.backends.iallocator import AllocateRequest, load_request, new_instance
     from model.check import check_allocation
-    from model.iallocator import AllocateRequest, load_request, new_instance
 
     inp = load_request(path)
     req = inp.request
@@ -383,7 +383,7 @@ def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
 
 def _greedy_partition(task: Task, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
     """bareon-allocator's way (LP, floored), timed on its own, judged by exalloc's checker."""
-    from model.bareon import read_problem
+    from model.bareon.schema import read_problem
 
     ours = (exact or {}).get("value")
     lp_floor_baseline = _program("partition").lp_floor_baseline

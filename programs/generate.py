@@ -105,7 +105,7 @@ def run(args: Any) -> GenerateReport:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"cannot create {out}: {err.strerror}") from None
-    from model.text_backend import dump_text
+    from model.backends.text import dump_text
 
     rng = random.Random(args.seed)
     files: list[str] = []

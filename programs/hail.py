@@ -24,14 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from formulations import dedicated as form
-from model.check import CheckReport, check_allocation
-from model.cluster import Cluster, NodeGroup
-from model.dedicated import allocation_vector, capacity_rows, format_metric, vector_of
-from model.dedicated import primary_usage as row_primary_usage
-from model.dedicated import secondary_usage as row_secondary_usage
-from model.dedicated import test_usage as row_test_usage
-from model.errors import CheckFailedError, InputError, SolverError
-from model.iallocator import (
+from model.backends.iallocator import (
     AllocateRequest,
     IAllocatorInput,
     MultiAllocateRequest,
@@ -42,6 +35,13 @@ from model.iallocator import (
     parse_request,
     response_json,
 )
+from model.check import CheckReport, check_allocation
+from model.cluster import Cluster, NodeGroup
+from model.dedicated import allocation_vector, capacity_rows, format_metric, vector_of
+from model.dedicated import primary_usage as row_primary_usage
+from model.dedicated import secondary_usage as row_secondary_usage
+from model.dedicated import test_usage as row_test_usage
+from model.errors import CheckFailedError, InputError, SolverError
 from model.resources import (
     ClusterState,
     FailMode,
@@ -217,7 +217,7 @@ def run(args: Any) -> HailReport:
     else:
         inp = load_request(request_path, static_kvm_node_memory=kvm)
     if getattr(args, "text_data", None):
-        from model.text_backend import load_text
+        from model.backends.text import load_text
 
         inp = IAllocatorInput(load_text(args.text_data), inp.request, inp.enabled_hypervisors)
     loaded = time.perf_counter()

@@ -102,7 +102,7 @@ def rehearse(requests: list[str]) -> None:
     """Answer the warm-up requests in a fresh worker: the first request in a forked process
     pays for copying the pages it touches (about 10 ms at 1,000 nodes); this moves that
     cost before the call arrives. Failures do not matter here."""
-    from model.iallocator import parse_request
+    from model.backends.iallocator import parse_request
     from programs.hail import answer
 
     for text in requests:

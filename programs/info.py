@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from model.backends.iallocator import ipolicy_json
 from model.cluster import Cluster, IPolicy, ISpec
-from model.iallocator import ipolicy_json
 from model.resources import ClusterState, NodeState, node_states
 from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
 
@@ -253,6 +253,6 @@ def summarise(cluster: Cluster, path: str = "") -> InfoReport:
 
 def run(path: str) -> InfoReport:
     """Load a text snapshot and summarise it (errors surface as model.errors exceptions)."""
-    from model.text_backend import load_text
+    from model.backends.text import load_text
 
     return summarise(load_text(path), str(path))

@@ -23,21 +23,21 @@ from formulations.partition import (
     spread_pvs,
     stages,
 )
-from model.bareon import (
+from model.bareon.check import CheckReport, check_layout, diagnose_infeasible
+from model.bareon.outputs import (
+    allocator_document,
+    bareon_document,
+    ironic_document,
+    layout_svg,
+    write_atomically,
+)
+from model.bareon.schema import (
     ALLOCATOR_OVERHEADS,
     OVERHEADS_BY_FORMAT,
     Layout,
     Overheads,
     PartitionProblem,
     read_problem,
-)
-from model.bareon_check import CheckReport, check_layout, diagnose_infeasible
-from model.bareon_outputs import (
-    allocator_document,
-    bareon_document,
-    ironic_document,
-    layout_svg,
-    write_atomically,
 )
 from model.errors import CheckFailedError, InfeasibleError, InputError, SolverError
 from solvers import Objective, Status, Stopwatch, solve, solve_lexicographic

@@ -33,6 +33,7 @@ from formulations.squeeze import (
     evenness_cut,
     objectives,
 )
+from model.backends.text import load_text, save_text
 from model.check import Move, Violation, check_squeeze
 from model.cluster import Cluster, Instance
 from model.errors import CheckFailedError, InputError, SolverError
@@ -51,7 +52,6 @@ from model.resources import (
     safe_div,
     secondary_shortfalls,
 )
-from model.text_backend import load_text, save_text
 from solvers import (
     LexResult,
     Objective,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from model.backends.text import dump_text
 from model.generate import ClusterSpec, generate_cluster, generate_request
-from model.text_backend import dump_text
 from programs import compare
 
 REPO = Path(__file__).resolve().parent.parent

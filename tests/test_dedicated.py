@@ -16,9 +16,9 @@ import dedicated_gen as gen
 import pytest
 
 from formulations import dedicated as form
+from model.backends.iallocator import new_instance, parse_request
 from model.dedicated import allocation_vector, format_metric, max_total_vcpus
 from model.errors import SolverError
-from model.iallocator import new_instance, parse_request
 from model.resources import (
     FailMode,
     add_primary,

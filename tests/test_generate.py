@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from model.backends.text import dump_text, parse_text
 from model.errors import InputError
 from model.generate import (
     GENERATED_IPOLICY,
@@ -20,7 +21,6 @@ from model.generate import (
     instance_shapes,
 )
 from model.resources import node_states
-from model.text_backend import dump_text, parse_text
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def test_instance_shapes_follow_the_ipolicy() -> None:
 
 
 def test_node_types_option(tmp_path: Path) -> None:
-    from model.text_backend import load_text
+    from model.backends.text import load_text
 
     out = tmp_path / "n"
     done = _cli("generate", "--out", str(out), "--count", "2", "--nodes", "5",
@@ -98,8 +98,8 @@ def test_node_types_option(tmp_path: Path) -> None:
 
 
 def test_dedicated_policy_has_three_size_classes(tmp_path: Path) -> None:
+    from model.backends.text import load_text
     from model.generate import DEDICATED_IPOLICY
-    from model.text_backend import load_text
 
     assert len(DEDICATED_IPOLICY.minmax) == 3
     for shape in instance_shapes(DEDICATED_IPOLICY):
@@ -131,7 +131,7 @@ def test_requests_have_iallocator_shape() -> None:
 
 
 def test_bareon_pairs_are_feasible_fixtures() -> None:
-    from model.bareon import problem_from_data
+    from model.bareon.schema import problem_from_data
 
     for seed in range(10):
         doc = generate_bareon(seed, disks=3, spaces=5)

@@ -17,8 +17,8 @@ import dedicated_gen as gen
 import pytest
 
 import cli
+from model.backends.iallocator import parse_request
 from model.check import check_allocation
-from model.iallocator import parse_request
 from model.resources import node_states
 from programs.hail import Options, answer, hail_placements
 

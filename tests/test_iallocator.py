@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from model.cluster import DEFAULT_IPOLICY, Disk
-from model.errors import InputError
-from model.iallocator import (
+from model.backends.iallocator import (
     AllocateRequest,
     AllocateSecondaryRequest,
     ChangeGroupRequest,
@@ -30,7 +28,9 @@ from model.iallocator import (
     replace_disks_opcode,
     response_json,
 )
-from model.text_backend import dump_text
+from model.backends.text import dump_text
+from model.cluster import DEFAULT_IPOLICY, Disk
+from model.errors import InputError
 
 TYPES = {
     "allocate": AllocateRequest,
@@ -330,7 +330,7 @@ def test_one_pass_readers_equal_the_checked_readers(ganeti, monkeypatch):
     generated 200-node cluster."""
     import dedicated_gen as gen
 
-    import model.iallocator as ia
+    import model.backends.iallocator as ia
 
     raw = json.loads((ganeti.data_dir / "hail-alloc-drbd.json").read_text())
     inst = raw["instances"]["instance14"]

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from model.bareon import (
+from model.bareon.check import check_layout, diagnose_infeasible
+from model.bareon.outputs import bareon_document, ironic_document
+from model.bareon.schema import (
     ALLOCATOR_OVERHEADS,
     BAREON_OVERHEADS,
     IRONIC_OVERHEADS,
     problem_from_data,
     read_problem,
 )
-from model.bareon_check import check_layout, diagnose_infeasible
-from model.bareon_outputs import bareon_document, ironic_document
 from model.errors import InfeasibleError, InputError
 from programs.partition import run, solve_layout
 
@@ -207,7 +207,7 @@ def test_probe_loses_nothing_and_breaks_nothing(name, expected_totals):
     got = totals(report)
     assert {k: got[k] for k in expected_totals} == expected_totals
     problem = read_problem(str(PROBES / f"{name}.yaml"))
-    from model.bareon import Layout
+    from model.bareon.schema import Layout
 
     check = check_layout(problem, Layout(report.sizes_mib), ALLOCATOR_OVERHEADS)
     assert check.ok and check.unallocated_mib == 0

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from formulations.partition import disk_classes, spread_pvs
-from model.bareon import BAREON_OVERHEADS, IRONIC_OVERHEADS, problem_from_data
-from model.bareon_check import check_layout, diagnose_infeasible
+from model.bareon.check import check_layout, diagnose_infeasible
+from model.bareon.schema import BAREON_OVERHEADS, IRONIC_OVERHEADS, problem_from_data
 from model.errors import InfeasibleError
 from programs.partition import solve_layout
 

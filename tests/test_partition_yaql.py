@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from model.bareon import problem_from_data, read_problem
+from model.bareon.schema import problem_from_data, read_problem
+from model.bareon.yaql_sandbox import YaqlError, YaqlLimits, YaqlSandbox, yaql_expression
 from model.errors import InputError
-from model.yaql_sandbox import YaqlError, YaqlLimits, YaqlSandbox, yaql_expression
 
 HW = {"ram": 20, "disks": [{"id": "sda", "size": 100, "type": "hdd"},
                            {"id": "sdb", "size": 100, "type": "hdd"},

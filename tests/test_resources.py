@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from model.backends.text import load_text, parse_text
 from model.cluster import DEFAULT_IPOLICY, Disk, Instance, IPolicy, ISpec, MinMax
 from model.resources import (
     FailMode,
@@ -32,7 +33,6 @@ from model.resources import (
     safe_div,
 )
 from model.score import cluster_score
-from model.text_backend import load_text, parse_text
 
 # hail-alloc-dedicated-1.json (§3.3) as a text snapshot: 4 exclusive-storage nodes.
 DEDICATED = """\

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from model.backends.text import load_text
 from model.cluster import Cluster
 from model.resources import node_states
 from model.score import METRICS, WEIGHTS, cluster_metrics, cluster_score
-from model.text_backend import load_text
 
 # Ganeti 3.0.2's test/data/htools/*.data; test_all_snapshots_listed catches new ones.
 SNAPSHOTS = (

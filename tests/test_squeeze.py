@@ -13,9 +13,9 @@ from squeeze_gen import SqueezeSpec, ext_cluster
 
 import cli
 import programs.squeeze as squeeze
+from model.backends.text import load_text
 from model.check import Move, check_squeeze
 from model.resources import probe_demand
-from model.text_backend import load_text
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "squeeze"
 
@@ -190,7 +190,7 @@ def test_malformed_snapshot_one_line(ganeti, capsys) -> None:  # noqa: ANN001
 
 
 def test_time_limit_reports_gap(tmp_path, capsys) -> None:  # noqa: ANN001
-    from model.text_backend import save_text
+    from model.backends.text import save_text
 
     path = tmp_path / "c.data"
     save_text(ext_cluster(SqueezeSpec(nodes=60, instances=300, seed=3)), path)
@@ -203,7 +203,7 @@ def test_time_limit_reports_gap(tmp_path, capsys) -> None:  # noqa: ANN001
 
 
 def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
-    from model.text_backend import save_text
+    from model.backends.text import save_text
 
     path = tmp_path / "c.data"
     save_text(ext_cluster(SqueezeSpec(nodes=24, instances=80, seed=5)), path)
@@ -219,7 +219,7 @@ def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatc
 def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
     """Cross-check with the real tool: on exalloc's -S result every node hosts the probe, so
     hsqueeze (same minimal and target factor) neither expands nor finds more to free."""
-    from model.text_backend import save_text
+    from model.backends.text import save_text
 
     path = tmp_path / "c.data"
     save_text(ext_cluster(SqueezeSpec(nodes=16, instances=64, seed=1)), path)

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from model.cluster import DEFAULT_IPOLICY, Disk, ISpec
-from model.errors import InputError
-from model.text_backend import (
+from model.backends.text import (
     alias,
     cluster_suffix,
     common_suffix,
@@ -25,6 +23,8 @@ from model.text_backend import (
     save_text,
     show_double,
 )
+from model.cluster import DEFAULT_IPOLICY, Disk, ISpec
+from model.errors import InputError
 
 INVALID = {"invalid-node.data"}
 GROUP = "g|u|preferred|\n\n"

@@ -132,7 +132,7 @@ def _evaluate_in_child(expression: str, data: Any, limits: YaqlLimits) -> Any:
     )
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "model.yaql_sandbox"],
+            [sys.executable, "-m", "model.bareon.yaql_sandbox"],
             input=request,
             capture_output=True,
             text=True,

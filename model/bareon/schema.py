@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from model.bareon.yaql_sandbox import YaqlError, YaqlSandbox, yaql_expression
 from model.errors import InputError
-from model.yaql_sandbox import YaqlError, YaqlSandbox, yaql_expression
 
 ELASTIC_TYPES = {"lv": "lv", "partition": "partition", "partitions": "partition"}
 CONTAINER_TYPES = {"vg"}

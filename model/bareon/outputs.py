@@ -14,8 +14,8 @@ import tempfile
 from typing import Any
 from xml.sax.saxutils import escape
 
-from model.bareon import Layout, Overheads, PartitionProblem
-from model.bareon_check import pv_count
+from model.bareon.check import pv_count
+from model.bareon.schema import Layout, Overheads, PartitionProblem
 
 PARTITION_TABLE_START_MIB = 1  # bareon's first partition begins at 1 MiB
 

@@ -23,6 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from model.backends.text import alias, cluster_suffix, show_list, show_string
 from model.cluster import (
     ALLOC_POLICIES,
     DEFAULT_IPOLICY,
@@ -37,7 +38,6 @@ from model.cluster import (
     NodeGroup,
 )
 from model.errors import InputError
-from model.text_backend import alias, cluster_suffix, show_list, show_string
 
 ADMIN_STATE_STATUS = {"up": "running", "down": "ADMIN_down", "offline": "ADMIN_offline"}
 EVAC_MODES = ("primary-only", "secondary-only", "all")

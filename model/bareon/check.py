@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.bareon import (
+from model.bareon.schema import (
     Layout,
     Overheads,
     PartitionProblem,

@@ -39,7 +39,7 @@ import dedicated_gen as gen  # noqa: E402
 
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.check import check_allocation  # noqa: E402
-from model.resources import node_states  # noqa: E402
+from model.state import node_states  # noqa: E402
 from programs.hail import REAL_HAIL, hail_placements  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
 
-from model.dedicated import N1, CapacityRow
+from model.capacity import N1, CapacityRow
 from solvers import Objective
 
 

@@ -17,32 +17,23 @@ the check is on the final configuration, with htools' strict `addPri` / `addSec`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Any
 
 from model.cluster import Cluster, Instance, ISpec
+from model.dedicated import allocation_vector
 from model.errors import CheckFailedError
 from model.resources import (
-    ClusterState,
     InstanceDemand,
-    NodeState,
     Shortfall,
-    allocation_vector,
-    apply_primary,
-    apply_secondary,
     check_migration,
-    demand_of,
     minmax_shortfall,
-    node_states,
-    pair_location_score,
     primary_shortfalls,
     probe_demand,
-    remove_primary,
-    remove_secondary,
-    secondary_shortfalls,
 )
 from model.score import cluster_score
+from model.state import PRIMARY, SECONDARY, ClusterState, node_states
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,30 +195,24 @@ def _distinct(shortfalls: Iterable[Shortfall]) -> list[Shortfall]:
 
 
 def _place(
-    nodes: dict[str, NodeState],
+    state: ClusterState,
     d: InstanceDemand,
     primary: str,
     secondary: str | None,
     strict: bool,
-) -> list[Violation]:
+) -> tuple[ClusterState, list[Violation]]:
     """Add an instance on its nodes, listing every failed check; apply it regardless."""
+    if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
+        return state, []
+    if secondary == primary or not d.has_secondary:
+        secondary = None
+    found = state.placement_shortfalls(d, primary, secondary, strict=strict)
     out: list[Violation] = []
-    p = nodes.get(primary)
-    s = nodes.get(secondary) if secondary is not None else None
-    if p is not None:
-        out += [
-            _shortfall_violation(x, primary, d.name, "primary")
-            for x in _distinct(primary_shortfalls(p, d, strict=strict))
-        ]
-        nodes[primary] = apply_primary(p, d, pair_location_score(p, s))
-    if s is not None and secondary != primary and d.has_secondary:
-        out += [
-            _shortfall_violation(x, s.name, d.name, "secondary")
-            for x in _distinct(secondary_shortfalls(s, d, primary, strict=strict))
-            if x.kind != "template"
-        ]
-        nodes[s.name] = apply_secondary(s, d, primary)
-    return out
+    for role in (PRIMARY, SECONDARY):
+        shortfalls = [s for r, _, s in found if r == role and s.kind != "template"]
+        node = primary if role == PRIMARY else secondary
+        out += [_shortfall_violation(x, node, d.name, role) for x in _distinct(shortfalls)]
+    return state.placed(d, primary, secondary), out
 
 
 def _sum_vectors(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
@@ -237,8 +222,8 @@ def _sum_vectors(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
     return total
 
 
-def _vector(states: ClusterState, nodes: Mapping[str, NodeState], name: str) -> tuple[int, ...]:
-    return allocation_vector(nodes[name], states.ipolicy_of(name))
+def _vector(state: ClusterState, name: str) -> tuple[int, ...]:
+    return allocation_vector(state.nodes[name], state.ipolicy_of(name))
 
 
 def check_allocation(
@@ -260,7 +245,7 @@ def check_allocation(
     `remaining_disk_mib` summed over the nodes that received instances.
     """
     states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
-    nodes = dict(states.nodes)
+    state = states
     violations: list[Violation] = []
     seen: set[str] = set(states.demands)
     touched: list[str] = []
@@ -269,11 +254,7 @@ def check_allocation(
     per_placement: list[tuple[tuple[int, ...], int]] = []
     for item in placements:
         pl = item if isinstance(item, Placement) else Placement(*item)
-        d = (
-            pl.instance
-            if isinstance(pl.instance, InstanceDemand)
-            else demand_of(pl.instance, states.rules)
-        )
+        d = states.demand(pl.instance)
         if d.name in seen:
             violations.append(
                 Violation("duplicate_instance", "instance name already in use", None, d.name)
@@ -283,8 +264,8 @@ def check_allocation(
         violations += _target_violations(states, pl.secondary, d.name, "secondary")
         violations += _pair_violations(states, d, pl.primary, pl.secondary)
         violations += _policy_violations(states, d, pl.primary)
-        if pl.primary in nodes:
-            owner = states.cluster.group(nodes[pl.primary].group_uuid)
+        if pl.primary in state.nodes:
+            owner = states.cluster.group(state.nodes[pl.primary].group_uuid)
             if owner.alloc_policy == "unallocable":
                 violations.append(
                     Violation(
@@ -294,40 +275,37 @@ def check_allocation(
                         d.name,
                     )
                 )
-        used = [n for n in (pl.primary, pl.secondary) if n is not None and n in nodes]
+        used = [n for n in (pl.primary, pl.secondary) if n is not None and n in state.nodes]
         used = list(dict.fromkeys(used))
-        step_before = {n: _vector(states, nodes, n) for n in used}
+        step_before = {n: _vector(state, n) for n in used}
         for n in used:
             before.setdefault(n, step_before[n])
             if n not in touched:
                 touched.append(n)
-            groups.add(nodes[n].group_uuid)
-        secondary = pl.secondary if d.has_secondary else None
-        violations += _place(nodes, d, pl.primary, secondary, strict)
+            groups.add(state.nodes[n].group_uuid)
+        state, found = _place(state, d, pl.primary, pl.secondary, strict)
+        violations += found
         lost = _sum_vectors(
-            tuple(a - b for a, b in zip(step_before[n], _vector(states, nodes, n), strict=True))
+            tuple(a - b for a, b in zip(step_before[n], _vector(state, n), strict=True))
             for n in used
         )
-        per_placement.append((lost, sum(nodes[n].free_disk_mib for n in used)))
+        per_placement.append((lost, sum(state.nodes[n].free_disk_mib for n in used)))
 
-    after = {n: _vector(states, nodes, n) for n in touched}
+    after = {n: _vector(state, n) for n in touched}
     lost_per_node = {
         n: tuple(a - b for a, b in zip(before[n], after[n], strict=True)) for n in touched
     }
-    in_groups = [n for n, st in nodes.items() if st.group_uuid in groups and not st.offline]
-    final = states.with_nodes(nodes)
+    in_groups = [n for n, st in state.nodes.items() if st.group_uuid in groups and not st.offline]
     objectives: dict[str, Any] = {
         "score_before": cluster_score(states, group),
-        "score": cluster_score(final, group),
+        "score": cluster_score(state, group),
         "placement_metrics": per_placement,
         "lost_allocations": lost_per_node,
         "lost_allocations_total": _sum_vectors(lost_per_node.values()),
-        "allocation_vector_before": _sum_vectors(
-            _vector(states, states.nodes, n) for n in in_groups
-        ),
-        "allocation_vector_after": _sum_vectors(_vector(states, nodes, n) for n in in_groups),
-        "remaining_disk_mib": sum(nodes[n].free_disk_mib for n in touched),
-        "remaining_disk_per_node_mib": {n: nodes[n].free_disk_mib for n in touched},
+        "allocation_vector_before": _sum_vectors(_vector(states, n) for n in in_groups),
+        "allocation_vector_after": _sum_vectors(_vector(state, n) for n in in_groups),
+        "remaining_disk_mib": sum(state.nodes[n].free_disk_mib for n in touched),
+        "remaining_disk_per_node_mib": {n: state.nodes[n].free_disk_mib for n in touched},
     }
     return CheckReport(tuple(violations), objectives)
 
@@ -366,10 +344,10 @@ def check_moves(
     """
     states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
     c = states.cluster
-    nodes = dict(states.nodes)
+    nodes = states.nodes
     violations: list[Violation] = []
-    off = list(dict.fromkeys(powered_off))
-    on = list(dict.fromkeys(powered_on))
+    off = [n for n in dict.fromkeys(powered_off)]
+    on = [n for n in dict.fromkeys(powered_on)]
     for name in off:
         if name not in nodes:
             violations.append(Violation("unknown_node", "cannot power off: no such node", name))
@@ -378,7 +356,6 @@ def check_moves(
             violations.append(Violation("master_offline", "the master node must stay on", name))
         if nodes[name].offline:
             violations.append(Violation("not_online", "node is already offline", name))
-        nodes[name] = replace(nodes[name], offline=True)
     for name in on:
         if name not in nodes:
             violations.append(Violation("unknown_node", "cannot power on: no such node", name))
@@ -387,8 +364,10 @@ def check_moves(
             violations.append(Violation("not_offline", "node is already online", name))
         if name in off:
             violations.append(Violation("offline_node", "node both powered on and off", name))
-        nodes[name] = replace(nodes[name], offline=False)
-    powered = states.with_nodes(nodes)
+    powered = states.powered(
+        off=[n for n in off if n in nodes and n not in on], on=[n for n in on if n in nodes]
+    )
+    nodes = powered.nodes
 
     resolved: list[tuple[Instance, InstanceDemand, str, str | None]] = []
     moved: set[str] = set()
@@ -430,14 +409,13 @@ def check_moves(
         resolved.append((inst, d, primary, secondary))
 
     # Everything moving leaves first, then arrives: the check is on the final layout.
-    for inst, d, _, _ in resolved:
-        p, s = nodes[inst.primary], nodes.get(inst.secondary) if inst.secondary else None
-        nodes[inst.primary] = remove_primary(p, d, pair_location_score(p, s))
-        if s is not None:
-            nodes[s.name] = remove_secondary(s, d, inst.primary)
+    state = powered
+    for inst, _, _, _ in resolved:
+        state = state.remove(inst.name)
     for _, d, primary, secondary in resolved:
-        if primary in nodes and (secondary is None or secondary in nodes):
-            violations += _place(nodes, d, primary, secondary, strict)
+        state, found = _place(state, d, primary, secondary, strict)
+        violations += found
+    nodes = state.nodes
 
     final_of = {inst.name: (p, s) for inst, _, p, s in resolved}
     for inst in c.instances:
@@ -464,14 +442,13 @@ def check_moves(
                     )
                 )
 
-    final = states.with_nodes(nodes)
     online = [st for st in nodes.values() if not st.offline]
     objectives: dict[str, Any] = {
         "moves": len(resolved),
         "nodes_powered_off": len(off),
         "nodes_powered_on": len(on),
         "score_before": cluster_score(states),
-        "score": cluster_score(final),
+        "score": cluster_score(state),
         "max_memory_utilisation": max((1.0 - st.p_mem for st in online), default=0.0),
         "online_nodes": len(online),
     }

@@ -1,158 +1,89 @@
-"""The dedicated (exclusive-storage) allocation metric as linear capacities (spec §3.2).
+"""The dedicated (exclusive-storage) allocation metric (docs/hail.md, "dedicated allocation").
 
-htools counts a node's allocation vector by adding each test instance again and again with
-the strict `addPri` checks. Every one of those checks is a linear capacity of the node:
-"memory of the primaries must stay below the unallocated memory", "disk must stay above the
-reserve", "(used + new vCPUs) / t_cpu ≤ ratio", the same on the `*_forth` counters, and the
-N+1 reserve. `capacity_rows` writes them out once per node, so that
+A node's *allocation vector* counts, for each minimally compliant instance of its group's
+policy (largest minimum disk first), how many copies still fit on it one after another with
+htools' strict `addPri` checks; placing an instance loses some of them (its *lost-allocations
+vector*). hail minimises (lost vector, remaining disk) lexicographically.
 
-* the count of a test instance is `min(cap // demand)` over the rows (`vector_of`), and
-* the MIP in `formulations/dedicated.py` can keep per-node counts as integer variables bounded
-  by the same rows after any combination of new primaries and secondaries.
+Two ways to count, held equal by tests/test_dedicated.py:
 
-`model.resources.repeat_count` (the checker's count, by repeated strict adds) is the reference;
-the tests hold both equal. Everything is in MiB.
+* `allocation_vector(state, ipolicy)`: the reference, by repeated strict adds
+  (`repeat_count`); the independent checker uses it;
+* `vector_of(tests)`: closed form over the node's capacity rows (`model.capacity`), fast
+  enough to ask for every node before and after every candidate placement.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
-from model.resources import MAX_REPEAT, InstanceDemand, NodeState
-
-# Row kinds, in the order htools runs the corresponding checks.
-MEMORY = "memory"
-DISK = "disk"
-SPINDLES = "spindles"
-SPINDLE_RATIO = "spindle_ratio"
-N1 = "n1"
-VCPU = "vcpu"
-MEMORY_FORTH = "memory_forth"
-DISK_FORTH = "disk_forth"
-SPINDLES_FORTH = "spindles_forth"
-SPINDLE_RATIO_FORTH = "spindle_ratio_forth"
-VCPU_FORTH = "vcpu_forth"
-ROW_KINDS = (
-    MEMORY,
-    DISK,
-    SPINDLES,
-    SPINDLE_RATIO,
-    N1,
-    VCPU,
-    MEMORY_FORTH,
-    DISK_FORTH,
-    SPINDLES_FORTH,
-    SPINDLE_RATIO_FORTH,
-    VCPU_FORTH,
-)
+from model.capacity import MAX_REPEAT, ROW_KINDS, caps_left, copies_that_fit, primary_usage
+from model.cluster import IPolicy
+from model.resources import InstanceDemand, NodeState, primary_shortfalls
 
 
-@dataclass(frozen=True, slots=True)
-class CapacityRow:
-    """One strict check as `Σ usage ≤ cap_mib` (cap in the row's unit: MiB, vCPUs, spindles).
+def minimal_instances(ipolicy: IPolicy) -> tuple[InstanceDemand, ...]:
+    """The minimally compliant instances: each minmax min spec, largest min disk first."""
+    mins = sorted((mm.min for mm in ipolicy.minmax), key=lambda s: -s.disk_size)
+    return tuple(
+        InstanceDemand(
+            name=f"test-{i}",
+            memory_mib=s.memory_size,
+            disk_mib=s.disk_size,
+            vcpus=s.cpu_count,
+            disk_template="plain",
+            disk_sizes_mib=(),
+            disk_spindles=0,
+            spindle_use=s.spindle_use,
+        )
+        for i, s in enumerate(mins)
+    )
 
-    For the `n1` row the node's N+1 reserve is moved out of `cap`: the check is
-    `Σ primary memory + reserve ≤ cap`, because drbd secondaries raise the reserve.
+
+def _scaled(d: InstanceDemand, k: int) -> InstanceDemand:
+    return replace(
+        d,
+        memory_mib=d.memory_mib * k,
+        disk_mib=d.disk_mib * k,
+        vcpus=d.vcpus * k,
+        spindle_use=d.spindle_use * k,
+        disk_spindles=None if d.disk_spindles is None else d.disk_spindles * k,
+    )
+
+
+def repeat_count(state: NodeState, d: InstanceDemand) -> int:
+    """How many copies of a tagless instance fit one after another as primaries (strict).
+
+    Every check of `addPriEx` is monotone in the number of copies, and k copies pass the
+    k-th add exactly when one k-fold instance passes. A closed-form estimate is confirmed
+    with two checks; if it is off (float rounding), a bisection gives htools' count.
     """
 
-    kind: str
-    cap: int
+    def fails(k: int) -> bool:
+        return bool(primary_shortfalls(state, _scaled(d, k)))
 
-
-def max_total_vcpus(total_cpus: float, vcpu_ratio: float) -> int | None:
-    """The largest used-vCPU total u with `u / t_cpu ≤ ratio` in IEEE doubles (as htools);
-    None when the ratio is negative (no limit). A node without CPUs allows only 0 (0/0 = NaN
-    passes the check, anything else is +Inf)."""
-    if vcpu_ratio < 0:
-        return None
-    if total_cpus <= 0:
+    if d.exclusion_tags:
+        return 1 if not primary_shortfalls(state, d) else 0
+    if fails(1):
         return 0
-    v = math.floor(vcpu_ratio * total_cpus)
-    while (v + 1) / total_cpus <= vcpu_ratio:
-        v += 1
-    while v >= 0 and v / total_cpus > vcpu_ratio:
-        v -= 1
-    return v
+    guess = copies_that_fit(state, d)
+    if guess >= 1 and not fails(guess) and (guess >= MAX_REPEAT or fails(guess + 1)):
+        return guess
+    lo, hi = 1, 2
+    while hi < MAX_REPEAT and not fails(hi):
+        lo, hi = hi, min(hi * 2, MAX_REPEAT)
+    if hi >= MAX_REPEAT and not fails(hi):
+        return MAX_REPEAT
+    # invariant: lo fits, hi does not
+    return lo + bisect.bisect_left(range(lo + 1, hi), True, key=fails)
 
 
-def capacity_rows(state: NodeState) -> tuple[CapacityRow, ...]:
-    """The linear capacities behind every strict `addPri` check of a node (§5.2)."""
-    unalloc = state.unallocated_memory_mib
-    disk_floor = max(1, state.lo_disk_mib)
-    rows = [
-        CapacityRow(MEMORY, unalloc - 1),
-        CapacityRow(DISK, state.free_disk_mib - disk_floor),
-    ]
-    if state.exclusive_storage:
-        rows.append(CapacityRow(SPINDLES, state.free_spindles))
-    else:
-        rows.append(
-            CapacityRow(SPINDLE_RATIO, math.floor(state.hi_spindles - state.instance_spindles))
-        )
-    if not state.fail_n1:
-        rows.append(CapacityRow(N1, unalloc - 1))
-    vmax = max_total_vcpus(state.total_cpus, state.vcpu_ratio)
-    if vmax is not None:
-        rows.append(CapacityRow(VCPU, vmax - state.used_vcpus))
-    rows.append(CapacityRow(MEMORY_FORTH, state.free_memory_forth_mib - 1))
-    rows.append(CapacityRow(DISK_FORTH, state.free_disk_forth_mib - disk_floor))
-    if state.exclusive_storage:
-        rows.append(CapacityRow(SPINDLES_FORTH, state.free_spindles_forth))
-    else:
-        rows.append(
-            CapacityRow(
-                SPINDLE_RATIO_FORTH,
-                math.floor(state.hi_spindles - state.instance_spindles_forth),
-            )
-        )
-    if vmax is not None:
-        rows.append(CapacityRow(VCPU_FORTH, vmax - state.used_vcpus_forth))
-    return tuple(rows)
-
-
-def primary_usage(kind: str, d: InstanceDemand) -> int:
-    """What one new primary takes from a row (as `apply_primary` changes the counters)."""
-    local = d.uses_local_storage
-    forth = d.forthcoming
-    if kind in (MEMORY, N1):
-        return d.memory_mib if d.uses_memory else 0
-    if kind == DISK:
-        return d.disk_mib if local and not forth else 0
-    if kind == VCPU:
-        return 0 if forth else d.counted_vcpus
-    if kind == MEMORY_FORTH:
-        return d.memory_mib
-    if kind == DISK_FORTH:
-        return d.disk_mib if local else 0
-    if kind == VCPU_FORTH:
-        return d.counted_vcpus
-    if kind in (SPINDLES, SPINDLES_FORTH):
-        if not local or (forth and kind == SPINDLES):
-            return 0
-        return d.disk_spindles if d.disk_spindles is not None else MAX_REPEAT
-    if kind in (SPINDLE_RATIO, SPINDLE_RATIO_FORTH):
-        return 0 if (not local or (forth and kind == SPINDLE_RATIO)) else d.spindle_use
-    raise ValueError(kind)
-
-
-def secondary_usage(kind: str, d: InstanceDemand) -> int:
-    """What one new drbd secondary takes from a row (`apply_secondary`); its failover
-    memory enters through the N+1 reserve, not through a row."""
-    forth = d.forthcoming
-    if kind == DISK:
-        return 0 if forth else d.disk_mib
-    if kind == DISK_FORTH:
-        return d.disk_mib
-    if kind in (SPINDLES, SPINDLES_FORTH):
-        if forth and kind == SPINDLES:
-            return 0
-        return d.disk_spindles if d.disk_spindles is not None else MAX_REPEAT
-    if kind in (SPINDLE_RATIO, SPINDLE_RATIO_FORTH):
-        return 0 if (forth and kind == SPINDLE_RATIO) else d.spindle_use
-    return 0
+def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:
+    """The node's dedicated allocation vector: repeat counts of each test instance."""
+    return tuple(repeat_count(state, t) for t in minimal_instances(ipolicy))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -162,25 +93,17 @@ def test_usage(kind: str, t: InstanceDemand) -> int:
     return primary_usage(kind, t)
 
 
-def allocation_vector(state: NodeState, tests: tuple[InstanceDemand, ...]) -> tuple[int, ...]:
-    """The node's allocation vector from its capacity rows (equal to repeated strict adds)."""
-    return vector_of(tests)(state)
-
-
 def vector_of(tests: tuple[InstanceDemand, ...]) -> Callable[[NodeState], tuple[int, ...]]:
-    """`allocation_vector` for fixed test instances, their row usages taken once (hail asks
-    for the vector of every node, before and after each candidate placement)."""
+    """The allocation vector from the capacity rows, for fixed test instances whose row usages
+    are taken once (hail asks for the vector of every node, before and after each candidate
+    placement)."""
     usages = [{kind: test_usage(kind, t) for kind in ROW_KINDS} for t in tests]
     zeros = (0,) * len(tests)
 
     def vector(state: NodeState) -> tuple[int, ...]:
-        reserve = state.reserved_memory_mib
-        caps = []
-        for row in capacity_rows(state):
-            cap = row.cap - reserve if row.kind == N1 else row.cap
-            if cap < 0:
-                return zeros
-            caps.append((row.kind, cap))
+        caps = caps_left(state)
+        if caps is None:
+            return zeros
         out = []
         for usage in usages:
             best = MAX_REPEAT

@@ -16,10 +16,9 @@ allocator's test instances, whose disk total differs from the sum of their (empt
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -39,8 +38,6 @@ LOCATION_TAG_PREFIX = "htools:nlocation:"
 DESIRED_LOCATION_TAG_PREFIX = "htools:desiredlocation:"
 MIGRATION_TAG_PREFIX = "htools:migration:"
 ALLOW_MIGRATION_PREFIX = "htools:allowmigration:"
-# Upper bound of a repeat count when a test instance asks for nothing (htools would loop).
-MAX_REPEAT = 2**31 - 1
 
 
 class FailMode(StrEnum):
@@ -562,53 +559,11 @@ def load_secondary(state: NodeState, d: InstanceDemand) -> NodeState:
     )
 
 
-@dataclass(frozen=True)
-class ClusterState:
-    """All node states of a cluster after loading, plus what is needed to change them."""
-
-    cluster: Cluster
-    rules: TagRules
-    nodes: Mapping[str, NodeState]  # in the cluster's node order
-    demands: Mapping[str, InstanceDemand]  # by instance name
-
-    def node(self, name: str) -> NodeState:
-        return self.nodes[name]
-
-    def ipolicy_of(self, node_name: str) -> IPolicy:
-        return self.cluster.group_of(self.cluster.node(node_name)).ipolicy
-
-    def with_nodes(self, changed: Mapping[str, NodeState]) -> ClusterState:
-        """The same cluster with some node states replaced (node order kept)."""
-        merged = {name: changed.get(name, st) for name, st in self.nodes.items()}
-        return replace(self, nodes=merged)
-
-    def place(
-        self,
-        d: InstanceDemand,
-        primary: str,
-        secondary: str | None = None,
-        *,
-        strict: bool = True,
-    ) -> ClusterState | FailMode:
-        """Add a new instance on its nodes with htools' node checks (no ipolicy check)."""
-        p = self.nodes[primary]
-        s = self.nodes[secondary] if secondary is not None else None
-        new_p = add_primary(p, d, strict=strict, location_score=pair_location_score(p, s))
-        if isinstance(new_p, FailMode):
-            return new_p
-        changed = {primary: new_p}
-        if s is not None:
-            new_s = add_secondary(s, d, primary, strict=strict)
-            if isinstance(new_s, FailMode):
-                return new_s
-            changed[s.name] = new_s
-        demands = dict(self.demands)
-        demands[d.name] = d
-        return replace(self.with_nodes(changed), demands=demands)
-
-
-def node_states(cluster: Cluster) -> ClusterState:
-    """Every node's state after loading, as `Loader.mergeData` + `checkData` leave it."""
+def loaded_states(
+    cluster: Cluster,
+) -> tuple[TagRules, dict[str, NodeState], dict[str, InstanceDemand]]:
+    """Every node's state after loading, as `Loader.mergeData` + `checkData` leave it, with
+    the tag rules and every instance's demand (`model.state.node_states` wraps them)."""
     rules = TagRules.of(cluster)
     states: dict[str, NodeState] = {}
     for node in cluster.nodes:
@@ -639,7 +594,7 @@ def node_states(cluster: Cluster) -> ClusterState:
             reserved_memory_mib=r_mem,
             fail_n1=st.reported_free_memory_mib < r_mem,
         )
-    return ClusterState(cluster=cluster, rules=rules, nodes=states, demands=demands)
+    return rules, states, demands
 
 
 # --- the strict "does it fit" checks (§5.2) -----------------------------------------------
@@ -1138,104 +1093,6 @@ def policy_shortfall(
     if d.disk_template not in ipolicy.disk_templates:
         return FailMode.DISK
     return None
-
-
-# --- dedicated allocation vectors (§3.2) ------------------------------------------------
-
-
-def minimal_instances(ipolicy: IPolicy) -> tuple[InstanceDemand, ...]:
-    """§3.2's minimally compliant instances: each minmax min spec, by disk size descending."""
-    mins = sorted((mm.min for mm in ipolicy.minmax), key=lambda s: -s.disk_size)
-    return tuple(
-        InstanceDemand(
-            name=f"test-{i}",
-            memory_mib=s.memory_size,
-            disk_mib=s.disk_size,
-            vcpus=s.cpu_count,
-            disk_template="plain",
-            disk_sizes_mib=(),
-            disk_spindles=0,
-            spindle_use=s.spindle_use,
-        )
-        for i, s in enumerate(mins)
-    )
-
-
-def _scaled(d: InstanceDemand, k: int) -> InstanceDemand:
-    return replace(
-        d,
-        memory_mib=d.memory_mib * k,
-        disk_mib=d.disk_mib * k,
-        vcpus=d.vcpus * k,
-        spindle_use=d.spindle_use * k,
-        disk_spindles=None if d.disk_spindles is None else d.disk_spindles * k,
-    )
-
-
-def _repeat_estimate(st: NodeState, d: InstanceDemand) -> int:
-    """Closed-form guess of `repeat_count` from each resource (checked by the caller)."""
-    bounds: list[int] = []
-
-    def cap(available: float, per_copy: float) -> None:
-        if per_copy > 0:
-            bounds.append(math.floor(available / per_copy))
-
-    if d.uses_memory:
-        cap(st.unallocated_memory_mib - 1, d.memory_mib)
-        if not st.fail_n1:
-            cap(st.unallocated_memory_mib - st.reserved_memory_mib - 1, d.memory_mib)
-    cap(st.free_memory_forth_mib - 1, d.memory_mib)
-    if d.uses_local_storage:
-        reserve = max(1, st.lo_disk_mib)
-        cap(st.free_disk_mib - reserve, d.disk_mib)
-        cap(st.free_disk_forth_mib - reserve, d.disk_mib)
-        if st.exclusive_storage:
-            if d.disk_spindles is None:
-                return 0
-            cap(min(st.free_spindles, st.free_spindles_forth), d.disk_spindles)
-        else:
-            cap(
-                st.hi_spindles - max(st.instance_spindles, st.instance_spindles_forth),
-                d.spindle_use,
-            )
-    if st.vcpu_ratio >= 0:
-        cap(
-            st.vcpu_ratio * st.total_cpus - max(st.used_vcpus, st.used_vcpus_forth),
-            d.counted_vcpus,
-        )
-    return max(0, min(min(bounds, default=MAX_REPEAT), MAX_REPEAT))
-
-
-def repeat_count(state: NodeState, d: InstanceDemand) -> int:
-    """How many copies of a tagless instance fit one after another as primaries (strict).
-
-    Every check of `addPriEx` is monotone in the number of copies, and k copies pass the
-    k-th add exactly when one k-fold instance passes. A closed-form estimate is confirmed
-    with two checks; if it is off (float rounding), a bisection gives htools' count.
-    """
-
-    def fails(k: int) -> bool:
-        return bool(primary_shortfalls(state, _scaled(d, k)))
-
-    if d.exclusion_tags:
-        return 1 if not primary_shortfalls(state, d) else 0
-    if fails(1):
-        return 0
-    guess = _repeat_estimate(state, d)
-    if guess >= 1 and not fails(guess) and (guess >= MAX_REPEAT or fails(guess + 1)):
-        return guess
-    lo, hi = 1, 2
-    while hi < MAX_REPEAT and not fails(hi):
-        lo, hi = hi, min(hi * 2, MAX_REPEAT)
-    if hi >= MAX_REPEAT and not fails(hi):
-        return MAX_REPEAT
-    # invariant: lo fits, hi does not
-    return lo + bisect.bisect_left(range(lo + 1, hi), True, key=fails)
-
-
-def allocation_vector(state: NodeState, ipolicy: IPolicy) -> tuple[int, ...]:
-    """The node's dedicated allocation vector: repeat counts of each test instance."""
-    return tuple(repeat_count(state, t) for t in minimal_instances(ipolicy))
 
 
 # --- instance moves (Cluster/Moves.hs `applyMoveEx`) --------------------------------------

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from model.cluster import Cluster
-from model.resources import ClusterState, NodeState, node_states, safe_div
+from model.resources import NodeState, safe_div
+from model.state import ClusterState, node_states
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,25 +35,24 @@ from model.backends.iallocator import (
     parse_request,
     response_json,
 )
+from model.capacity import capacity_rows
+from model.capacity import primary_usage as row_primary_usage
+from model.capacity import secondary_usage as row_secondary_usage
 from model.check import CheckReport, check_allocation
 from model.cluster import Cluster, NodeGroup
-from model.dedicated import allocation_vector, capacity_rows, format_metric, vector_of
-from model.dedicated import primary_usage as row_primary_usage
-from model.dedicated import secondary_usage as row_secondary_usage
+from model.dedicated import format_metric, minimal_instances, vector_of
 from model.dedicated import test_usage as row_test_usage
 from model.errors import CheckFailedError, InputError, SolverError
 from model.resources import (
-    ClusterState,
     FailMode,
     InstanceDemand,
     NodeState,
     add_primary,
     add_secondary,
     demand_of,
-    minimal_instances,
-    node_states,
     policy_shortfall,
 )
+from model.state import ClusterState, node_states
 from solvers import LexResult, Status, Stopwatch, solve_lexicographic
 
 REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
@@ -623,7 +622,7 @@ def _node_data(states: ClusterState, name: str, rank: int) -> form.NodeData:
         reserve_mib=st.reserved_memory_mib,
         peers_mib=dict(st.peers),
         free_disk_mib=st.free_disk_mib,
-        before=allocation_vector(st, tests),
+        before=vector_of(tests)(st),
         test_usage=tuple({r.kind: row_test_usage(r.kind, t) for r in rows} for t in tests),
         fails_n1=st.fail_n1,
         unallocated_mib=st.unallocated_memory_mib,
@@ -1059,16 +1058,12 @@ def _requested(inp: IAllocatorInput) -> list[AllocateRequest]:
 
 def _vectors(states: ClusterState, ours: list, theirs: list) -> list[dict[str, Any]]:
     """Per node touched by either answer: allocation vector before / exalloc / hail."""
-    from model.resources import apply_primary, apply_secondary
 
-    def after(placements: list) -> dict[str, NodeState]:
-        nodes = dict(states.nodes)
+    def after(placements: list) -> Mapping[str, NodeState]:
+        state = states
         for inst, p, s in placements:
-            d = demand_of(inst, states.rules)
-            nodes[p] = apply_primary(nodes[p], d)
-            if s is not None:
-                nodes[s] = apply_secondary(nodes[s], d, p)
-        return nodes
+            state = state.placed(inst, p, s)
+        return state.nodes
 
     a, b = after(ours), after(theirs)
     touched = {p for _, p, _ in ours + theirs} | {s for _, _, s in ours + theirs if s}
@@ -1078,9 +1073,9 @@ def _vectors(states: ClusterState, ours: list, theirs: list) -> list[dict[str, A
         rows.append(
             {
                 "node": n,
-                "before": allocation_vector(states.nodes[n], tests),
-                "exalloc": allocation_vector(a[n], tests),
-                "hail": allocation_vector(b[n], tests),
+                "before": vector_of(tests)(states.nodes[n]),
+                "exalloc": vector_of(tests)(a[n]),
+                "hail": vector_of(tests)(b[n]),
                 "disk_before": states.nodes[n].free_disk_mib,
                 "disk_exalloc": a[n].free_disk_mib,
                 "disk_hail": b[n].free_disk_mib,

@@ -8,8 +8,9 @@ from typing import Any
 
 from model.backends.iallocator import ipolicy_json
 from model.cluster import Cluster, IPolicy, ISpec
-from model.resources import ClusterState, NodeState, node_states
+from model.resources import NodeState
 from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
+from model.state import ClusterState, node_states
 
 
 @dataclass(frozen=True, slots=True)

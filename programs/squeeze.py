@@ -34,24 +34,30 @@ from formulations.squeeze import (
     objectives,
 )
 from model.backends.text import load_text, save_text
+from model.capacity import (
+    DISK,
+    DISK_FORTH,
+    MEMORY,
+    MEMORY_FORTH,
+    N1,
+    VCPU,
+    VCPU_FORTH,
+    rooms_beside,
+    spindle_ratio_room,
+)
 from model.check import Move, Violation, check_squeeze
 from model.cluster import Cluster, Instance
 from model.errors import CheckFailedError, InputError, SolverError
 from model.resources import (
-    ClusterState,
+    FailMode,
     InstanceDemand,
     NodeState,
     add_primary,
-    apply_primary,
-    apply_secondary,
-    node_states,
-    primary_shortfalls,
     probe_demand,
     remove_primary,
     remove_secondary,
-    safe_div,
-    secondary_shortfalls,
 )
+from model.state import ClusterState, node_states
 from solvers import (
     LexResult,
     Objective,
@@ -141,53 +147,36 @@ def fits(state: NodeState, probe: InstanceDemand) -> bool:
 # -- rooms: what movable instances may use on a node with the probe still fitting --------------
 
 
-def _cpu_room(used: int, total_cpus: float, ratio: float, probe_vcpus: int) -> int:
-    """Largest k with htools' test `ratio < (used + probe + k) / t_cpu` false."""
-    if ratio < 0:
-        return 10**9
-
-    def ok(k: int) -> bool:
-        return not ratio < safe_div(used + probe_vcpus + k, total_cpus)
-
-    if total_cpus <= 0:
-        return 0 if ok(0) else -1
-    k = math.floor(ratio * total_cpus) - used - probe_vcpus
-    while not ok(k):
-        k -= 1
-    while ok(k + 1):
-        k += 1
-    return k
-
-
 @dataclass(frozen=True)
 class Rooms:
     memory_mib: int  # bound on Σ counted memory of movable primaries
     memory_forth_mib: int  # bound on Σ memory (all statuses) of movable primaries
     vcpus: int
     min_memory_mib: int  # lower bound (keeps an N+1-failing node failing, see `rooms`)
+    disk_mib: int  # bound on Σ local disk of new primaries and secondaries (DRBD moves)
+
+
+#: Room for vCPUs on a node without a vCPU limit (negative vcpu ratio).
+UNLIMITED_VCPUS = 10**9
 
 
 def rooms(base: NodeState, probe: InstanceDemand) -> Rooms:
-    """Rooms of a node emptied of its movable primaries (`base`), for a probe.
+    """Rooms of a node emptied of its movable primaries (`base`), for a probe: its capacity
+    rows (`model.capacity`) minus what the probe takes.
 
-    A node that passes N+1 must keep `unallocated − probe > rMem`. A node that already fails
-    N+1 is exempt from that test only while it keeps failing (htools recomputes the flag after
-    every move), so its load is kept at or above `unallocated − rMem`.
+    A node that passes N+1 must keep `unallocated − probe > rMem` (the N1 row). A node that
+    already fails N+1 is exempt from that test only while it keeps failing (htools
+    recomputes the flag after every move), so its load is kept at or above
+    `unallocated − rMem`.
     """
-    p_mem = probe.memory_mib if probe.uses_memory else 0
-    unalloc = base.unallocated_memory_mib
-    if base.fail_n1:
-        mem = unalloc - p_mem - 1
-        low = unalloc - base.reserved_memory_mib
-    else:
-        mem = unalloc - p_mem - base.reserved_memory_mib - 1
-        low = 0
-    forth = base.free_memory_forth_mib - probe.memory_mib - 1
-    cpu = min(
-        _cpu_room(base.used_vcpus, base.total_cpus, base.vcpu_ratio, probe.counted_vcpus),
-        _cpu_room(base.used_vcpus_forth, base.total_cpus, base.vcpu_ratio, probe.counted_vcpus),
-    )
-    return Rooms(mem, forth, cpu, max(low, 0))
+    left = rooms_beside(base, probe)
+    memory = left[MEMORY]
+    if N1 in left:
+        memory = min(memory, left[N1] - base.reserved_memory_mib)
+    low = base.unallocated_memory_mib - base.reserved_memory_mib if base.fail_n1 else 0
+    vcpus = min((left[k] for k in (VCPU, VCPU_FORTH) if k in left), default=UNLIMITED_VCPUS)
+    disk = min(left[DISK], left[DISK_FORTH])
+    return Rooms(memory, left[MEMORY_FORTH], vcpus, max(low, 0), disk)
 
 
 # -- building the problem ----------------------------------------------------------------------
@@ -298,10 +287,8 @@ def build_problem(
                 n1_room_memory_mib=base.unallocated_memory_mib
                 - (probe.memory_mib if probe.uses_memory else 0)
                 - 1,
-                room_disk_mib=min(base.free_disk_mib, base.free_disk_forth_mib)
-                - max(1, base.lo_disk_mib),
-                room_spindles=base.hi_spindles
-                - max(base.instance_spindles, base.instance_spindles_forth),
+                room_disk_mib=r.disk_mib,
+                room_spindles=spindle_ratio_room(base),
                 fixed_peers=tuple((index[p], mem) for p, mem in base.peers if p in index and mem),
             )
         )
@@ -587,23 +574,11 @@ def migrations(cluster: Cluster, built: Built, sol: Solution) -> list[Migration]
     return out
 
 
-def _step(
-    nodes: dict[str, NodeState], state: ClusterState, mv: Migration
-) -> dict[str, NodeState] | None:
-    """The node states after one migration, or None when htools' strict checks refuse it."""
-    d = state.demands[mv.instance]
-    new = dict(nodes)
-    new[mv.source] = remove_primary(new[mv.source], d)
-    if mv.old_secondary:
-        new[mv.old_secondary] = remove_secondary(new[mv.old_secondary], d, mv.source)
-    if primary_shortfalls(new[mv.target], d):
-        return None
-    new[mv.target] = apply_primary(new[mv.target], d)
-    if mv.secondary:
-        if secondary_shortfalls(new[mv.secondary], d, mv.target):
-            return None
-        new[mv.secondary] = apply_secondary(new[mv.secondary], d, mv.target)
-    return new
+def _step(state: ClusterState, mv: Migration) -> ClusterState | None:
+    """The state after one migration, or None when htools' strict checks refuse it."""
+    secondary = mv.secondary if mv.secondary else None
+    after = state.relocate(mv.instance, mv.target, secondary)
+    return None if isinstance(after, FailMode) else after
 
 
 def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migration]]:
@@ -614,7 +589,6 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
     which htools accepts at that point. Migrations that never become acceptable on their own
     (a swap) form the last jobsets; the checker judges the final layout either way.
     """
-    nodes = dict(state.nodes)
     pending = list(moves)
     jobsets: list[list[Migration]] = []
     while pending:
@@ -626,11 +600,11 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
             if touched & busy:
                 rest.append(mv)
                 continue
-            new = _step(nodes, state, mv)
+            new = _step(state, mv)
             if new is None:
                 rest.append(mv)
                 continue
-            nodes = new
+            state = new
             busy |= touched
             jobset.append(mv)
         if not jobset:
@@ -674,45 +648,15 @@ def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str
 
 
 def squeezed_cluster(
-    cluster: Cluster,
-    state: ClusterState,
-    off: Sequence[str],
-    on: Sequence[str],
-    moves: Sequence[Migration],
+    state: ClusterState, off: Sequence[str], on: Sequence[str], moves: Sequence[Migration]
 ) -> Cluster:
     """The cluster after the plan; reported free memory and disk follow the moved instances."""
-    moved = {mv.instance: mv for mv in moves}
-    mem_delta: dict[str, int] = defaultdict(int)
-    disk_delta: dict[str, int] = defaultdict(int)
+    after = state.powered(off=off, on=on)
     for mv in moves:
-        d = state.demands[mv.instance]
-        mem = d.memory_mib if d.uses_memory else 0
-        mem_delta[mv.source] += mem
-        mem_delta[mv.target] -= mem
-        if d.uses_local_storage:
-            for n in (mv.source, mv.old_secondary):
-                if n:
-                    disk_delta[n] += d.disk_mib
-            for n in (mv.target, mv.secondary):
-                if n:
-                    disk_delta[n] -= d.disk_mib
-    off_set, on_set = set(off), set(on)
-    nodes = tuple(
-        replace(
-            n,
-            offline=True if n.name in off_set else (False if n.name in on_set else n.offline),
-            free_memory_mib=n.free_memory_mib + mem_delta.get(n.name, 0),
-            free_disk_mib=n.free_disk_mib + disk_delta.get(n.name, 0),
+        after = after.relocated(
+            mv.instance, mv.target, mv.secondary or after.location(mv.instance)[1]
         )
-        for n in cluster.nodes
-    )
-    instances = tuple(
-        replace(i, primary=moved[i.name].target, secondary=moved[i.name].secondary or i.secondary)
-        if i.name in moved
-        else i
-        for i in cluster.instances
-    )
-    return replace(cluster, nodes=nodes, instances=instances)
+    return after.snapshot()
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -863,7 +807,7 @@ def plan(cluster: Cluster, args: Any) -> SqueezeReport:
         off, on = list(nodes), []
         mode = "offline" if nodes else "none"
     moves = migrations(cluster, built, sol) if (sol.on and (expand or nodes)) else []
-    jobsets = order_moves(_powered(state, off, on), moves)
+    jobsets = order_moves(state.powered(off=off, on=on), moves)
     moves = [mv for js in jobsets for mv in js]
 
     report = check_squeeze(
@@ -946,12 +890,6 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (v if isinstance(v, (int, str)) or v is None else float(v)) for k, v in d.items()}
 
 
-def _powered(state: ClusterState, off: Sequence[str], on: Sequence[str]) -> ClusterState:
-    changed = {n: replace(state.node(n), offline=True) for n in off}
-    changed.update({n: replace(state.node(n), offline=False) for n in on})
-    return state.with_nodes(changed)
-
-
 def run(args: Any) -> SqueezeReport:
     """`exalloc squeeze`: load, plan, then write the -S and -C files hsqueeze would write."""
     cluster = load_text(args.text_data)
@@ -972,7 +910,7 @@ def run(args: Any) -> SqueezeReport:
     if args.save:
         off = report.nodes if report.mode == "offline" else ()
         on = report.nodes if report.mode == "online" else ()
-        after = squeezed_cluster(cluster, node_states(cluster), off, on, report.moves)
+        after = squeezed_cluster(node_states(cluster), off, on, report.moves)
         save_text(after, args.save + ".squeezed")
         print(
             f"The cluster state after hsqueeze run has been written to file '{args.save}.squeezed'",

@@ -12,8 +12,8 @@ from model.backends.text import load_text, parse_text
 from model.check import Move, Placement, check_allocation, check_moves, check_squeeze
 from model.cluster import Cluster, Disk, Instance, ISpec
 from model.errors import CheckFailedError
-from model.resources import node_states
 from model.score import cluster_score
+from model.state import node_states
 
 
 def new(name: str, mem: int, disk: int, vcpus: int, template: str = "drbd", **kw) -> Instance:

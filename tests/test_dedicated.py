@@ -1,7 +1,7 @@
 """Dedicated metric as linear capacities, and the two MIP builders, without the real hail.
 
-* `model.dedicated.allocation_vector` (closed form over capacity rows) equals the checker's
-  `model.resources.allocation_vector` (repeated strict adds) on many random node states,
+* `model.dedicated.vector_of` (closed form over capacity rows) equals the checker's
+  `model.dedicated.allocation_vector` (repeated strict adds) on many random node states,
   including states after new primaries and drbd secondaries;
 * the count-variable batch model with one instance gives the same lost vector and disk as the
   constant-coefficient single model (whose answers the hail tests compare with the real hail).
@@ -17,17 +17,12 @@ import pytest
 
 from formulations import dedicated as form
 from model.backends.iallocator import new_instance, parse_request
-from model.dedicated import allocation_vector, format_metric, max_total_vcpus
+from model.capacity import max_total_vcpus
+from model.dedicated import allocation_vector as checker_vector
+from model.dedicated import format_metric, minimal_instances, vector_of
 from model.errors import SolverError
-from model.resources import (
-    FailMode,
-    add_primary,
-    add_secondary,
-    demand_of,
-    minimal_instances,
-    node_states,
-)
-from model.resources import allocation_vector as checker_vector
+from model.resources import FailMode, add_primary, add_secondary, demand_of
+from model.state import node_states
 from programs.hail import Options, answer
 from solvers import Status, solve_lexicographic
 
@@ -64,7 +59,7 @@ def test_closed_form_vectors_of_spec_3_3(ganeti) -> None:
     inp = parse_request(text)
     states = node_states(inp.cluster)
     tests = minimal_instances(inp.cluster.groups[0].ipolicy)
-    got = {n: allocation_vector(st, tests) for n, st in states.nodes.items()}
+    got = {n: vector_of(tests)(st) for n, st in states.nodes.items()}
     assert got == DED_1
 
 
@@ -84,16 +79,16 @@ def test_closed_form_equals_repeated_adds(seed: int) -> None:
     for name, st in states.nodes.items():
         ipolicy = states.ipolicy_of(name)
         tests = minimal_instances(ipolicy)
-        assert allocation_vector(st, tests) == checker_vector(st, ipolicy), name
+        assert vector_of(tests)(st) == checker_vector(st, ipolicy), name
         after = add_primary(st, d)
         if not isinstance(after, FailMode):
-            assert allocation_vector(after, tests) == checker_vector(after, ipolicy)
+            assert vector_of(tests)(after) == checker_vector(after, ipolicy)
         for p in states.nodes:
             if p == name:
                 continue
             sec = add_secondary(st, d, p)
             if not isinstance(sec, FailMode):
-                assert allocation_vector(sec, tests) == checker_vector(sec, ipolicy)
+                assert vector_of(tests)(sec) == checker_vector(sec, ipolicy)
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -20,7 +20,7 @@ from model.generate import (
     generate_request,
     instance_shapes,
 )
-from model.resources import node_states
+from model.state import node_states
 
 REPO = Path(__file__).resolve().parent.parent
 

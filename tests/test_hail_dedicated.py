@@ -19,7 +19,7 @@ import pytest
 import cli
 from model.backends.iallocator import parse_request
 from model.check import check_allocation
-from model.resources import node_states
+from model.state import node_states
 from programs.hail import Options, answer, hail_placements
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,26 +13,23 @@ import pytest
 
 from model.backends.text import load_text, parse_text
 from model.cluster import DEFAULT_IPOLICY, Disk, Instance, IPolicy, ISpec, MinMax
+from model.dedicated import allocation_vector, minimal_instances, repeat_count
 from model.resources import (
     FailMode,
     InstanceDemand,
     MoveKind,
     add_primary,
     add_secondary,
-    allocation_vector,
-    apply_move,
     demand_of,
-    minimal_instances,
-    node_states,
     policy_shortfall,
     primary_shortfalls,
     probe_demand,
     remove_primary,
     remove_secondary,
-    repeat_count,
     safe_div,
 )
 from model.score import cluster_score
+from model.state import node_states
 
 # hail-alloc-dedicated-1.json (§3.3) as a text snapshot: 4 exclusive-storage nodes.
 DEDICATED = """\
@@ -395,18 +392,14 @@ def test_moves_replay_hbal(ganeti, name: str) -> None:
     steps = HBAL_STEP.findall(out)
     assert steps, out
     st = node_states(cluster)
-    nodes = dict(st.nodes)
-    where = {i.name: (i.primary, i.secondary) for i in cluster.instances}
     for inst, new_p, new_s, score, code in steps:
         kind, target = _move_kind(code.strip())
-        result = apply_move(nodes, st.demands[inst], *where[inst], kind, target)
+        result = st.move(inst, kind, target)
         assert not isinstance(result, FailMode), (inst, code, result)
-        nodes.update(result.nodes)
-        where[inst] = (result.primary, result.secondary)
-        assert (result.primary, result.secondary or "") == (new_p, new_s)
-        assert cluster_score(st.with_nodes(nodes), group.uuid) == pytest.approx(
-            float(score), abs=1e-6
-        )
+        st = result
+        primary, secondary = st.location(inst)
+        assert (primary, secondary or "") == (new_p, new_s)
+        assert cluster_score(st, group.uuid) == pytest.approx(float(score), abs=1e-6)
 
 
 def test_repeat_count_equals_sequential_adds_random(ganeti) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from model.backends.text import load_text
 from model.cluster import Cluster
-from model.resources import node_states
 from model.score import METRICS, WEIGHTS, cluster_metrics, cluster_score
+from model.state import node_states
 
 # Ganeti 3.0.2's test/data/htools/*.data; test_all_snapshots_listed catches new ones.
 SNAPSHOTS = (

@@ -411,12 +411,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _solver_options_of(args: argparse.Namespace) -> object:
+    """The typed solver options programs pass on (solvers.options.SolverOptions)."""
+    from solvers.options import SolverOptions
+
+    return SolverOptions(args.solver, args.time_limit, args.gap, args.threads)
+
+
 def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
     args = (parser or build_parser()).parse_args(argv)
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)
+    args.solver_options = _solver_options_of(args)
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()

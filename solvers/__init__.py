@@ -10,19 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from solvers.lexicographic import solve_lexicographic
+from solvers.options import SOLVERS, SolverOptions
 from solvers.result import LexResult, Objective, SolveResult, Status, Stopwatch
 
 __all__ = [
+    "SOLVERS",
     "LexResult",
     "Objective",
+    "SolverOptions",
     "SolveResult",
     "Status",
     "Stopwatch",
     "solve",
     "solve_lexicographic",
 ]
-
-SOLVERS = ("highs", "cpsat")
 
 
 def solve(

@@ -199,6 +199,48 @@ def _add_hail_server(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("hail_service"))
 
 
+def _add_n1(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "n1",
+        help="exact N+1 health: can every node's failure be absorbed by its group?",
+        description="For every node: a plan that re-places its primaries on the rest of its "
+        "group (drbd failover, migration, recreation), or the proof that none exists. "
+        "See docs/n1.md.",
+    )
+    p.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        required=True,
+        metavar="FILE",
+        help="cluster: an htools text snapshot or an IAllocator request (.json)",
+    )
+    p.add_argument(
+        "--n1",
+        choices=("hard", "strict"),
+        default="hard",
+        help="hard: Ganeti's hard checks only, as its global N+1 (default); strict: also the "
+        "vCPU ratio and exclusion tags",
+    )
+    p.add_argument(
+        "--offline-targets",
+        dest="offline_targets",
+        action="store_true",
+        help="let offline nodes take instances, as htools' check does (default: online only)",
+    )
+    p.add_argument(
+        "-G", "--group", action="append", metavar="GROUP", help="only this group (repeatable)"
+    )
+    p.add_argument(
+        "--compare", action="store_true", help="also run the real hcheck and show its counts"
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="every node, with its plan step by step"
+    )
+    _solver_options(p)
+    p.set_defaults(run=_program("n1"))
+
+
 def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("squeeze", help="power nodes down (or standby nodes up), like hsqueeze")
     p.add_argument(
@@ -392,6 +434,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_hail,
     _add_hail_server,
     _add_squeeze,
+    _add_n1,
     _add_partition,
     _add_generate,
     _add_compare,

@@ -115,6 +115,19 @@ def capacity_rows(state: NodeState) -> tuple[CapacityRow, ...]:
     return tuple(rows)
 
 
+def hard_rows(state: NodeState) -> tuple[CapacityRow, ...]:
+    """The checks `addPriEx` keeps when soft errors are ignored (`force`, as in an evacuation or
+    htools' global N+1 simulation): memory, local disk without its reserve, and free spindles
+    under exclusive storage."""
+    rows = [
+        CapacityRow(MEMORY, state.unallocated_memory_mib - 1),
+        CapacityRow(DISK, state.free_disk_mib - 1),
+    ]
+    if state.exclusive_storage:
+        rows.append(CapacityRow(SPINDLES, state.free_spindles))
+    return tuple(rows)
+
+
 def primary_usage(kind: str, d: InstanceDemand) -> int:
     """What one new primary takes from a row (as `apply_primary` changes the counters)."""
     local = d.uses_local_storage

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from model.cluster import Cluster, Instance, IPolicy
+from model.errors import InputError
 from model.resources import (
     FailMode,
     InstanceDemand,
@@ -261,6 +262,16 @@ class ClusterState:
             raise ValueError(f"no instance record for {', '.join(unknown)} (placed as demands)")
         instances += [self.added[n] for n in missing]
         return replace(self.cluster, nodes=tuple(nodes), instances=tuple(instances))
+
+
+def unique_instance_names(cluster: Cluster, what: str) -> None:
+    """Refuse a snapshot that names two instances alike (htools loads one, keyed by index;
+    Ganeti itself never makes one): questions about single instances need unique names."""
+    twice = sorted(n for n, k in Counter(i.name for i in cluster.instances).items() if k > 1)
+    if twice:
+        raise InputError(
+            f"{what} needs unique instance names; {', '.join(twice)} appear(s) more than once"
+        )
 
 
 def node_states(cluster: Cluster) -> ClusterState:

@@ -44,3 +44,7 @@ class SolverOptions:
     def deadline(self) -> float | None:
         """The perf_counter time by which a solve started now must end."""
         return None if self.time_limit is None else time.perf_counter() + self.time_limit
+
+
+#: The options of a solve nobody configured: HiGHS, no time limit, proven optimal, one thread.
+DEFAULT_OPTIONS = SolverOptions()

@@ -1,0 +1,127 @@
+"""`exalloc n1`: the cluster's N+1 health, exactly (docs/n1.md).
+
+Per group and per node: can the node's failure be absorbed by its group? Each yes comes with
+the plan that shows it, each no with the reason (a bound, or the packing MIP's optimum).
+`--compare` puts the real `hcheck`'s per-group count of nodes it cannot evacuate beside it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from model.backends import load_cluster
+from model.errors import InputError
+from model.state import node_states, unique_instance_names
+from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
+
+HCHECK = "hcheck"
+_HCHECK_GROUP = re.compile(
+    r"Statistics for group (\S+) initially\n(?:.*\n)*?\s+Nodes not directly evacuateable: (\d+)"
+)
+
+
+def _yes_no(value: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[value]
+
+
+def _node_line(v: NodeVerdict, width: int, verbose: bool) -> list[str]:
+    how = v.method if v.method != MIP else f"mip, {v.status}"
+    what = v.reason if v.reason is not None else f"{len(v.plan.steps) if v.plan else 0} step(s)"
+    lines = [f"  {v.node:<{width}}  {_yes_no(v.evacuable):<8} {how:<20} {what}"]
+    if verbose and v.plan is not None:
+        lines += [f"      {s.action} {s.instance} -> {s.target}" for s in v.plan.steps]
+    return lines
+
+
+@dataclass(frozen=True)
+class N1ProgramReport:
+    source: str
+    report: N1Report
+    hcheck: dict[str, int] | None  # group -> nodes hcheck cannot evacuate
+    verbose: bool
+
+    def text(self) -> str:
+        r = self.report
+        targets = "offline nodes serve as targets" if r.offline_targets else "online targets only"
+        lines = [
+            f"Cluster {self.source}: N+1 redundant: {_yes_no(r.redundant)} "
+            f"(exact, {r.mode} checks, {targets}, {r.seconds:.2f} s)"
+        ]
+        for g in r.groups:
+            bad = [v for v in g.nodes if v.evacuable is not True]
+            head = f"Group {g.name}: redundant: {_yes_no(g.redundant)}"
+            if bad:
+                head += f" ({len(bad)} of {len(g.nodes)} nodes cannot be evacuated or undecided)"
+            if self.hcheck is not None:
+                greedy = self.hcheck.get(g.name)
+                head += f"; hcheck: {'-' if greedy is None else greedy} not evacuable"
+                if greedy is not None and greedy > len(bad):
+                    head += f" (exact plans exist for {greedy - len(bad)} of them)"
+            lines.append(head)
+            if g.offline_hosts:
+                lines.append(
+                    f"  offline nodes still hosting instances: {', '.join(g.offline_hosts)}"
+                )
+            width = max(len(v.node) for v in g.nodes)
+            shown = g.nodes if self.verbose else tuple(bad)
+            for v in shown:
+                lines += _node_line(v, width, self.verbose)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.report
+        out: dict[str, Any] = {
+            "redundant": r.redundant,
+            "mode": r.mode,
+            "offline_targets": r.offline_targets,
+            "seconds": r.seconds,
+            "groups": [
+                {
+                    "name": g.name,
+                    "redundant": g.redundant,
+                    "healthy": g.healthy,
+                    "offline_hosts": list(g.offline_hosts),
+                    "nodes": [v.to_json() for v in g.nodes],
+                }
+                for g in r.groups
+            ],
+        }
+        if self.hcheck is not None:
+            out["hcheck"] = self.hcheck
+        return out
+
+
+def hcheck_counts(path: str) -> dict[str, int]:
+    """The real hcheck's 'Nodes not directly evacuateable' per group (its global N+1)."""
+    tool = shutil.which(HCHECK)
+    if tool is None:
+        raise InputError("--compare needs the real hcheck (scripts/get-ganeti-reference)")
+    proc = subprocess.run(
+        [tool, "-t", path, "--no-simulation"], capture_output=True, text=True, timeout=600
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InputError(f"hcheck failed on {path} (exit {proc.returncode}): {last}")
+    return {m.group(1): int(m.group(2)) for m in _HCHECK_GROUP.finditer(proc.stdout)}
+
+
+def run(args: Any) -> N1ProgramReport:
+    cluster = load_cluster(args.text_data)
+    unique_instance_names(cluster, "exalloc n1")
+    report = check_cluster(
+        node_states(cluster),
+        groups=args.group or None,
+        mode=args.n1,
+        offline_targets=args.offline_targets,
+        options=args.solver_options,
+    )
+    counts = None
+    if args.compare:
+        if str(args.text_data).lower().endswith(".json"):
+            raise InputError("--compare needs an htools text snapshot (hcheck reads no requests)")
+        counts = hcheck_counts(args.text_data)
+    return N1ProgramReport(args.text_data, report, counts, args.verbose)

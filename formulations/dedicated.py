@@ -1,25 +1,28 @@
-"""Dedicated (exclusive-storage) allocation as a lexicographic MIP (spec §3, issue 3).
+"""Dedicated (exclusive-storage) allocation as a lexicographic MIP (docs/hail.md).
 
-Two builders share the data classes below; neither calls a solver.
+Two models share the data classes below; neither calls a solver.
 
 * `build_batch` (multi-allocate, also valid for one instance): binaries place each new
   instance's primary (and drbd secondary); integer count variables `a[n,t]` hold how many
   minimally compliant test instances t still fit on node n after the batch, bounded by each of
-  the node's capacity rows (`model.dedicated.capacity_rows`) minus what the batch takes. At a
+  the node's capacity rows (`model.capacity.capacity_rows`) minus what the batch takes. At a
   lexicographic optimum every count is at its bound, so the lost-allocation vector is exact for
   any combination of placements on a node.
 * `build_single` (allocate): the same question for one instance, where each candidate node's
   lost vector and remaining disk are known constants, so the model is tiny (O(nodes)) and
   carries hail's tie-break (the later node or pair in iteration order) as a last stage.
 
-Objectives (in `objectives(model)` order): [placed (batch only, max)], lost_0 … lost_{T-1}
-(min), remaining disk on the nodes that received instances (min), [tie-break (single, max)].
+Each keeps the contract of formulations/__init__.py: `build_batch(BatchProblem)`,
+`batch_objectives`, `batch_solution`; `build_single(SingleProblem)`, `single_objectives`,
+`single_solution`. Objectives: [placed (batch only, max)], lost_0 … lost_{T-1} (min),
+remaining disk on the nodes that received instances (min), [tie-break (single, max)].
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyomo.environ as pyo
 
@@ -89,20 +92,14 @@ class SingleCandidate:
 # --------------------------------------------------------------------------------------
 
 
-def build_batch(
-    nodes: tuple[NodeData, ...],
-    instances: tuple[NewInstance, ...],
-    *,
-    place_all: bool = False,
-    last_resort: frozenset[str] = frozenset(),
-    shared_pairs: frozenset[tuple[str, str]] | None = None,
-) -> pyo.ConcreteModel:
-    """The joint placement model; `place_all` forces every instance to be placed.
+@dataclass(frozen=True)
+class BatchProblem:
+    """A multi-allocate batch on dedicated nodes.
 
     `shared_pairs`: the (primary, secondary) pairs whose failover reservation is summed over
     several new drbd instances; elsewhere one new instance per pair is assumed, which keeps
     the model O(instances × nodes). None sums on every pair (exact, O(instances × nodes²)).
-    `shared_pairs_used(m)` tells which pairs a solution shares, so a caller can add them and
+    `shared_pairs_used` tells which pairs a solution shares, so a strategy can add them and
     solve again until the answer uses no pair it was not exact on (then it is optimal too:
     a relaxation's optimum that is feasible for the exact model is its optimum).
 
@@ -110,111 +107,162 @@ def build_batch(
     preferred group can take an instance, so the batch puts as few instances there as it can
     (a stage right after `placed`).
     """
-    m = pyo.ConcreteModel(name="dedicated_batch")
-    by_name = {n.name: n for n in nodes}
-    n_tests = max((len(n.before) for n in nodes), default=0)
-    inst = {i.name: i for i in instances}
 
-    m.N = pyo.Set(initialize=[n.name for n in nodes], ordered=True, doc="candidate nodes")
-    m.J = pyo.Set(initialize=[i.name for i in instances], ordered=True, doc="new instances")
-    m.T = pyo.RangeSet(0, n_tests - 1) if n_tests else pyo.Set(initialize=[])
-    m.JP = pyo.Set(
-        dimen=2, initialize=[(i.name, p) for i in instances for p in i.primaries if p in by_name]
-    )
-    m.JS = pyo.Set(
-        dimen=2,
-        initialize=[
-            (i.name, s) for i in instances if i.drbd for s in i.secondaries if s in by_name
-        ],
-    )
-    # nodes that may receive something; only they get count variables
-    touched = sorted({n for _, n in m.JP} | {n for _, n in m.JS}, key=lambda n: by_name[n].rank)
+    nodes: tuple[NodeData, ...]
+    instances: tuple[NewInstance, ...]
+    last_resort: frozenset[str] = frozenset()
+    shared_pairs: frozenset[tuple[str, str]] | None = frozenset()
+
+    @cached_property
+    def node(self) -> dict[str, NodeData]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def instance(self) -> dict[str, NewInstance]:
+        return {i.name: i for i in self.instances}
+
+    @cached_property
+    def n_tests(self) -> int:
+        return max((len(n.before) for n in self.nodes), default=0)
+
+    @cached_property
+    def primaries(self) -> dict[str, list[str]]:
+        """Kind -> the candidate nodes of its primary."""
+        return {i.name: [p for p in i.primaries if p in self.node] for i in self.instances}
+
+    @cached_property
+    def secondaries(self) -> dict[str, list[str]]:
+        return {
+            i.name: [s for s in i.secondaries if s in self.node] if i.drbd else []
+            for i in self.instances
+        }
+
+    @cached_property
+    def touched(self) -> list[str]:
+        """Nodes that may receive something (only they get count variables), in node order."""
+        names = {n for v in self.primaries.values() for n in v}
+        names |= {n for v in self.secondaries.values() for n in v}
+        return sorted(names, key=lambda n: self.node[n].rank)
+
+    @cached_property
+    def kinds_on(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """Node -> kinds that may take it as primary, and as secondary."""
+        prim: dict[str, list[str]] = {n: [] for n in self.touched}
+        sec: dict[str, list[str]] = {n: [] for n in self.touched}
+        for j, nodes in self.primaries.items():
+            for n in nodes:
+                prim[n].append(j)
+        for j, nodes in self.secondaries.items():
+            for n in nodes:
+                sec[n].append(j)
+        return prim, sec
+
+    @cached_property
+    def reserve_nodes(self) -> list[str]:
+        """Nodes whose N+1 reserve may grow: secondaries not already failing N+1."""
+        secondary = {n for v in self.secondaries.values() for n in v}
+        return [n for n in self.touched if not self.node[n].fails_n1 and n in secondary]
+
+    @property
+    def has_last_resort(self) -> bool:
+        return any(n in self.last_resort for v in self.primaries.values() for n in v)
+
+
+def define_sets(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """N, J, T; JP (kind, primary) and JS (kind, secondary) candidates; NT the (node, test)
+    counts that may change (a zero count stays zero)."""
+    m.N = pyo.Set(initialize=[n.name for n in p.nodes], ordered=True, doc="candidate nodes")
+    m.J = pyo.Set(initialize=[i.name for i in p.instances], ordered=True, doc="new instances")
+    m.T = pyo.RangeSet(0, p.n_tests - 1) if p.n_tests else pyo.Set(initialize=[])
+    m.JP = pyo.Set(dimen=2, initialize=[(j, n) for j, ns in p.primaries.items() for n in ns])
+    m.JS = pyo.Set(dimen=2, initialize=[(j, n) for j, ns in p.secondaries.items() for n in ns])
     m.NT = pyo.Set(
         dimen=2,
         initialize=[
             (n, t)
-            for n in touched
-            for t in range(len(by_name[n].before))
-            if by_name[n].before[t] > 0
+            for n in p.touched
+            for t in range(len(p.node[n].before))
+            if p.node[n].before[t] > 0
         ],
         doc="(node, test) pairs whose count may change (a zero count stays zero)",
     )
     m.before = pyo.Param(
-        m.NT, initialize={(n, t): by_name[n].before[t] for n, t in m.NT}, doc="count now"
+        m.NT, initialize={(n, t): p.node[n].before[t] for n, t in m.NT}, doc="count now"
     )
 
+
+def define_variables(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """x (primaries per kind and node), y (drbd secondaries), a (test counts left), u (node
+    used), r (N+1 reserve after the batch)."""
     m.x = pyo.Var(
         m.JP,
         domain=pyo.NonNegativeIntegers,
-        bounds=lambda _m, j, n: (0, inst[j].count),
+        bounds=lambda _m, j, n: (0, p.instance[j].count),
         doc="x[j,n]: how many instances of kind j get primary n",
     )
     m.y = pyo.Var(m.JS, domain=pyo.Binary, doc="y[j,s] = 1: instance j has secondary s")
     m.a = pyo.Var(
         m.NT,
         domain=pyo.NonNegativeIntegers,
-        bounds=lambda _m, n, t: (0, by_name[n].before[t]),
+        bounds=lambda _m, n, t: (0, p.node[n].before[t]),
         doc="a[n,t]: copies of test instance t that still fit on n after the batch",
     )
-    m.u = pyo.Var(touched, domain=pyo.Binary, doc="u[n] = 1 when n received anything")
-    reserve_nodes = [n for n in touched if not by_name[n].fails_n1 and _is_secondary(m, n)]
+    m.u = pyo.Var(p.touched, domain=pyo.Binary, doc="u[n] = 1 when n received anything")
     m.r = pyo.Var(
-        reserve_nodes,
+        p.reserve_nodes,
         domain=pyo.Integers,
         bounds=lambda _m, n: (
-            by_name[n].reserve_mib,
-            max(by_name[n].reserve_mib, by_name[n].unallocated_mib),
+            p.node[n].reserve_mib,
+            max(p.node[n].reserve_mib, p.node[n].unallocated_mib),
         ),
         doc="r[n]: the N+1 reserve of n after the batch (MiB)",
     )
 
-    xs_of: dict[str, list] = {n: [] for n in touched}
-    ys_of: dict[str, list] = {n: [] for n in touched}
-    for j, n in m.JP:
-        xs_of[n].append(j)
-    for j, n in m.JS:
-        ys_of[n].append(j)
 
-    def use(n: str, kind: str):
-        """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n] (zero terms left out, so
-        a row no candidate role draws on is a constant and is skipped: such a row may be
-        violated already, e.g. vCPUs on a node that can only be a secondary)."""
-        return sum(
-            inst[j].primary_usage[kind] * m.x[j, n]
-            for j in xs_of[n]
-            if inst[j].primary_usage.get(kind, 0)
-        ) + sum(
-            inst[j].secondary_usage[kind] * m.y[j, n]
-            for j in ys_of[n]
-            if inst[j].secondary_usage.get(kind, 0)
-        )
+def _use(m: pyo.ConcreteModel, p: BatchProblem, n: str, kind: str):  # noqa: ANN202
+    """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n] (zero terms left out, so
+    a row no candidate role draws on is a constant and is skipped: such a row may be
+    violated already, e.g. vCPUs on a node that can only be a secondary)."""
+    prim, sec = p.kinds_on
+    inst = p.instance
+    return sum(
+        inst[j].primary_usage[kind] * m.x[j, n]
+        for j in prim[n]
+        if inst[j].primary_usage.get(kind, 0)
+    ) + sum(
+        inst[j].secondary_usage[kind] * m.y[j, n]
+        for j in sec[n]
+        if inst[j].secondary_usage.get(kind, 0)
+    )
 
-    def reserve(n: str):
-        return m.r[n] if n in m.r else by_name[n].reserve_mib
 
-    prim_of: dict[str, list[str]] = {j: [] for j in m.J}
-    sec_of: dict[str, list[str]] = {j: [] for j in m.J}
-    for j, n in m.JP:
-        prim_of[j].append(n)
-    for j, n in m.JS:
-        sec_of[j].append(n)
-    xs_of_set = {j: set(v) for j, v in prim_of.items()}
+def _reserve(m: pyo.ConcreteModel, p: BatchProblem, n: str):  # noqa: ANN202
+    return m.r[n] if n in m.r else p.node[n].reserve_mib
 
-    # place: Σ_n x[j,n] = count_j (allocate) or <= count_j (multi-allocate: the rest fails)
-    def place_rule(_m, j):
-        placed = sum(m.x[j, n] for n in prim_of[j])
+
+def _row(p: BatchProblem, n: str, kind: str) -> CapacityRow:
+    return next(r for r in p.node[n].rows if r.kind == kind)
+
+
+def define_placement(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """Each kind placed at most `count` times; a drbd instance's secondary in its primary's
+    group and on another node; pairs that fail only together forbidden."""
+
+    # place: Σ_n x[j,n] <= count_j  (multi-allocate: the rest fails)
+    def place_rule(_m, j):  # noqa: ANN001, ANN202
+        placed = sum(m.x[j, n] for n in p.primaries[j])
         if isinstance(placed, int):
-            return pyo.Constraint.Infeasible if place_all else pyo.Constraint.Skip
-        return placed == inst[j].count if place_all else placed <= inst[j].count
+            return pyo.Constraint.Skip
+        return placed <= p.instance[j].count
 
     m.place = pyo.Constraint(m.J, rule=place_rule)
-    groups = sorted({n.group for n in nodes})
-    drbd_j = [i.name for i in instances if i.drbd]
+    groups = sorted({n.group for n in p.nodes})
+    drbd_j = [i.name for i in p.instances if i.drbd]
 
     # pair_group: Σ_{s in g} y[j,s] = Σ_{p in g} x[j,p]  (drbd: one secondary, same group)
-    def pair_group_rule(_m, j, g):
-        secs = sum(m.y[j, n] for n in sec_of[j] if by_name[n].group == g)
-        prims = sum(m.x[j, n] for n in prim_of[j] if by_name[n].group == g)
+    def pair_group_rule(_m, j, g):  # noqa: ANN001, ANN202
+        secs = sum(m.y[j, n] for n in p.secondaries[j] if p.node[n].group == g)
+        prims = sum(m.x[j, n] for n in p.primaries[j] if p.node[n].group == g)
         if isinstance(secs, int) and isinstance(prims, int):
             return pyo.Constraint.Skip
         return secs == prims
@@ -228,76 +276,88 @@ def build_batch(
     # forbidden: x[j,p] + y[j,s] <= 1  (pairs failing only together, via the peer reserve)
     m.forbidden = pyo.Constraint(
         [
-            (i.name, p, s)
-            for i in instances
-            for p, s in sorted(i.forbidden_pairs)
-            if (i.name, p) in m.JP and (i.name, s) in m.JS
+            (i.name, a, b)
+            for i in p.instances
+            for a, b in sorted(i.forbidden_pairs)
+            if (i.name, a) in m.JP and (i.name, b) in m.JS
         ],
-        rule=lambda _m, j, p, s: m.x[j, p] + m.y[j, s] <= 1,
+        rule=lambda _m, j, a, b: m.x[j, a] + m.y[j, b] <= 1,
     )
+
+
+def define_usage(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """u[n] is 1 on every node that takes something, and only such nodes take anything."""
     # used: count_j · u[n] >= x[j,n], u[n] >= y[j,n]
-    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: inst[j].count * m.u[n] >= m.x[j, n])
+    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: p.instance[j].count * m.u[n] >= m.x[j, n])
     m.used_s = pyo.Constraint(m.JS, rule=lambda _m, j, n: m.u[n] >= m.y[j, n])
 
     # used_cap: use(n, k) <= cap · u[n]  (a bin-packing cut: only used nodes take anything;
     # implied for integer u, it tightens the LP of the remaining-disk stage)
-    def used_cap(_m, n, k):
-        row = next(r for r in by_name[n].rows if r.kind == k)
-        expr = use(n, k)
+    def used_cap(_m, n, k):  # noqa: ANN001, ANN202
+        row = _row(p, n, k)
+        expr = _use(m, p, n, k)
         if isinstance(expr, (int, float)) or row.cap <= 0 or k == N1:
             return pyo.Constraint.Skip
         return expr <= row.cap * m.u[n]
 
     m.used_cap = pyo.Constraint(
-        [(n, r.kind) for n in touched for r in by_name[n].rows], rule=used_cap
+        [(n, r.kind) for n in p.touched for r in p.node[n].rows], rule=used_cap
     )
 
-    # capacity rows, instance part: use(n, k) [+ r[n] for n1] <= cap
-    def inst_row(_m, n, k):
-        row = next(r for r in by_name[n].rows if r.kind == k)
-        expr = use(n, k)
+
+def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """The node's capacity rows (`model.capacity`) after the batch, with and without the test
+    instances still counted on it."""
+
+    # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits)
+    def inst_row(_m, n, k):  # noqa: ANN001, ANN202
+        expr = _use(m, p, n, k)
         if k == N1:
-            expr = expr + reserve(n)
+            expr = expr + _reserve(m, p, n)
         if isinstance(expr, (int, float)):
             return pyo.Constraint.Skip
-        return expr <= row.cap
+        return expr <= _row(p, n, k).cap
 
-    m.cap = pyo.Constraint([(n, r.kind) for n in touched for r in by_name[n].rows], rule=inst_row)
-    # counts: usage_t,k · a[n,t] + use(n, k) [+ r[n]] <= cap   (every row with usage_t,k > 0)
+    m.cap = pyo.Constraint([(n, r.kind) for n in p.touched for r in p.node[n].rows], rule=inst_row)
+    # count: usage_t,k · a[n,t] + use(n, k) [+ r[n]] <= cap   (every row with usage_t,k > 0)
     count_rows = [
         (n, t, r.kind)
         for n, t in m.NT
-        for r in by_name[n].rows
-        if by_name[n].test_usage[t].get(r.kind, 0) > 0
+        for r in p.node[n].rows
+        if p.node[n].test_usage[t].get(r.kind, 0) > 0
     ]
 
-    def count_row(_m, n, t, k):
-        row = next(r for r in by_name[n].rows if r.kind == k)
-        expr = by_name[n].test_usage[t][k] * m.a[n, t] + use(n, k)
+    def count_row(_m, n, t, k):  # noqa: ANN001, ANN202
+        expr = p.node[n].test_usage[t][k] * m.a[n, t] + _use(m, p, n, k)
         if k == N1:
-            expr = expr + reserve(n)
-        return expr <= row.cap
+            expr = expr + _reserve(m, p, n)
+        return expr <= _row(p, n, k).cap
 
     m.count = pyo.Constraint(count_rows, rule=count_row)
 
-    # failover memory (addSec: f_j < free memory; on nodes not failing N+1 the n1 row implies it):
-    # f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1 (not for forthcoming instances),
-    # the same on the forth counters for every drbd instance
-    # (where reserve_one below holds for (j, n), r[n] >= f_j · y[j,n] and the n1 row
-    # Σ mem · x + r[n] <= unallocated - 1 already imply the memory one, so it is left out)
+
+def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """A drbd secondary's failover memory (addSec), and the N+1 reserve it raises."""
+    inst = p.instance
+    # failover memory (addSec: f_j < free memory; on nodes not failing N+1 the n1 row implies
+    # it): f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1 (not for forthcoming
+    # instances), the same on the forth counters for every drbd instance (where reserve_one
+    # below holds for (j, n), r[n] >= f_j · y[j,n] and the n1 row Σ mem · x + r[n] <=
+    # unallocated - 1 already imply the memory one, so it is left out)
     fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
     fo = [(j, n) for j, n in fo_forth if not inst[j].forthcoming and n not in m.r]
     m.failover = pyo.Constraint(
         fo,
         rule=lambda _m, j, n: (
-            inst[j].failover_mib * m.y[j, n] + use(n, "memory") <= by_name[n].unallocated_mib - 1
+            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, "memory")
+            <= p.node[n].unallocated_mib - 1
         ),
     )
     m.failover_forth = pyo.Constraint(
         fo_forth,
         rule=lambda _m, j, n: (
-            inst[j].failover_mib * m.y[j, n] + use(n, "memory_forth")
-            <= by_name[n].free_memory_forth_mib - 1
+            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, "memory_forth")
+            <= p.node[n].free_memory_forth_mib - 1
         ),
     )
     # reserve, one instance per (j, s): with p* the primary of j,
@@ -307,103 +367,125 @@ def build_batch(
     reserving = [
         (j, s) for j, s in m.JS if s in m.r and not inst[j].forthcoming and inst[j].failover_mib > 0
     ]
+    candidates = {j: set(ns) for j, ns in p.primaries.items()}
 
-    def single_reserve(_m, j, s):
-        peers = by_name[s].peers_mib
+    def single_reserve(_m, j, s):  # noqa: ANN001, ANN202
+        peers = p.node[s].peers_mib
         big_m = inst[j].failover_mib + max(peers.values(), default=0)
-        return m.r[s] >= sum(v * m.x[j, p] for p, v in peers.items() if p in xs_of_set[j]) + inst[
-            j
-        ].failover_mib - big_m * (1 - m.y[j, s])
+        held = sum(v * m.x[j, a] for a, v in peers.items() if a in candidates[j])
+        return m.r[s] >= held + inst[j].failover_mib - big_m * (1 - m.y[j, s])
 
     m.reserve_one = pyo.Constraint(reserving, rule=single_reserve)
     # ... so for the pairs in `shared_pairs` (or all pairs when None) the sum is exact:
     # r[s] >= peers_s[p] + Σ_j f_j · z[j,p,s],  z[j,p,s] >= x[j,p] + y[j,s] - 1
     pairs = [
-        (j, p, s)
+        (j, a, s)
         for j, s in reserving
-        for p in prim_of[j]
-        if p != s
-        and by_name[p].group == by_name[s].group
-        and (shared_pairs is None or (p, s) in shared_pairs)
+        for a in p.primaries[j]
+        if a != s
+        and p.node[a].group == p.node[s].group
+        and (p.shared_pairs is None or (a, s) in p.shared_pairs)
     ]
     m.z = pyo.Var(pairs, domain=pyo.Binary, doc="z[j,p,s] = 1 when j is on the pair (p, s)")
     m.z_and = pyo.Constraint(
-        pairs, rule=lambda _m, j, p, s: m.z[j, p, s] >= m.x[j, p] + m.y[j, s] - 1
+        pairs, rule=lambda _m, j, a, s: m.z[j, a, s] >= m.x[j, a] + m.y[j, s] - 1
     )
-    ps = sorted({(p, s) for _, p, s in pairs})
     js_of: dict[tuple[str, str], list[str]] = {}
-    for j, p, s in pairs:
-        js_of.setdefault((p, s), []).append(j)
+    for j, a, s in pairs:
+        js_of.setdefault((a, s), []).append(j)
+    # reserve: r[s] >= peers_s[p] + Σ_j f_j · z[j,p,s]
     m.reserve = pyo.Constraint(
-        ps,
-        rule=lambda _m, p, s: (
+        sorted(js_of),
+        rule=lambda _m, a, s: (
             m.r[s]
-            >= by_name[s].peers_mib.get(p, 0)
-            + sum(inst[j].failover_mib * m.z[j, p, s] for j in js_of[(p, s)])
+            >= p.node[s].peers_mib.get(a, 0)
+            + sum(inst[j].failover_mib * m.z[j, a, s] for j in js_of[(a, s)])
         ),
     )
 
-    # exclusion tags between new instances (htools' FailTags; nodes already hosting a tag were
-    # screened out). Every primary adds its tags to the node, but only a non-forthcoming
-    # instance is checked against them, in request order:
-    # tag_once:  Σ_{non-forthcoming j with tag} x[j,n] <= 1
-    # tag_order: x[j,n] + x[k,n] <= 1 for forthcoming k before non-forthcoming j, sharing a tag
-    checked = [i for i in instances if i.exclusion_tags and not i.forthcoming]
-    unchecked = [i for i in instances if i.exclusion_tags and i.forthcoming]
-    once = sorted({(tag, n) for i in checked for tag in i.exclusion_tags for n in prim_of[i.name]})
+
+def define_exclusion(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """Exclusion tags between new instances (htools' FailTags; nodes already hosting a tag
+    were screened out). Every primary adds its tags to the node, but only a non-forthcoming
+    instance is checked against them, in request order."""
+    candidates = {j: set(ns) for j, ns in p.primaries.items()}
+    checked = [i for i in p.instances if i.exclusion_tags and not i.forthcoming]
+    unchecked = [i for i in p.instances if i.exclusion_tags and i.forthcoming]
+    # tag_once: Σ_{non-forthcoming j with tag} x[j,n] <= 1
+    once = sorted(
+        {(tag, n) for i in checked for tag in i.exclusion_tags for n in p.primaries[i.name]}
+    )
     m.tag_once = pyo.Constraint(
         once,
         rule=lambda _m, tag, n: (
             sum(
                 m.x[i.name, n]
                 for i in checked
-                if tag in i.exclusion_tags and n in xs_of_set[i.name]
+                if tag in i.exclusion_tags and n in candidates[i.name]
             )
             <= 1
         ),
     )
+    # tag_order: x[j,n] + x[k,n] <= 1 for forthcoming k before non-forthcoming j, sharing a tag
     order = sorted(
         (j.name, k.name, n)
         for j in checked
         for k in unchecked
         if k.order < j.order and set(j.exclusion_tags) & set(k.exclusion_tags)
-        for n in xs_of_set[j.name] & xs_of_set[k.name]
+        for n in candidates[j.name] & candidates[k.name]
     )
     m.tag_order = pyo.Constraint(order, rule=lambda _m, j, k, n: m.x[j, n] + m.x[k, n] <= 1)
 
-    # identical drbd instances (which cannot share a count variable): the later one has the
-    # later primary, Σ_n rank_n · x[j',n] <= Σ_n rank_n · x[j,n] for j' = same_as(j) (an
-    # unplaced instance counts 0, so unplaced ones come first); permuting them keeps optimality
-    def rank_sum(j: str):
-        return sum((by_name[n].rank + 1) * m.x[j, n] for n in prim_of[j])
 
-    twins = [i.name for i in instances if i.same_as is not None and i.same_as in inst]
-    m.twins = pyo.Constraint(twins, rule=lambda _m, j: rank_sum(inst[j].same_as) <= rank_sum(j))
+def define_symmetry(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """Identical drbd instances (which cannot share a count variable): the later one has the
+    later primary, Σ_n rank_n · x[j',n] <= Σ_n rank_n · x[j,n] for j' = same_as(j) (an
+    unplaced instance counts 0, so unplaced ones come first); permuting them keeps
+    optimality."""
 
-    # objectives
+    def rank_sum(j: str):  # noqa: ANN202
+        return sum((p.node[n].rank + 1) * m.x[j, n] for n in p.primaries[j])
+
+    twins = [i.name for i in p.instances if i.same_as is not None and i.same_as in p.instance]
+    # twins: rank_sum(same_as(j)) <= rank_sum(j)
+    m.twins = pyo.Constraint(
+        twins, rule=lambda _m, j: rank_sum(p.instance[j].same_as) <= rank_sum(j)
+    )
+
+
+def define_objective_terms(m: pyo.ConcreteModel, p: BatchProblem) -> None:
+    """placed, on_last_resort, lost[t] = Σ_n (before − after), remaining disk on used nodes."""
     m.placed = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP))
-    m.on_last_resort = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP if n in last_resort))
-    m.has_last_resort = any(n in last_resort for _, n in m.JP)
+    m.on_last_resort = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP if n in p.last_resort))
     m.lost = pyo.Expression(
-        range(n_tests),
+        range(p.n_tests),
         rule=lambda _m, t: sum(m.before[n, tt] - m.a[n, tt] for n, tt in m.NT if tt == t),
     )
     m.remaining_disk = pyo.Expression(
-        expr=sum(by_name[n].free_disk_mib * m.u[n] for n in touched)
-        - sum(use(n, "disk") for n in touched)
+        expr=sum(p.node[n].free_disk_mib * m.u[n] for n in p.touched)
+        - sum(_use(m, p, n, "disk") for n in p.touched)
     )
-    m.n_tests = n_tests
+
+
+def build_batch(p: BatchProblem) -> pyo.ConcreteModel:
+    """The joint placement model of a dedicated multi-allocate (see `BatchProblem`)."""
+    m = pyo.ConcreteModel(name="dedicated_batch")
+    define_sets(m, p)
+    define_variables(m, p)
+    define_placement(m, p)
+    define_usage(m, p)
+    define_capacities(m, p)
+    define_failover(m, p)
+    define_exclusion(m, p)
+    define_symmetry(m, p)
+    define_objective_terms(m, p)
     return m
-
-
-def _is_secondary(m: pyo.ConcreteModel, n: str) -> bool:
-    return any(s == n for _, s in m.JS)
 
 
 def shared_pairs_used(m: pyo.ConcreteModel) -> frozenset[tuple[str, str]]:
     """(primary, secondary) pairs that carry two or more reserving new drbd instances."""
     on_pair: dict[tuple[str, str], int] = {}
-    placed = {j: p for j, p in m.JP if pyo.value(m.x[j, p]) > 0.5}
+    placed = {j: n for j, n in m.JP if pyo.value(m.x[j, n]) > 0.5}
     for j, s in m.reserve_one:
         if j in placed and pyo.value(m.y[j, s]) > 0.5:
             key = (placed[j], s)
@@ -411,13 +493,13 @@ def shared_pairs_used(m: pyo.ConcreteModel) -> frozenset[tuple[str, str]]:
     return frozenset(k for k, n in on_pair.items() if n > 1)
 
 
-def batch_objectives(m: pyo.ConcreteModel) -> list[Objective]:
+def batch_objectives(m: pyo.ConcreteModel, p: BatchProblem) -> list[Objective]:
     """placed (max), [instances on last-resort groups (min)], lost_0 … lost_{T-1} (min),
     remaining disk on the nodes used (min)."""
     objs = [Objective("placed", m.placed, "max")]
-    if m.has_last_resort:
+    if p.has_last_resort:
         objs.append(Objective("on_last_resort", m.on_last_resort, "min"))
-    objs += [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
+    objs += [Objective(f"lost_{t}", m.lost[t], "min") for t in range(p.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
     return objs
 
@@ -436,7 +518,9 @@ def unpin_objectives(m: pyo.ConcreteModel) -> None:
     m.del_component(m.pinned)
 
 
-def batch_solution(m: pyo.ConcreteModel) -> dict[str, list[tuple[str, str | None]]]:
+def batch_solution(
+    m: pyo.ConcreteModel, p: BatchProblem
+) -> dict[str, list[tuple[str, str | None]]]:
     """kind j -> its placements (primary, secondary) in the loaded solution, one entry per
     placed instance, primaries in node order; unplaced instances have no entry."""
     out: dict[str, list[tuple[str, str | None]]] = {}
@@ -496,7 +580,124 @@ def single_representatives(
     return prim, sec
 
 
-def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -> pyo.ConcreteModel:
+@dataclass(frozen=True)
+class SingleProblem:
+    """hail's dedicated allocate of one instance: the candidates' constant metrics."""
+
+    candidates: tuple[SingleCandidate, ...]
+    n_tests: int
+    drbd: bool
+
+    @cached_property
+    def candidate(self) -> dict[str, SingleCandidate]:
+        return {c.name: c for c in self.candidates}
+
+    @cached_property
+    def representatives(self) -> tuple[list[str], list[str]]:
+        return single_representatives(self.candidates, self.drbd)
+
+    @cached_property
+    def pairs(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(p, s) pairs where s reserves failover memory for p already: those that fail,
+        and those whose secondary loses a different vector."""
+        prim, sec = self.representatives
+        in_p = set(prim)
+        by = self.candidate
+        special = [(p, s) for s in sec for p in by[s].secondary_lost_with if p in in_p and p != s]
+        bad = [(p, s) for p, s in special if by[s].secondary_lost_with[p] is None]
+        good = [(p, s) for p, s in special if by[s].secondary_lost_with[p] is not None]
+        return bad, good
+
+    @property
+    def needs_tie_break(self) -> bool:
+        """The tie-break stage matters only if two choices can share lost vector and disk."""
+        prim, _ = self.representatives
+        by = self.candidate
+        metrics = {(by[p].primary_lost, by[p].primary_disk_mib) for p in prim}
+        return self.drbd or len(metrics) < len(prim)
+
+    @cached_property
+    def lost_radix(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """Each lost_t lies in [lo_t, hi_t]: the primary's value plus any secondary's."""
+        prim, sec = self.representatives
+        by = self.candidate
+        secondary_values = [
+            v
+            for s in sec
+            for v in (by[s].secondary_lost, *by[s].secondary_lost_with.values())
+            if v is not None
+        ]
+        return lost_radix(
+            [by[p].primary_lost for p in prim],
+            secondary_values if self.drbd else [],
+            self.n_tests,
+        )
+
+
+def define_single_choice(m: pyo.ConcreteModel, p: SingleProblem) -> None:
+    """One primary; for drbd one secondary in its group, on another node, and w[p,s] = x·y
+    for the pairs whose secondary already reserves memory for the primary."""
+    prim, sec = p.representatives
+    by = p.candidate
+    m.P = pyo.Set(initialize=prim, ordered=True, doc="possible primaries")
+    m.S = pyo.Set(initialize=sec, ordered=True, doc="possible secondaries (generic)")
+    m.T = pyo.RangeSet(0, p.n_tests - 1) if p.n_tests else pyo.Set(initialize=[])
+    m.x = pyo.Var(m.P, domain=pyo.Binary, doc="x[p] = 1: primary is p")
+    m.y = pyo.Var(m.S, domain=pyo.Binary, doc="y[s] = 1: secondary is s")
+    # one_primary: Σ_p x[p] = 1
+    m.one_primary = pyo.Constraint(expr=sum(m.x[n] for n in m.P) == 1)
+    if not p.drbd:
+        return
+    groups = sorted({by[n].group for n in prim + sec})
+    # same_group: Σ_{s in g} y[s] = Σ_{p in g} x[p]  (one secondary, in the primary's group)
+    m.same_group = pyo.Constraint(
+        groups,
+        rule=lambda _m, g: (
+            sum(m.y[s] for s in m.S if by[s].group == g)
+            == sum(m.x[n] for n in m.P if by[n].group == g)
+        ),
+    )
+    # distinct: x[n] + y[n] <= 1
+    both = [n for n in prim if n in set(sec)]
+    m.distinct = pyo.Constraint(both, rule=lambda _m, n: m.x[n] + m.y[n] <= 1)
+    bad, good = p.pairs
+    # forbidden: x[p] + y[s] <= 1  (s cannot reserve failover memory for p)
+    m.forbidden = pyo.Constraint(bad, rule=lambda _m, a, s: m.x[a] + m.y[s] <= 1)
+    m.w = pyo.Var(good, domain=pyo.Binary, doc="w[p,s] = 1 when the pair is (p, s)")
+    # pair_and: w[p,s] >= x[p] + y[s] - 1
+    m.pair_and = pyo.Constraint(good, rule=lambda _m, a, s: m.w[a, s] >= m.x[a] + m.y[s] - 1)
+    # pair_p, pair_s: w[p,s] <= x[p], w[p,s] <= y[s]  (so w = x·y whatever the signs)
+    m.pair_p = pyo.Constraint(good, rule=lambda _m, a, s: m.w[a, s] <= m.x[a])
+    m.pair_s = pyo.Constraint(good, rule=lambda _m, a, s: m.w[a, s] <= m.y[s])
+
+
+def define_single_metric(m: pyo.ConcreteModel, p: SingleProblem) -> None:
+    """lost[t] = primary's loss + secondary's (corrected by w on reserving pairs), the
+    remaining disk of both nodes, and hail's tie-break (the later candidate wins)."""
+    by = p.candidate
+    lost_expr: list = [sum(by[n].primary_lost[t] * m.x[n] for n in m.P) for t in range(p.n_tests)]
+    disk_expr = sum(by[n].primary_disk_mib * m.x[n] for n in m.P)
+    tie = sum(by[n].rank * m.x[n] for n in m.P)
+    if p.drbd:
+        _, good = p.pairs
+        for t in range(p.n_tests):
+            lost_expr[t] = (
+                lost_expr[t]
+                + sum(by[s].secondary_lost[t] * m.y[s] for s in m.S)
+                + sum(
+                    (by[s].secondary_lost_with[a][t] - by[s].secondary_lost[t]) * m.w[a, s]
+                    for a, s in good
+                )
+            )
+        disk_expr = disk_expr + sum(by[s].secondary_disk_mib * m.y[s] for s in m.S)
+        width = max((c.rank for c in p.candidates), default=0) + 1
+        tie = width * tie + sum(by[s].rank * m.y[s] for s in m.S)
+    m.lost = pyo.Expression(range(p.n_tests), rule=lambda _m, t: lost_expr[t])
+    m.remaining_disk = pyo.Expression(expr=disk_expr)
+    m.tie = pyo.Expression(expr=tie, doc="hail's iteration order: the later candidate wins")
+
+
+def build_single(p: SingleProblem) -> pyo.ConcreteModel:
     """hail's dedicated allocate: pick the candidate (pair) with the least metric, last wins.
 
     For drbd the metric of (p, s) is primary_lost[p] + secondary_lost(s | p) and the disk is
@@ -504,77 +705,8 @@ def build_single(cands: tuple[SingleCandidate, ...], n_tests: int, drbd: bool) -
     already reserves failover memory for p, which `w[p,s]` switches on.
     """
     m = pyo.ConcreteModel(name="dedicated_single")
-    by_name = {c.name: c for c in cands}
-    prim, sec = single_representatives(cands, drbd)
-    m.P = pyo.Set(initialize=prim, ordered=True, doc="possible primaries")
-    m.S = pyo.Set(initialize=sec, ordered=True, doc="possible secondaries (generic)")
-    m.T = pyo.RangeSet(0, n_tests - 1) if n_tests else pyo.Set(initialize=[])
-    m.x = pyo.Var(m.P, domain=pyo.Binary, doc="x[p] = 1: primary is p")
-    m.y = pyo.Var(m.S, domain=pyo.Binary, doc="y[s] = 1: secondary is s")
-    # one_primary: Σ_p x[p] = 1
-    m.one_primary = pyo.Constraint(expr=sum(m.x[p] for p in m.P) == 1)
-    lost_expr: list = [
-        sum(by_name[p].primary_lost[t] * m.x[p] for p in m.P) for t in range(n_tests)
-    ]
-    disk_expr = sum(by_name[p].primary_disk_mib * m.x[p] for p in m.P)
-    tie = sum(by_name[p].rank * m.x[p] for p in m.P)
-    if drbd:
-        groups = sorted({by_name[n].group for n in prim + sec})
-        # same_group: Σ_{s in g} y[s] = Σ_{p in g} x[p]  (one secondary, in the primary's group)
-        m.same_group = pyo.Constraint(
-            groups,
-            rule=lambda _m, g: (
-                sum(m.y[s] for s in m.S if by_name[s].group == g)
-                == sum(m.x[p] for p in m.P if by_name[p].group == g)
-            ),
-        )
-        # distinct: x[n] + y[n] <= 1
-        both = [n for n in prim if n in set(sec)]
-        m.distinct = pyo.Constraint(both, rule=lambda _m, n: m.x[n] + m.y[n] <= 1)
-        in_p = set(prim)
-        special = [
-            (p, s) for s in sec for p in by_name[s].secondary_lost_with if p in in_p and p != s
-        ]
-        bad = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is None]
-        good = [(p, s) for p, s in special if by_name[s].secondary_lost_with[p] is not None]
-        # forbidden: x[p] + y[s] <= 1  (s cannot reserve failover memory for p)
-        m.forbidden = pyo.Constraint(bad, rule=lambda _m, p, s: m.x[p] + m.y[s] <= 1)
-        m.w = pyo.Var(good, domain=pyo.Binary, doc="w[p,s] = 1 when the pair is (p, s)")
-        # pair_and: w[p,s] >= x[p] + y[s] - 1
-        m.pair_and = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] >= m.x[p] + m.y[s] - 1)
-        # pair_p, pair_s: w[p,s] <= x[p], w[p,s] <= y[s]  (so w = x·y whatever the signs)
-        m.pair_p = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] <= m.x[p])
-        m.pair_s = pyo.Constraint(good, rule=lambda _m, p, s: m.w[p, s] <= m.y[s])
-        for t in range(n_tests):
-            lost_expr[t] = (
-                lost_expr[t]
-                + sum(by_name[s].secondary_lost[t] * m.y[s] for s in m.S)
-                + sum(
-                    (by_name[s].secondary_lost_with[p][t] - by_name[s].secondary_lost[t])
-                    * m.w[p, s]
-                    for p, s in good
-                )
-            )
-        disk_expr = disk_expr + sum(by_name[s].secondary_disk_mib * m.y[s] for s in m.S)
-        width = max((c.rank for c in cands), default=0) + 1
-        tie = width * tie + sum(by_name[s].rank * m.y[s] for s in m.S)
-    m.lost = pyo.Expression(range(n_tests), rule=lambda _m, t: lost_expr[t])
-    m.remaining_disk = pyo.Expression(expr=disk_expr)
-    m.tie = pyo.Expression(expr=tie, doc="hail's iteration order: the later candidate wins")
-    m.n_tests = n_tests
-    # the tie-break stage matters only if two choices can share lost vector and disk
-    metrics = {(by_name[p].primary_lost, by_name[p].primary_disk_mib) for p in prim}
-    m.needs_tie_break = drbd or len(metrics) < len(prim)
-    # each lost_t lies in [lo_t, hi_t]: the primary's value plus any secondary's
-    secondary_values = [
-        v
-        for s in sec
-        for v in (by_name[s].secondary_lost, *by_name[s].secondary_lost_with.values())
-        if v is not None
-    ]
-    m.lost_radix = lost_radix(
-        [by_name[p].primary_lost for p in prim], secondary_values if drbd else [], n_tests
-    )
+    define_single_choice(m, p)
+    define_single_metric(m, p)
     return m
 
 
@@ -607,27 +739,27 @@ def lost_radix(
     return tuple(lo), tuple(weights)
 
 
-def single_objectives(m: pyo.ConcreteModel) -> list[Objective]:
+def single_objectives(m: pyo.ConcreteModel, p: SingleProblem) -> list[Objective]:
     """The lost vector (min; one stage when `lost_radix` allows, else lost_0 … lost_{T-1}),
     remaining disk (min), tie-break (max; left out when the stages before it already have a
     single optimum)."""
-    if m.lost_radix is not None and m.n_tests > 1:
-        _, weights = m.lost_radix
+    if p.lost_radix is not None and p.n_tests > 1:
+        _, weights = p.lost_radix
         rank = sum(w * m.lost[t] for t, w in enumerate(weights))
         objs = [Objective("lost_vector", rank, "min")]
     else:
-        objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(m.n_tests)]
+        objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(p.n_tests)]
     objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
-    if m.needs_tie_break:
+    if p.needs_tie_break:
         objs.append(Objective("tie_break", m.tie, "max"))
     return objs
 
 
-def single_lost_claim(m: pyo.ConcreteModel, objective: tuple[float, ...]) -> tuple[int, ...]:
+def single_lost_claim(p: SingleProblem, objective: tuple[float, ...]) -> tuple[int, ...]:
     """The lost vector the solver's stage values claim (decoding the one-stage form)."""
-    if m.lost_radix is None or m.n_tests <= 1:
-        return tuple(int(round(v)) for v in objective[: m.n_tests])
-    lo, weights = m.lost_radix
+    if p.lost_radix is None or p.n_tests <= 1:
+        return tuple(int(round(v)) for v in objective[: p.n_tests])
+    lo, weights = p.lost_radix
     rest = int(round(objective[0])) - sum(w * low for w, low in zip(weights, lo, strict=True))
     claim = []
     for low, w in zip(lo, weights, strict=True):
@@ -636,7 +768,8 @@ def single_lost_claim(m: pyo.ConcreteModel, objective: tuple[float, ...]) -> tup
     return tuple(claim)
 
 
-def single_solution(m: pyo.ConcreteModel) -> tuple[str, str | None]:
-    p = next(p for p in m.P if pyo.value(m.x[p]) > 0.5)
-    s = next((s for s in m.S if pyo.value(m.y[s]) > 0.5), None) if hasattr(m, "y") else None
-    return p, s
+def single_solution(m: pyo.ConcreteModel, p: SingleProblem) -> tuple[str, str | None]:
+    """The chosen (primary, secondary)."""
+    primary = next(n for n in m.P if pyo.value(m.x[n]) > 0.5)
+    secondary = next((s for s in m.S if pyo.value(m.y[s]) > 0.5), None) if p.drbd else None
+    return primary, secondary

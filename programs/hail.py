@@ -443,11 +443,12 @@ def solve_group(
                 secondary_lost_with=with_p,
             )
         )
+    problem = form.SingleProblem(tuple(cands), len(tests), drbd)
     with Stopwatch() as sw:
-        m = form.build_single(tuple(cands), len(tests), drbd)
+        m = form.build_single(problem)
     lex = solve_lexicographic(
         m,
-        form.single_objectives(m),
+        form.single_objectives(m, problem),
         solver=opts.solver,
         time_limit=opts.time_limit,
         mip_gap=opts.gap,
@@ -460,7 +461,7 @@ def solve_group(
             f"group {sc.group.name}: {sc.successes} valid placement(s) exist but the solver "
             f"stopped with {lex.status} (raise --time-limit?)"
         )
-    p, s = form.single_solution(m)
+    p, s = form.single_solution(m, problem)
     by = {c.name: c for c in cands}
     lost = by[p].primary_lost
     disk = by[p].primary_disk_mib
@@ -470,7 +471,7 @@ def solve_group(
             raise CheckFailedError(f"solver chose the failing pair {p}/{s}")
         lost = tuple(a + b for a, b in zip(lost, sl, strict=True))
         disk += by[s].secondary_disk_mib
-    claimed = form.single_lost_claim(m, lex.objective)
+    claimed = form.single_lost_claim(problem, lex.objective)
     if lex.status == Status.OPTIMAL and claimed != lost:
         raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {lost}")
     return GroupOutcome(
@@ -825,9 +826,10 @@ def multi_allocate(
 
         for attempt in range(MAX_PAIR_ROUNDS + 1):
             with Stopwatch() as sw:
-                m = form.build_batch(nodes, pruned, last_resort=last, shared_pairs=shared)
+                problem = form.BatchProblem(nodes, pruned, last_resort=last, shared_pairs=shared)
+                m = form.build_batch(problem)
             build_s += sw.seconds
-            objs = form.batch_objectives(m)
+            objs = form.batch_objectives(m, problem)
             if target is not None:
                 form.pin_objectives(m, objs, target)
                 lex = solve_batch(m, objs)
@@ -854,11 +856,13 @@ def multi_allocate(
             shared = None if attempt + 1 == MAX_PAIR_ROUNDS else shared | missing
             complete = lex.status == Status.OPTIMAL and len(lex.objective) == len(objs)
             target = tuple(float(v) for v in lex.objective) if complete else None
-            earlier = form.batch_solution(m)
+            earlier = form.batch_solution(m, problem)
             runs = (replace(runs[0], status=str(Status.FEASIBLE)),)  # until a round is exact
         chosen = {
             name: where
-            for kind, spots in (form.batch_solution(m) if earlier is None else earlier).items()
+            for kind, spots in (
+                form.batch_solution(m, problem) if earlier is None else earlier
+            ).items()
             for name, where in zip(members[kind], spots, strict=False)
         }
         if earlier is None and lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import dedicated_gen as gen
 import pytest
@@ -132,10 +133,11 @@ def test_build_single_tie_break_takes_the_later_node() -> None:
         )
         for i in range(4)
     )
-    m = form.build_single(cands, 2, drbd=False)
-    lex = solve_lexicographic(m, form.single_objectives(m))
+    problem = form.SingleProblem(cands, 2, drbd=False)
+    m = form.build_single(problem)
+    lex = solve_lexicographic(m, form.single_objectives(m, problem))
     assert lex.status == Status.OPTIMAL
-    assert form.single_solution(m) == ("n3", None)
+    assert form.single_solution(m, problem) == ("n3", None)
 
 
 def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
@@ -152,11 +154,12 @@ def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
         ),
         form.SingleCandidate("s2", 2, "g", secondary_lost=(0, 1), secondary_disk_mib=5),
     )
-    m = form.build_single(cands, 2, drbd=True)
-    lex = solve_lexicographic(m, form.single_objectives(m))
+    problem = form.SingleProblem(cands, 2, drbd=True)
+    m = form.build_single(problem)
+    lex = solve_lexicographic(m, form.single_objectives(m, problem))
     assert lex.status == Status.OPTIMAL
-    assert form.single_solution(m) == ("p0", "s2")
-    assert form.single_lost_claim(m, lex.objective) == (0, 2)
+    assert form.single_solution(m, problem) == ("p0", "s2")
+    assert form.single_lost_claim(problem, lex.objective) == (0, 2)
 
 
 def _random_candidates(rng: random.Random, drbd: bool) -> tuple[form.SingleCandidate, ...]:
@@ -230,13 +233,14 @@ def test_build_single_with_representatives_is_exact(drbd: bool) -> None:
         expected = _brute_force_single(cands, drbd)
         if expected is None:  # hail finds no placement: the model is not built
             continue
-        m = form.build_single(cands, 2, drbd)
+        problem = form.SingleProblem(cands, 2, drbd)
+        m = form.build_single(problem)
         reduced += len(m.P) + len(m.S) < sum(
             (c.primary_lost is not None) + (drbd and c.secondary_lost is not None) for c in cands
         )
-        lex = solve_lexicographic(m, form.single_objectives(m))
+        lex = solve_lexicographic(m, form.single_objectives(m, problem))
         assert lex.status == Status.OPTIMAL
-        assert form.single_solution(m) == expected
+        assert form.single_solution(m, problem) == expected
     assert reduced > 30  # the classes did leave candidates out
 
 
@@ -244,7 +248,7 @@ def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:
     """`lazy` (pair rounds) has the objectives of the model that sums on every pair."""
     build = form.build_batch
     monkeypatch.setattr(
-        form, "build_batch", lambda *a, **k: build(*a, **{**k, "shared_pairs": None})
+        form, "build_batch", lambda problem: build(replace(problem, shared_pairs=None))
     )
     exact = answer(inp, Options())
     for key in ("lost_allocations_total", "remaining_disk_mib"):
@@ -283,9 +287,9 @@ def test_lost_radix_orders_like_the_lexicographic_order() -> None:
         for a in vectors:
             for b in vectors:
                 assert (ranks[a] < ranks[b]) == (a < b)
-        m = type("M", (), {"lost_radix": (lo, weights), "n_tests": n})()
+        problem = type("P", (), {"lost_radix": (lo, weights), "n_tests": n})()
         for v in vectors:
-            assert form.single_lost_claim(m, (float(ranks[v]),)) == v
+            assert form.single_lost_claim(problem, (float(ranks[v]),)) == v
     assert form.lost_radix([(10**7, 10**7, 0)], [(0, 0, 10**7)], 3) is not None
     wide = [(0, 0, 0), (10**5, 10**5, 10**5)]
     assert form.lost_radix(wide, [], 3) is None  # (10^5)^3 > 2^40: stages instead

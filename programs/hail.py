@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from formulations import batch as batch_form
 from formulations import dedicated as form
 from model.backends.iallocator import (
     AllocateRequest,
@@ -35,6 +36,7 @@ from model.backends.iallocator import (
     parse_request,
     response_json,
 )
+from model.batch import BatchProblem, NewInstance, NodeData
 from model.capacity import capacity_rows
 from model.capacity import primary_usage as row_primary_usage
 from model.capacity import secondary_usage as row_secondary_usage
@@ -610,12 +612,12 @@ def _objectives(obj: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-def _node_data(states: ClusterState, name: str, rank: int) -> form.NodeData:
+def _node_data(states: ClusterState, name: str, rank: int) -> NodeData:
     st = states.nodes[name]
     group = states.cluster.group_of(states.cluster.node(name))
     tests = minimal_instances(group.ipolicy)
     rows = capacity_rows(st)
-    return form.NodeData(
+    return NodeData(
         name=name,
         rank=rank,
         group=group.uuid,
@@ -631,9 +633,7 @@ def _node_data(states: ClusterState, name: str, rank: int) -> form.NodeData:
     )
 
 
-def interchangeable(
-    data: Mapping[str, form.NodeData], instances: tuple[form.NewInstance, ...]
-) -> set[str]:
+def interchangeable(data: Mapping[str, NodeData], instances: tuple[NewInstance, ...]) -> set[str]:
     """The nodes the batch model needs.
 
     Two nodes are interchangeable when they have the same group, capacities, reserve, counts
@@ -694,7 +694,7 @@ def multi_allocate(
     else:
         groups = [g for g in _groups_with_nodes(cluster) if g.alloc_policy != "unallocable"]
     demands = []
-    new_instances: list[form.NewInstance] = []
+    new_instances: list[NewInstance] = []
     failed_alone: dict[str, str] = {}
     # identical plain instances become one kind with a count (no symmetry among them)
     kind_of: dict[tuple, str] = {}
@@ -757,7 +757,7 @@ def multi_allocate(
         if drbd:
             twin_of[twin_key] = kind
         new_instances.append(
-            form.NewInstance(
+            NewInstance(
                 name=kind,
                 drbd=drbd,
                 primary_usage={k: row_primary_usage(k, d) for k in row_kinds},
@@ -826,14 +826,14 @@ def multi_allocate(
 
         for attempt in range(MAX_PAIR_ROUNDS + 1):
             with Stopwatch() as sw:
-                problem = form.BatchProblem(nodes, pruned, last_resort=last, shared_pairs=shared)
-                m = form.build_batch(problem)
+                problem = BatchProblem(nodes, pruned, last_resort=last, shared_pairs=shared)
+                m = batch_form.build_batch(problem)
             build_s += sw.seconds
             objs = form.batch_objectives(m, problem)
             if target is not None:
-                form.pin_objectives(m, objs, target)
+                batch_form.pin_objectives(m, objs, target)
                 lex = solve_batch(m, objs)
-                form.unpin_objectives(m)
+                batch_form.unpin_objectives(m)
                 if lex.status != Status.OPTIMAL:  # the values are out of reach: solve in full
                     lex = solve_batch(m, objs)
             else:
@@ -850,18 +850,18 @@ def multi_allocate(
             earlier = None
             if shared is None:
                 break
-            missing = form.shared_pairs_used(m) - shared
+            missing = batch_form.shared_pairs_used(m) - shared
             if not missing:
                 break
             shared = None if attempt + 1 == MAX_PAIR_ROUNDS else shared | missing
             complete = lex.status == Status.OPTIMAL and len(lex.objective) == len(objs)
             target = tuple(float(v) for v in lex.objective) if complete else None
-            earlier = form.batch_solution(m, problem)
+            earlier = batch_form.batch_solution(m, problem)
             runs = (replace(runs[0], status=str(Status.FEASIBLE)),)  # until a round is exact
         chosen = {
             name: where
             for kind, spots in (
-                form.batch_solution(m, problem) if earlier is None else earlier
+                batch_form.batch_solution(m, problem) if earlier is None else earlier
             ).items()
             for name, where in zip(members[kind], spots, strict=False)
         }

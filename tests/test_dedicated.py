@@ -16,6 +16,7 @@ from dataclasses import replace
 import dedicated_gen as gen
 import pytest
 
+from formulations import batch as batch_form
 from formulations import dedicated as form
 from model.backends.iallocator import new_instance, parse_request
 from model.capacity import max_total_vcpus
@@ -246,9 +247,9 @@ def test_build_single_with_representatives_is_exact(drbd: bool) -> None:
 
 def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:
     """`lazy` (pair rounds) has the objectives of the model that sums on every pair."""
-    build = form.build_batch
+    build = batch_form.build_batch
     monkeypatch.setattr(
-        form, "build_batch", lambda problem: build(replace(problem, shared_pairs=None))
+        batch_form, "build_batch", lambda problem: build(replace(problem, shared_pairs=None))
     )
     exact = answer(inp, Options())
     for key in ("lost_allocations_total", "remaining_disk_mib"):
@@ -305,14 +306,14 @@ def test_drbd_rounds_fall_back_when_the_pinned_values_are_out_of_reach(monkeypat
         rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
     )
     inp = parse_request(json.dumps(data))
-    pin = form.pin_objectives
+    pin = batch_form.pin_objectives
     pinned: list[tuple[float, ...]] = []
 
     def unreachable(m, objs, values):
         pinned.append(values)
         pin(m, objs, (*values[:-1], values[-1] - 1))
 
-    monkeypatch.setattr(form, "pin_objectives", unreachable)
+    monkeypatch.setattr(batch_form, "pin_objectives", unreachable)
     lazy = answer(inp, Options())
     assert pinned  # the rounds took the pinned path
     assert lazy.runs[0].status == Status.OPTIMAL

@@ -27,7 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from model.capacity import CapacityRow, capacity_rows, primary_usage, secondary_usage
+from model.batch import BatchProblem, NewInstance, NodeData
+from model.capacity import capacity_rows, primary_usage, secondary_usage
 from model.cluster import NodeGroup
 from model.resources import (
     FailMode,
@@ -69,56 +70,26 @@ def _delta(metrics: Sequence[Metric], before: NodeState, after: NodeState) -> tu
 
 
 @dataclass(frozen=True)
-class PlacementNode:
-    """A node as the joint model sees it."""
-
-    name: str
-    rank: int  # position in the cluster (hail's iteration order)
-    group: str
-    scored: bool  # counts in the score (online and in the score's scope)
-    rows: tuple[CapacityRow, ...]
-    reserve_mib: int  # the N+1 reserve rMem now
-    peers_mib: Mapping[str, int]  # failover memory reserved per primary node now
-    fails_n1: bool
-    unallocated_mib: int
-    free_memory_forth_mib: int
-    total_memory_mib: float
-    sd_values: tuple[float, ...]  # each SD_METRICS value now
-    sum_values: tuple[float, ...]  # each SUM_METRICS value now
-
-
-@dataclass(frozen=True)
-class PlacementItem:
-    """An instance to place (or a kind of `count` identical ones) and what each of its
-    placements does; every candidate passed hail's checks for it alone."""
-
-    name: str
-    drbd: bool
-    primaries: tuple[str, ...]
-    secondaries: tuple[str, ...] = ()
-    forbidden_pairs: frozenset[tuple[str, str]] = frozenset()
-    primary_usage: Mapping[str, int] = field(default_factory=dict)  # per row kind
-    secondary_usage: Mapping[str, int] = field(default_factory=dict)
-    failover_mib: int = 0
-    forthcoming: bool = False
-    exclusion_tags: tuple[str, ...] = ()
-    count: int = 1
-    # node -> change of every SD_METRICS / SUM_METRICS value when it takes the role
-    primary_sd: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    primary_sum: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    secondary_sd: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    secondary_sum: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class PlacementProblem:
-    nodes: tuple[PlacementNode, ...]
-    items: tuple[PlacementItem, ...]
-    last_resort: frozenset[str] = frozenset()  # nodes of last-resort groups (used last)
+    """A batch to place (model.batch) and what each placement does to the score.
 
-    @property
-    def scored_nodes(self) -> int:
-        return sum(1 for n in self.nodes if n.scored)
+    `scored` are the online nodes of the score's scope (a group, or the whole cluster as
+    hail's allocate without a group); `base_sd` holds every scored node's SD_METRICS values now
+    (candidates or not: each is one term of the spread); `*_sd` / `*_sum` hold, per
+    (kind, node), the change of the SD_METRICS / SUM_METRICS values when the node takes the
+    kind as primary or secondary. `reserved_base` is each scored node's N+1 reserve share
+    (p_rem) now; a node whose reserve may grow gets it from the model's reserve variable.
+    """
+
+    batch: BatchProblem
+    scored: tuple[str, ...]
+    base_sd: Mapping[str, tuple[float, ...]]
+    reserved_base: Mapping[str, float]
+    total_memory_mib: Mapping[str, float]
+    primary_sd: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    primary_sum: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    secondary_sd: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    secondary_sum: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
 
 
 def _networks_ok(group: NodeGroup, nics: Sequence[Mapping]) -> bool:
@@ -130,11 +101,13 @@ def candidates(
     d: InstanceDemand,
     groups: Sequence[NodeGroup],
     restrict: Sequence[str] | None = None,
+    nics: Sequence[Mapping] = (),
 ) -> tuple[list[str], list[str], set[tuple[str, str]]]:
     """hail's candidates for one instance: primaries passing the policy and the strict add,
     secondaries passing the generic strict add, and the pairs that fail only together (the
-    secondary already reserving memory for that primary)."""
-    wanted = {g.uuid for g in groups}
+    secondary already reserving memory for that primary). Groups not connected to a network
+    the instance needs offer none."""
+    wanted = {g.uuid for g in groups if _networks_ok(g, nics)}
     online = [
         n
         for n, st in state.nodes.items()
@@ -162,26 +135,24 @@ def candidates(
     return prims, secs, forbidden
 
 
-def placement_node(state: ClusterState, name: str, rank: int, scored: bool) -> PlacementNode:
+def node_data(state: ClusterState, name: str, rank: int) -> NodeData:
+    """A candidate node for the batch model (no dedicated counts)."""
     st = state.nodes[name]
-    return PlacementNode(
+    return NodeData(
         name=name,
         rank=rank,
         group=st.group_uuid,
-        scored=scored and not st.offline,
         rows=capacity_rows(st),
         reserve_mib=st.reserved_memory_mib,
         peers_mib=dict(st.peers),
+        free_disk_mib=st.free_disk_mib,
         fails_n1=st.fail_n1,
         unallocated_mib=st.unallocated_memory_mib,
         free_memory_forth_mib=st.free_memory_forth_mib,
-        total_memory_mib=st.total_memory_mib,
-        sd_values=_values(SD_METRICS, st),
-        sum_values=_values(SUM_METRICS, st),
     )
 
 
-def placement_item(
+def new_instance(
     state: ClusterState,
     d: InstanceDemand,
     primaries: Sequence[str],
@@ -189,30 +160,63 @@ def placement_item(
     forbidden: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset(),
     *,
     count: int = 1,
-) -> PlacementItem:
-    """The item's usages and its per-node metric changes in each role."""
+    order: int = 0,
+) -> NewInstance:
+    """One kind of the batch: its usage of each row and where it may go."""
     kinds = {r.kind for n in (*primaries, *secondaries) for r in capacity_rows(state.nodes[n])}
-    p_sd, p_sum, s_sd, s_sum = {}, {}, {}, {}
-    for n in primaries:
-        st = state.nodes[n]
-        after = apply_primary(st, d)
-        p_sd[n], p_sum[n] = _delta(SD_METRICS, st, after), _delta(SUM_METRICS, st, after)
-    for n in secondaries:
-        st = state.nodes[n]
-        after = apply_secondary(st, d, NO_PRIMARY)
-        s_sd[n], s_sum[n] = _delta(SD_METRICS, st, after), _delta(SUM_METRICS, st, after)
-    return PlacementItem(
+    return NewInstance(
         name=d.name,
         drbd=d.has_secondary,
+        primary_usage={k: primary_usage(k, d) for k in sorted(kinds)},
+        secondary_usage={k: secondary_usage(k, d) for k in sorted(kinds)},
+        failover_mib=d.secondary_memory_mib if d.has_secondary else 0,
         primaries=tuple(primaries),
         secondaries=tuple(secondaries),
         forbidden_pairs=frozenset(forbidden),
-        primary_usage={k: primary_usage(k, d) for k in kinds},
-        secondary_usage={k: secondary_usage(k, d) for k in kinds},
-        failover_mib=d.secondary_memory_mib if d.has_secondary else 0,
-        forthcoming=d.forthcoming,
-        exclusion_tags=d.exclusion_tags,
         count=count,
+        exclusion_tags=d.exclusion_tags,
+        forthcoming=d.forthcoming,
+        order=order,
+    )
+
+
+def placement_problem(
+    state: ClusterState,
+    kinds: Sequence[tuple[InstanceDemand, NewInstance]],
+    scope: Sequence[str],
+    *,
+    last_resort: frozenset[str] = frozenset(),
+) -> PlacementProblem:
+    """The batch of `kinds` (each with its demand) on their candidates, scored over the online
+    nodes of `scope`."""
+    rank = {n: i for i, n in enumerate(state.nodes)}
+    used = sorted(
+        {n for _, k in kinds for n in (*k.primaries, *k.secondaries)}, key=lambda n: rank[n]
+    )
+    batch = BatchProblem(
+        tuple(node_data(state, n, rank[n]) for n in used),
+        tuple(k for _, k in kinds),
+        last_resort=last_resort,
+    )
+    scored = tuple(n for n in scope if not state.nodes[n].offline)
+    p_sd, p_sum, s_sd, s_sum = {}, {}, {}, {}
+    for d, k in kinds:
+        for n in k.primaries:
+            st = state.nodes[n]
+            after = apply_primary(st, d)
+            p_sd[k.name, n] = _delta(SD_METRICS, st, after)
+            p_sum[k.name, n] = _delta(SUM_METRICS, st, after)
+        for n in k.secondaries:
+            st = state.nodes[n]
+            after = apply_secondary(st, d, NO_PRIMARY)
+            s_sd[k.name, n] = _delta(SD_METRICS, st, after)
+            s_sum[k.name, n] = _delta(SUM_METRICS, st, after)
+    return PlacementProblem(
+        batch=batch,
+        scored=scored,
+        base_sd={n: _values(SD_METRICS, state.nodes[n]) for n in scored},
+        reserved_base={n: state.nodes[n].p_rem for n in scored},
+        total_memory_mib={n: state.nodes[n].total_memory_mib for n in used},
         primary_sd=p_sd,
         primary_sum=p_sum,
         secondary_sd=s_sd,

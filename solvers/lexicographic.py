@@ -60,7 +60,8 @@ def _from_previous(res: SolveResult, obj: Objective, previous: SolveResult) -> S
     )
 
 
-def _open_session(solver: str, model: Any, mip_gap: float, threads: int, seed: int) -> Session:
+def open_session(solver: str, model: Any, mip_gap: float, threads: int, seed: int) -> Session:
+    """One solver instance on `model`, for strategies that re-solve as they add rows (cuts)."""
     if solver == "highs":
         from solvers.highs_backend import HighsSession
 
@@ -98,7 +99,7 @@ def solve_lexicographic(
     names = tuple(o.name for o in objectives)
     start = time.perf_counter()
     stages: list[SolveResult] = []
-    session = _open_session(solver, model, mip_gap, threads, seed)
+    session = open_session(solver, model, mip_gap, threads, seed)
     try:
         for k, obj in enumerate(objectives):
             left = None

@@ -1,0 +1,243 @@
+"""Joint placement, solved: most instances, then the least cluster score (docs/placement.md).
+
+The strategy around formulations/placement.py:
+
+1. `placed` (max), then `on_last_resort` (min), as lexicographic stages fixed in turn;
+2. the score by outer approximation: planes at the cluster as it is (and at a given plan, e.g.
+   hail's one-by-one answer), then rounds of solve → the checker computes the true score of the
+   solution (`model.check.check_allocation`) → planes at that solution, until the model's lower
+   bound meets the best true score (optimal), or the time is up (best plan, with its gap);
+3. with a capacity check (exact global N+1, `ExactN1`), a plan that leaves a node of its group
+   without an evacuation plan is cut off (no later plan may contain all its placements in that
+   group: adding load never restores redundancy) and the round is solved again.
+
+Every plan returned passed the checker; its score is the checker's, never the model's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from formulations import batch as batch_form
+from formulations import placement as form
+from model.check import check_allocation
+from model.errors import CheckFailedError
+from model.placement import PlacementProblem
+from model.resources import InstanceDemand
+from model.state import ClusterState
+from solvers import Status, Stopwatch
+from solvers.lexicographic import fixing_bounds, open_session
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+#: Relative gap between the model's bound and the best true score at which the score counts as
+#: proven optimal (the solvers' own tolerance is 1e-6; the score is a float sum of 20 terms).
+SCORE_GAP = 1e-6
+MAX_ROUNDS = 60
+#: Beyond this many shared drbd pairs the reserve is summed on every pair (exact, larger).
+MAX_SHARED_PAIRS = 16
+
+Plan = dict[str, tuple[str, str | None]]  # instance -> (primary, secondary)
+
+
+@dataclass(frozen=True)
+class JointPlan:
+    """The best plan found and what is proven about it."""
+
+    placements: Plan
+    placed: int
+    score: float | None  # the checker's score after the plan
+    bound: float | None  # a lower bound on the least score among plans placing `placed`
+    status: str
+    rounds: int
+    build_s: float
+    solve_s: float
+    cuts: int = 0  # plans cut off by the capacity check
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def gap(self) -> float | None:
+        if self.score is None or self.bound is None:
+            return None
+        return max(0.0, self.score - self.bound) / max(abs(self.score), 1.0)
+
+
+def true_score(
+    state: ClusterState,
+    demands: Mapping[str, InstanceDemand],
+    plan: Plan,
+    group: str | None,
+) -> tuple[float | None, list[str]]:
+    """The checker's verdict on a plan: its score, and its violations (empty when valid)."""
+    placements = [(demands[name], p, s) for name, (p, s) in plan.items()]
+    report = check_allocation(state, placements, group=group)
+    return report.objectives["score"], [str(v) for v in report.violations]
+
+
+def _expand(
+    kinds: Mapping[str, list[str]], solution: Mapping[str, list[tuple[str, str | None]]]
+) -> Plan:
+    """Kind placements -> instance placements (a kind's members in order)."""
+    plan: Plan = {}
+    for kind, spots in solution.items():
+        for name, spot in zip(kinds[kind], spots, strict=False):
+            plan[name] = spot
+    return plan
+
+
+def place_jointly(
+    state: ClusterState,
+    problem: PlacementProblem,
+    demands: Mapping[str, InstanceDemand],
+    members: Mapping[str, list[str]],
+    *,
+    group: str | None,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    start: Plan | None = None,
+    capacity_check: Callable[[ClusterState, Plan], Sequence[str] | None] | None = None,
+) -> JointPlan:
+    """Solve `problem` (its kinds' members named by `members`); `start` is a known plan (hail's
+    one-by-one answer) whose point gets planes first and which the answer never falls behind;
+    `capacity_check(state, plan)` returns the nodes of a group whose redundancy the plan breaks
+    (None or empty when it holds)."""
+    began = time.perf_counter()
+    deadline = None if options.time_limit is None else began + options.time_limit
+    with Stopwatch() as sw:
+        m = form.build(problem)
+        objs = form.objectives(m, problem)
+    session = open_session(options.solver, m, options.gap, options.threads, seed=0)
+    solve_s = 0.0
+    notes: list[str] = []
+
+    def left() -> float | None:
+        return None if deadline is None else max(deadline - time.perf_counter(), 0.05)
+
+    def run(build_s: float = 0.0):  # noqa: ANN202
+        nonlocal solve_s
+        res = session.solve(time_limit=left(), build_s=build_s)
+        solve_s += res.solve_s
+        return res
+
+    try:
+        # lexicographic stages before the score: placed, then on_last_resort
+        reached: dict[str, float] = {}
+        proven = True  # every stage so far solved to optimality
+        for k, obj in enumerate(objs[:-1]):
+            session.set_objective(obj.expr, obj.sense)
+            res = run(sw.seconds if k == 0 else 0.0)
+            if not res.has_solution or res.objective is None:
+                return JointPlan({}, 0, None, None, str(res.status), 0, sw.seconds, solve_s)
+            reached[obj.name] = res.objective
+            proven = proven and res.status is Status.OPTIMAL
+            session.add_bound(obj.expr, *fixing_bounds(obj, res.objective))
+        placed_target = int(round(reached["placed"]))
+        score_obj = objs[-1]
+        session.set_objective(score_obj.expr, score_obj.sense)
+        # planes where the cluster stands now, and at the known plan
+        base = [[problem.base_sd[n][k] for n in problem.scored] for k in m.K]
+        for row in form.tangent_rows(m, problem, base, list(problem.reserved_base.values())):
+            session.add_bound(*row)
+        best: tuple[float, Plan] | None = None
+        if start is not None and len(start) == placed_target:
+            score, bad = true_score(state, demands, start, group)
+            if not bad and score is not None:
+                best = (score, dict(start))
+        bound: float | None = None
+        status = Status.OPTIMAL
+        rounds = cuts = 0
+        retry: tuple[frozenset[tuple[str, str]] | None] | None = None
+        while rounds < MAX_ROUNDS:
+            rounds += 1
+            res = run()
+            if not res.has_solution:
+                status = res.status
+                break
+            bound = res.bound if res.bound is not None else res.objective
+            plan = _expand(members, form.solution(m, problem))
+            score, bad = true_score(state, demands, plan, group)
+            if bad:
+                shared = batch_form.shared_pairs_used(m)
+                modelled = problem.batch.shared_pairs
+                if modelled is None or not shared - modelled:
+                    raise CheckFailedError(f"joint plan fails the checker: {'; '.join(bad[:3])}")
+                # two new drbd instances on one pair: sum their reserve exactly, start again
+                retry = (None if len(shared | modelled) > MAX_SHARED_PAIRS else shared | modelled,)
+                notes.append(f"summed the reserve of {len(shared)} shared drbd pair(s) exactly")
+                break
+            if capacity_check is not None:
+                breaks = capacity_check(state, plan)
+                if breaks:
+                    cuts += 1
+                    held = _held(members, plan, set(breaks))
+                    session.add_bound(*form.not_all_of(m, held))
+                    continue
+            if best is None or score < best[0] - 1e-12:
+                best = (score, plan)
+            if bound is not None and best[0] - bound <= SCORE_GAP * max(abs(best[0]), 1.0):
+                proven = proven and res.status is Status.OPTIMAL
+                status = Status.OPTIMAL if proven else Status.FEASIBLE
+                break
+            values, rem = form.point(m, problem)
+            for row in form.tangent_rows(m, problem, values, rem):
+                session.add_bound(*row)
+            if deadline is not None and time.perf_counter() >= deadline:
+                status = Status.FEASIBLE
+                notes.append("time limit during the score rounds")
+                break
+        else:
+            status = Status.FEASIBLE
+            notes.append(f"stopped after {MAX_ROUNDS} rounds of planes")
+    finally:
+        session.close()
+    if retry is not None:
+        again = replace(problem, batch=replace(problem.batch, shared_pairs=retry[0]))
+        result = place_jointly(
+            state,
+            again,
+            demands,
+            members,
+            group=group,
+            options=options.within(left()),
+            start=start if best is None else best[1],
+            capacity_check=capacity_check,
+        )
+        return replace(
+            result,
+            build_s=result.build_s + sw.seconds,
+            solve_s=result.solve_s + solve_s,
+            notes=(*notes, *result.notes),
+        )
+    if best is None:
+        return JointPlan({}, 0, None, bound, str(status), rounds, sw.seconds, solve_s, cuts)
+    score, plan = best
+    if bound is not None and math.isfinite(bound):
+        bound = min(bound, score)
+    return JointPlan(
+        plan,
+        len(plan),
+        score,
+        bound,
+        str(status),
+        rounds,
+        sw.seconds,
+        solve_s,
+        cuts,
+        tuple(notes),
+    )
+
+
+def _held(
+    members: Mapping[str, list[str]], plan: Plan, group_nodes: set[str]
+) -> list[tuple[str, str, str]]:
+    """The plan's placements on `group_nodes` as (kind, node, role) (each kind has one member
+    when a capacity check is on)."""
+    kind_of = {name: kind for kind, names in members.items() for name in names}
+    held = []
+    for name, (p, s) in plan.items():
+        if p in group_nodes:
+            held.append((kind_of[name], p, "p"))
+        if s is not None and s in group_nodes:
+            held.append((kind_of[name], s, "s"))
+    return held

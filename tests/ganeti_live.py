@@ -318,7 +318,10 @@ class LuxiResponder:
                 return
             key = json.dumps([method, args])
             if key not in self._replies:  # the answers do not change while serving
-                reply = {"success": True, "result": self.result(method, args)}
+                try:
+                    reply = {"success": True, "result": self.result(method, args)}
+                except (KeyError, AttributeError, TypeError, ValueError):
+                    return  # answers it cannot serve (spoiled on purpose): hang up
                 self._replies[key] = json.dumps(reply).encode() + END
             conn.sendall(self._replies[key])
 

@@ -35,7 +35,7 @@ import cli
 from model.backends import luxi, rapi
 from model.backends.luxi import LuxiReplies
 from model.backends.rapi import RapiReplies, Reply
-from model.backends.text import load_text
+from model.backends.text import dump_text, load_text
 from model.errors import LiveSourceError
 
 pytestmark = pytest.mark.reference
@@ -81,13 +81,13 @@ def real(tool: Path, *words: str) -> subprocess.CompletedProcess:
     )
 
 
-def htools_snapshot(tool: Path, source: list[str], folder: Path) -> str:
+def htools_snapshot(tool: Path, source: list[str], folder: Path) -> bytes:
     """What `TOOL SOURCE -S PREFIX` writes to PREFIX.original: the cluster as loaded."""
     prefix = folder / "htools"
     done = real(tool, *source, "-S", str(prefix))
     original = folder / "htools.original"
     assert original.exists(), f"{tool.name} wrote no snapshot: {done.stderr}"
-    return original.read_text()
+    return original.read_bytes()
 
 
 def score_line(text: str) -> str:
@@ -106,13 +106,13 @@ def hroller(ganeti) -> Path:
 
 def same_cluster_as_htools(
     capsys, ganeti, tool: Path, source: list[str], folder: Path
-) -> tuple[str, str]:
+) -> tuple[bytes, str]:
     """exalloc's `info SOURCE -S` snapshot and score against the real tool's and hinfo's."""
     theirs = htools_snapshot(tool, source, folder)
     ours_path = folder / "exalloc.data"
     run = exalloc(capsys, "info", *source, "-S", str(ours_path))
     assert run.code == 0, run.err
-    assert ours_path.read_text() == theirs
+    assert ours_path.read_bytes() == theirs
     hinfo = real(ganeti.hinfo, *source, "-v", "-v", "-v")
     assert hinfo.returncode == 0, hinfo.stderr
     assert score_line(run.out) == score_line(hinfo.stdout)
@@ -142,7 +142,7 @@ def test_rapi_reads_the_cluster_htools_reads(capsys, ganeti, recorded, tls, tmp_
             "/2/info",
         ]
     )
-    assert "node4|32763|1017|31746|1377280|1371520|4|M|" in snapshot  # the master, marked
+    assert b"node4|32763|1017|31746|1377280|1371520|4|M|" in snapshot  # the master, marked
 
 
 def test_rapi_default_is_https_on_the_rapi_port(capsys, recorded, tls, tmp_path, monkeypatch):
@@ -649,6 +649,51 @@ def test_luxi_reply_never_escapes_as_a_traceback(recorded, tmp_path, data):
         assert "\n" not in str(err)
     else:
         assert len(cluster.nodes) == len(spoiled.nodes)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_spoiled_answers_read_as_htools_reads_them(ganeti, recorded, tmp_path_factory, data):
+    """Whatever a field holds or lacks, exalloc refuses the answers htools refuses and reads
+    the others into htools' snapshot."""
+    spoiled = _spoil(recorded, data)
+    folder = tmp_path_factory.mktemp("spoiled")
+    spoiled.write(folder / "rapi")
+    address = f"file://{folder / 'rapi'}"
+    real(hroller(ganeti), "-m", address, "-S", str(folder / "htools"))
+    theirs = folder / "htools.original"
+    try:
+        ours = rapi.load_rapi(address)
+    except LiveSourceError as err:
+        assert not theirs.exists(), f"htools read what exalloc refused: {err}"
+    else:
+        assert theirs.exists(), "exalloc read what htools refused"
+        assert dump_text(ours).encode("utf-8", "surrogateescape") == theirs.read_bytes()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_spoiled_luxi_replies_read_as_htools_reads_them(ganeti, recorded, data):
+    """The same over LUXI, where Ganeti's query daemon answers every field (so only values
+    change, and a missing one is status 3)."""
+    spoiled = _spoil(recorded, data)
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as tmp:
+        folder = Path(tmp)
+        path = folder / "query.sock"
+        with LuxiResponder(path, spoiled):
+            real(hroller(ganeti), f"-L{path}", "-S", str(folder / "htools"))
+            theirs = folder / "htools.original"
+            try:
+                ours = luxi.load_luxi(str(path))
+            except LiveSourceError as err:
+                assert not theirs.exists(), f"htools read what exalloc refused: {err}"
+                return
+        assert theirs.exists(), "exalloc read what htools refused"
+        assert dump_text(ours).encode("utf-8", "surrogateescape") == theirs.read_bytes()
 
 
 # -- batch and compare take live clusters as inputs --------------------------------------------

@@ -253,8 +253,8 @@ def fetch(path: str, timeouts: Timeouts | None = None) -> LuxiReplies:
 # Parsing (Luxi.hs parseData).
 
 
-def _rows(result: Any) -> list[list[tuple[Any, Any]]]:
-    """`data` of a query result: rows of (status, value) pairs."""
+def _rows(result: Any) -> list[list[list[Any]]]:
+    """`data` of a query result: rows of [status, value] pairs (checked, not copied)."""
     if not isinstance(result, dict):
         raise _Bad(f"Invalid input, expected dict entry but got {_show(result)}")
     if "data" not in result:
@@ -262,35 +262,31 @@ def _rows(result: Any) -> list[list[tuple[Any, Any]]]:
     rows = result["data"]
     if not isinstance(rows, list):
         raise _Bad(f"Invalid query result, expected array but got {_show(rows)}")
-    out = []
     for row in rows:
         if not isinstance(row, list):
             raise _Bad(f"Invalid query row result, expected array but got {_show(row)}")
-        fields = []
         for field in row:
-            if not isinstance(field, list) or len(field) != 2:
+            if type(field) is not list or len(field) != 2:
                 raise _Bad(f"Invalid query field, expected (status, value) but got {_show(field)}")
-            fields.append((field[0], field[1]))
-        out.append(fields)
-    return out
+    return rows
 
 
 def _show(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
-def _value(field: tuple[Any, Any], read: Callable[[Any], Any]) -> Any:
+def _value(field: list[Any], read: Callable[[Any], Any]) -> Any:
     """fromJValWithStatus: the value when its status is 0, else why there is none."""
     status, value = field
-    if type(status) is not int or status not in (0, *_STATUS_TEXT):
-        raise _Bad(f"invalid result status {_show(status)}")
-    if status != 0:
+    if status == 0 and type(status) is int:
+        return read(value)
+    if type(status) is int and status in _STATUS_TEXT:
         raise _Bad(_STATUS_TEXT[status])
-    return read(value)
+    raise _Bad(f"invalid result status {_show(status)}")
 
 
-def _converter(kind: str, name: str) -> Callable[[str, tuple[Any, Any], Callable], Any]:
-    def convert(attribute: str, field: tuple[Any, Any], read: Callable[[Any], Any]) -> Any:
+def _converter(kind: str, name: str) -> Callable[[str, list[Any], Callable], Any]:
+    def convert(attribute: str, field: list[Any], read: Callable[[Any], Any]) -> Any:
         try:
             return _value(field, read)
         except _Bad as exc:
@@ -300,7 +296,7 @@ def _converter(kind: str, name: str) -> Callable[[str, tuple[Any, Any], Callable
     return convert
 
 
-def _named(field: tuple[Any, Any], what: str) -> str:
+def _named(field: list[Any], what: str) -> str:
     try:
         return _value(field, _read_string)
     except _Bad as exc:
@@ -309,7 +305,7 @@ def _named(field: tuple[Any, Any], what: str) -> str:
 
 def _parse_node(row: list, groups: dict[str, str]) -> NodeReading:
     if len(row) != len(NODE_FIELDS):
-        raise _Bad(f"Invalid node query result: {_show([list(f) for f in row])}")
+        raise _Bad(f"Invalid node query result: {_show(row)}")
     name_f, mtotal, mnode, mfree, dtotal, dfree, ctotal, cnos = row[:8]
     offline_f, drained_f, vm_f, spindles_f, group_f, tags_f, excl_f = row[8:15]
     sptotal, spfree, speed_f = row[15:]
@@ -324,10 +320,10 @@ def _parse_node(row: list, groups: dict[str, str]) -> NodeReading:
     cpu_speed = convert("cpu_speed", speed_f, _read_double)
     live = not offline and vm_capable
 
-    def live_value(attribute: str, field: tuple, read: Callable[[Any], Any], default: Any) -> Any:
+    def live_value(attribute: str, field: list, read: Callable[[Any], Any], default: Any) -> Any:
         return convert(attribute, field, read) if live else default
 
-    def or_default(attribute: str, field: tuple, read: Callable[[Any], Any], default: Any) -> Any:
+    def or_default(attribute: str, field: list, read: Callable[[Any], Any], default: Any) -> Any:
         """Missing values read as the default (a node without local storage has none)."""
         try:
             return live_value(attribute, field, read, default)
@@ -367,7 +363,7 @@ def _maybe_ints(value: Any) -> tuple[int | None, ...]:
 
 def _parse_instance(row: list, nodes: set[str]) -> Instance:
     if len(row) != len(INSTANCE_FIELDS):
-        raise _Bad(f"Invalid instance query result: {_show([list(f) for f in row])}")
+        raise _Bad(f"Invalid instance query result: {_show(row)}")
     name_f, disk_f, mem_f, vcpus_f, status_f, pnode_f, snodes_f, tags_f = row[:8]
     auto_f, template_f, su_f, sizes_f, spindles_f, forth_f = row[8:]
     name = _named(name_f, "instance")
@@ -407,7 +403,7 @@ def _parse_instance(row: list, nodes: set[str]) -> Instance:
 
 def _parse_group(row: list) -> NodeGroup:
     if len(row) != len(GROUP_FIELDS):
-        raise _Bad(f"Invalid group query result: {_show([list(f) for f in row])}")
+        raise _Bad(f"Invalid group query result: {_show(row)}")
     uuid_f, name_f, policy_f, ipolicy_f, tags_f = row
     name = _named(name_f, "group")
     convert = _converter("Group", name)

@@ -355,7 +355,7 @@ def _parse_instance(obj: dict, nodes: set[str]) -> Instance:
     except _Bad as exc:
         raise _Bad(f"{desc}: {exc.message}") from None
     beparams = get("beparams", _read_object)
-    oper_ram = obj.get("oper_ram")
+    oper_ram = get("oper_ram", lambda v: v)  # required, null when the instance is down
     if _is_number(oper_ram):  # the memory the instance runs with, when it runs
         memory = _read_int(oper_ram)
     else:

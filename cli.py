@@ -165,7 +165,7 @@ _SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads"
 
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="summarise a cluster snapshot, like hinfo")
+    p = sub.add_parser("info", help="summarise a cluster (snapshot or live), like hinfo")
     _cluster_source(p, "cluster snapshot in the htools text format")
     p.add_argument(
         "-S",

@@ -265,6 +265,7 @@ class LuxiResponder:
         self.answers = answers
         self.faults = faults or {}
         self.requests: list[Any] = []
+        self.raw_requests: list[bytes] = []  # each message as sent, without its 0x03
         self._replies: dict[str, bytes] = {}
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
@@ -310,6 +311,7 @@ class LuxiResponder:
             raw, _, buffer = buffer.partition(END)
             request = json.loads(raw)
             self.requests.append(request)
+            self.raw_requests.append(raw)
             method, args = request["method"], request["args"]
             key = f"{method} {args[0]}" if method == "Query" else method
             fault = self.faults.get(key) or self.faults.get(method)

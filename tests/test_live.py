@@ -216,10 +216,11 @@ def test_luxi_reads_the_cluster_htools_reads(capsys, ganeti, recorded, sock_dir,
     path = sock_dir / "query.sock"
     with LuxiResponder(path, recorded) as responder:
         same_cluster_as_htools(capsys, ganeti, ganeti.hsqueeze, [f"-L{path}"], tmp_path)
-        htools_asked = responder.requests[:4]
+        htools_asked, htools_bytes = responder.requests[:4], responder.raw_requests[:4]
         responder.requests.clear()
+        responder.raw_requests.clear()
         assert exalloc(capsys, "info", f"--luxi={path}").code == 0
-        assert responder.requests == htools_asked
+        assert responder.raw_requests == htools_bytes  # the same messages, byte for byte
     assert [r["method"] for r in htools_asked] == ["Query", "Query", "QueryClusterInfo", "Query"]
     assert [r["args"][0] for r in htools_asked if r["method"] == "Query"] == [
         "node",

@@ -117,19 +117,64 @@ def _static_kvm_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# -- live clusters (docs/live.md) ---------------------------------------------------------------
+
+LUXI_DEFAULT_HELP = "/var/run/ganeti/socket/ganeti-query"
+
+
+def _live_source_options(target: argparse._ActionsContainer, *, repeatable: bool = False) -> None:
+    """-m ADDRESS and -L[SOCKET]: read a running cluster as htools does (repeatable: one
+    input per option, for compare and batch)."""
+    action = "append" if repeatable else "store"
+    target.add_argument(
+        "-m",
+        "--master",
+        dest="master",
+        action=action,
+        metavar="ADDRESS",
+        help="read the cluster through RAPI at ADDRESS (https://ADDRESS:5080 unless ADDRESS "
+        "holds a ':', e.g. http://host:8080; file://DIR reads saved answers)",
+    )
+    target.add_argument(
+        "-L",
+        "--luxi",
+        dest="luxi",
+        action=action,
+        nargs="?",
+        const="",
+        metavar="SOCKET",
+        help=f"read the cluster through LUXI, at SOCKET if attached (-L/path or --luxi=/path; "
+        f"default {LUXI_DEFAULT_HELP})",
+    )
+
+
+def _cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
+    """Exactly one of -t FILE, -m ADDRESS, -L[SOCKET] (htools: only one backend at a time)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-t", "--text-data", dest="text_data", metavar="FILE", help=text_help)
+    _live_source_options(source)
+
+
+def _attached_luxi(argv: Sequence[str]) -> list[str]:
+    """getopt's optional argument: a bare `-L` takes the default socket and never the next
+    word (htools' `-L[SOCKET]`), so `batch -L data/` reads the default socket and data/."""
+    return ["--luxi=" if arg in ("-L", "--luxi") else arg for arg in argv]
+
+
 _SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
 
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="summarise a cluster snapshot, like hinfo")
+    p = sub.add_parser("info", help="summarise a cluster (snapshot or live), like hinfo")
+    _cluster_source(p, "cluster snapshot in the htools text format")
     p.add_argument(
-        "-t",
-        "--text-data",
-        dest="text_data",
-        required=True,
+        "-S",
+        "--save",
+        dest="save",
         metavar="FILE",
-        help="cluster snapshot in the htools text format",
+        help="also write the cluster as read to FILE (htools text format)",
     )
+    _static_kvm_option(p)
     _json_option(p)
     p.set_defaults(run=_run_info)
 
@@ -137,7 +182,7 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
 def _run_info(args: argparse.Namespace) -> object:
     from programs import info
 
-    return info.run(args.text_data)
+    return info.run_args(args)
 
 
 def _add_partition(sub: argparse._SubParsersAction) -> None:
@@ -266,14 +311,7 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
 
 def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("squeeze", help="power nodes down (or standby nodes up), like hsqueeze")
-    p.add_argument(
-        "-t",
-        "--text-data",
-        dest="text_data",
-        required=True,
-        metavar="FILE",
-        help="cluster snapshot in the htools text format",
-    )
+    _cluster_source(p, "cluster snapshot in the htools text format")
     p.add_argument(
         "--minimal-resources",
         dest="minimal_resources",
@@ -413,10 +451,11 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         metavar="INPUT",
         help=".data, IAllocator .json, Bareon .yaml files, or folders or globs of them",
     )
+    _live_source_options(p, repeatable=True)
     p.add_argument(
         "--greedy-timeout",
         dest="greedy_timeout",
@@ -432,7 +471,8 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 def _add_batch(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("batch", help="solve many inputs in parallel into a resumable JSONL file")
-    p.add_argument("inputs", nargs="+", metavar="DIR_OR_GLOB", help="folders, globs or files")
+    p.add_argument("inputs", nargs="*", metavar="DIR_OR_GLOB", help="folders, globs or files")
+    _live_source_options(p, repeatable=True)
     p.add_argument("--out", required=True, metavar="RESULTS.jsonl", help="results (appended)")
     p.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     p.add_argument(
@@ -507,7 +547,8 @@ def _solver_options_of(args: argparse.Namespace) -> object:
 
 def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
-    args = (parser or build_parser()).parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = (parser or build_parser()).parse_args(_attached_luxi(words))
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)

@@ -35,3 +35,8 @@ class SolverError(ExallocError):
 
 class CheckFailedError(ExallocError):
     """The independent checker rejected an answer; it is never printed."""
+
+
+class LiveSourceError(ExallocError):
+    """A running cluster could not be read through RAPI or LUXI: no connection, a time-out, an
+    HTTP or LUXI error, or a malformed or partial reply. `source` names the address or socket."""

@@ -31,8 +31,11 @@ from programs.compare import (
     Options,
     Task,
     classify,
+    freeze,
+    live_tasks,
     metric_value,
     options_from,
+    require_inputs,
     solve_task,
     verdict,
 )
@@ -236,7 +239,10 @@ def run_local(tasks: list[Task], options: Options, workers: int) -> Iterator[dic
 
 
 def _absolute(task: Task) -> Task:
-    """The task with absolute paths: Dask workers need not share this process's folder."""
+    """The task with absolute paths: Dask workers need not share this process's folder
+    (a live cluster travels as its snapshot, under its label)."""
+    if task.live is not None:
+        return task
     hw = os.path.abspath(task.hw) if task.hw else None
     return dataclasses.replace(task, input=os.path.abspath(task.input), hw=hw)
 
@@ -437,12 +443,15 @@ def run(args: Any) -> BatchReport:
     inputs: list[str] = []
     for spec in args.inputs:  # the results file itself is never an input
         inputs.extend(p for p in discover(spec) if p not in inputs and os.path.realpath(p) != out)
-    tasks = plan(inputs)
+    live = live_tasks(args)
+    require_inputs(inputs, live)
+    tasks = plan(inputs) + live
     options = options_from(args, compare=args.compare)
     results = ResultsFile(args.out)
     try:
         done = results.done
-        todo = [t for t in tasks if t.key not in done]
+        # a live cluster is read only when its task runs now (a done one is not read again)
+        todo = [freeze(t) for t in tasks if t.key not in done]
         skipped = len(tasks) - len(todo)
         enabled = not args.no_progress and sys.stderr.isatty()
         if args.scheduler:

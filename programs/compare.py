@@ -9,10 +9,12 @@ dicts so that one JSON line per (input, problem) can be written by whoever calle
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import traceback
 from argparse import Namespace
@@ -23,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from model.errors import ExallocError, InfeasibleError
+from model.errors import ExallocError, InfeasibleError, InputError
 
 HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
@@ -65,6 +67,8 @@ class Task:
     size: int | None = None
     error: str | None = None  # set when classifying already failed
     hw: str | None = None  # the hardware YAML of a bare Bareon schema
+    live: str | None = None  # a live cluster's source (rapi:ADDRESS, luxi:SOCKET); input: its label
+    snapshot: str | None = None  # that cluster as read once, in the htools text format
 
     @property
     def key(self) -> tuple[str, str]:
@@ -148,6 +152,48 @@ def classify(path: str) -> list[Task]:
     if suffix in (".yaml", ".yml"):
         return _classify_yaml(path)
     return [Task(path, UNKNOWN, error=f"{path}: unknown input kind (.data, .json or .yaml)")]
+
+
+def live_tasks(args: Any) -> list[Task]:
+    """The live clusters of `-m` / `-L` as squeeze tasks, keyed by their labels; each is read
+    later, once, by `freeze` (docs/live.md)."""
+    from programs.sources import live_sources
+
+    tasks: dict[str, Task] = {}
+    for source in live_sources(args):  # each once, in the order given
+        tasks.setdefault(source.label, Task(source.label, "squeeze", live=source.spec))
+    return list(tasks.values())
+
+
+def freeze(task: Task) -> Task:
+    """A live task with its cluster read now, in this process, as a text snapshot that travels
+    with the task (workers, local or Dask, never contact the cluster); a failed read is a
+    failed task."""
+    if task.live is None or task.snapshot is not None or task.error is not None:
+        return task
+    from model.backends.text import dump_text
+    from programs.sources import source_of_label
+
+    source = source_of_label(task.live)
+    if source is None:
+        return dataclasses.replace(task, error=f"{task.input}: not a live cluster")
+    try:
+        cluster = source.load()
+    except ExallocError as err:
+        return dataclasses.replace(task, error=_error_text(err))
+    return dataclasses.replace(task, snapshot=dump_text(cluster), size=len(cluster.nodes))
+
+
+def input_name(label: str) -> str:
+    """How tables show an input: a file by its name, a live cluster by its whole label."""
+    from programs.sources import source_of_label
+
+    return label if source_of_label(label) is not None else Path(label).name
+
+
+def require_inputs(inputs: list[str], tasks: list[Task]) -> None:
+    if not inputs and not tasks:
+        raise InputError("no inputs: give files, folders or globs, -m ADDRESS or -L[SOCKET]")
 
 
 # -- exact runners --------------------------------------------------------------------------------
@@ -435,7 +481,19 @@ def _error_text(err: BaseException) -> str:
 
 
 def solve_task(task: Task, options: Options) -> dict[str, Any]:
-    """Answer one task; never raises, so a bad input is a recorded failure, not a dead batch."""
+    """Answer one task; never raises, so a bad input is a recorded failure, not a dead batch.
+    A live cluster's snapshot is answered from a private file and recorded under its label."""
+    if task.snapshot is None:
+        return _solve_task(task, options)
+    with tempfile.TemporaryDirectory(prefix="exalloc-live-") as scratch:
+        path = os.path.join(scratch, "cluster.data")
+        Path(path).write_text(task.snapshot, encoding="utf-8", errors="surrogateescape")
+        frozen = dataclasses.replace(task, input=path, snapshot=None, live=None)
+        record = _solve_task(frozen, options)
+    return {**record, "input": task.input}
+
+
+def _solve_task(task: Task, options: Options) -> dict[str, Any]:
     record: dict[str, Any] = {
         "input": task.input,
         "problem": task.problem,
@@ -585,7 +643,7 @@ class CompareReport:
             metric = METRICS.get(r["problem"], ("-", ""))[0]
             rows.append(
                 (
-                    Path(r["input"]).name,
+                    input_name(r["input"]),
                     r["problem"],
                     metric,
                     value_cell(r),
@@ -602,15 +660,15 @@ class CompareReport:
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
         ]
-        errors = [f"{Path(r['input']).name}: {r['error']}" for r in self.records if r.get("error")]
+        errors = [f"{input_name(r['input'])}: {r['error']}" for r in self.records if r.get("error")]
         errors += [
-            f"{Path(r['input']).name} ({r['greedy']['tool']}): {r['greedy']['error']}"
+            f"{input_name(r['input'])} ({r['greedy']['tool']}): {r['greedy']['error']}"
             for r in self.records
             if (r.get("greedy") or {}).get("error") and r["greedy"]["error"] != INSTALL_HINT
         ]
         out = "\n".join(lines) + "\n"
         answers = [
-            f"  {Path(r['input']).name} {who}: {text}"
+            f"  {input_name(r['input'])} {who}: {text}"
             for r in self.records
             for who, part in (
                 ("exalloc", r),
@@ -622,7 +680,7 @@ class CompareReport:
         ]
         if answers:
             out += "\nanswers:\n" + "\n".join(answers) + "\n"
-        notes = [f"{Path(r['input']).name}: {r['note']}" for r in self.records if r.get("note")]
+        notes = [f"{input_name(r['input'])}: {r['note']}" for r in self.records if r.get("note")]
         if notes:
             out += "\ninfeasible:\n" + "".join(f"  {n}\n" for n in notes)
         if errors:
@@ -660,7 +718,9 @@ def run(args: Any) -> CompareReport:
     inputs: list[str] = []
     for spec in args.inputs:  # files, folders or globs, as for exalloc batch
         inputs.extend(p for p in discover(spec) if p not in inputs)
-    tasks = plan(inputs)
+    live = live_tasks(args)
+    require_inputs(inputs, live)
+    tasks = plan(inputs) + [freeze(t) for t in live]
     records = tuple(solve_task(t, options) for t in tasks)
     missing = any((r.get("greedy") or {}).get("error") == INSTALL_HINT for r in records)
     notes = (INSTALL_HINT + "; showing exalloc alone",) if missing else ()

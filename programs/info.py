@@ -257,3 +257,13 @@ def run(path: str) -> InfoReport:
     from model.backends.text import load_text
 
     return summarise(load_text(path), str(path))
+
+
+def run_args(args: Any) -> InfoReport:
+    """`exalloc info` with -t, -m or -L; `-S FILE` first freezes the cluster into FILE."""
+    from programs.sources import cluster_of, save_snapshot
+
+    cluster, source = cluster_of(args)
+    if getattr(args, "save", None):
+        save_snapshot(cluster, args.save)
+    return summarise(cluster, source.label)

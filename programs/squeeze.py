@@ -33,7 +33,7 @@ from formulations.squeeze import (
     evenness_cut,
     objectives,
 )
-from model.backends.text import load_text, save_text
+from model.backends.text import save_text
 from model.capacity import (
     DISK,
     DISK_FORTH,
@@ -891,8 +891,11 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: Any) -> SqueezeReport:
-    """`exalloc squeeze`: load, plan, then write the -S and -C files hsqueeze would write."""
-    cluster = load_text(args.text_data)
+    """`exalloc squeeze`: load (-t, -m or -L), plan, then write the -S and -C files hsqueeze
+    would write."""
+    from programs.sources import cluster_of
+
+    cluster, _ = cluster_of(args)
     if args.save:
         save_text(cluster, args.save + ".original")
         print(

@@ -1,4 +1,5 @@
-"""Readers and writers of the formats Ganeti speaks: the htools text snapshot and IAllocator JSON.
+"""Readers and writers of the formats Ganeti speaks: the htools text snapshot, IAllocator JSON,
+and a running cluster read through RAPI (`rapi.py`) or LUXI (`luxi.py`, docs/live.md).
 
 Each produces or consumes the same `model.cluster.Cluster`, so every program works on any input.
 """

@@ -228,9 +228,13 @@ def _read_bool(value: Any) -> bool:
 
 
 def _read_string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Bad("Unable to read String")
-    return value
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # Text.JSON reads a String from an array of characters too
+        if all(isinstance(c, str) and len(c) == 1 for c in value):
+            return "".join(value)
+        raise _Bad("Unable to read Char")
+    raise _Bad("Unable to read String")
 
 
 def _read_object(value: Any) -> dict:

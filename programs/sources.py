@@ -1,0 +1,113 @@
+"""Where a program's cluster comes from: a text snapshot (`-t FILE`), a running cluster through
+RAPI (`-m ADDRESS`) or LUXI (`-L[SOCKET]`). cli.py adds the options; programs call this module.
+
+A live source has a label, `rapi:ADDRESS` or `luxi:SOCKET`, that names it in reports and in
+`exalloc batch` results (its key there, in place of a file name; a password in the address is
+masked). See docs/live.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from argparse import Namespace
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from model.cluster import Cluster
+from model.errors import InputError
+
+LIVE_KINDS = ("rapi", "luxi")
+
+
+@dataclass(frozen=True)
+class ClusterSource:
+    """One cluster to read: `kind` is text, rapi or luxi; `where` the file, address or socket
+    (an empty socket means LUXI's default, resolved when read)."""
+
+    kind: str
+    where: str
+
+    @property
+    def live(self) -> bool:
+        return self.kind in LIVE_KINDS
+
+    @property
+    def spec(self) -> str:
+        """`rapi:ADDRESS` or `luxi:SOCKET` (the file for text): what `source_of_label` reads."""
+        if self.kind == "text":
+            return self.where
+        return f"{self.kind}:{self.where or self._default_socket()}"
+
+    @property
+    def label(self) -> str:
+        """The spec as reports show it: a password in a RAPI address is masked."""
+        if self.kind == "rapi":
+            from model.backends.rapi import shown
+
+            return f"rapi:{shown(self.where)}"
+        return self.spec
+
+    @staticmethod
+    def _default_socket() -> str:
+        from model.backends.luxi import default_socket
+
+        return default_socket()
+
+    def load(self, *, static_kvm_node_memory: int = 4096) -> Cluster:
+        """The cluster, read as htools reads it (errors: InputError, LiveSourceError)."""
+        if self.kind == "rapi":
+            from model.backends.rapi import load_rapi
+
+            return load_rapi(self.where, static_kvm_node_memory=static_kvm_node_memory)
+        if self.kind == "luxi":
+            from model.backends.luxi import load_luxi
+
+            return load_luxi(self.where or None, static_kvm_node_memory=static_kvm_node_memory)
+        from model.backends.text import load_text
+
+        return load_text(self.where)
+
+
+def source_of(args: Namespace) -> ClusterSource:
+    """The one source of `info` and `squeeze`: -t, -m or -L (cli.py makes them exclusive)."""
+    master = getattr(args, "master", None)
+    luxi = getattr(args, "luxi", None)
+    if master is not None:
+        return ClusterSource("rapi", master)
+    if luxi is not None:
+        return ClusterSource("luxi", luxi)
+    return ClusterSource("text", args.text_data)
+
+
+def cluster_of(args: Namespace) -> tuple[Cluster, ClusterSource]:
+    """Load the source the options name (with `--static-kvm-node-memory` when given)."""
+    source = source_of(args)
+    kvm = getattr(args, "static_kvm_node_memory", 4096)
+    return source.load(static_kvm_node_memory=kvm), source
+
+
+def save_snapshot(cluster: Cluster, path: str) -> None:
+    """`-S FILE`: the htools text snapshot, written atomically, reported on stderr as htools
+    reports it."""
+    from model.backends.text import save_text
+
+    try:
+        save_text(cluster, path)
+    except OSError as exc:
+        raise InputError(f"cannot write the snapshot: {exc.strerror}", source=path) from None
+    print(f"The cluster state has been written to file '{path}'", file=sys.stderr)
+
+
+def live_sources(args: Namespace) -> list[ClusterSource]:
+    """The live clusters given to `compare` and `batch` (repeatable -m and -L), in order."""
+    masters: Sequence[str] = getattr(args, "master", None) or ()
+    sockets: Sequence[str] = getattr(args, "luxi", None) or ()
+    return [ClusterSource("rapi", m) for m in masters] + [ClusterSource("luxi", s) for s in sockets]
+
+
+def source_of_label(label: str) -> ClusterSource | None:
+    """The live source a spec names (`rapi:ADDRESS`, `luxi:SOCKET`), None for a file."""
+    kind, sep, where = label.partition(":")
+    if sep and kind in LIVE_KINDS:
+        return ClusterSource(kind, where)
+    return None

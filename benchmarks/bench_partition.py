@@ -18,7 +18,8 @@ import statistics
 import sys
 
 from model.bareon.schema import OVERHEADS_BY_FORMAT, PartitionProblem, problem_from_data
-from programs.partition import solve_layout
+from solvers.options import SolverOptions
+from solvers.strategies.partition import solve_layout
 
 
 def instance(n_disks: int, n_spaces: int, seed: int = 0) -> PartitionProblem:
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spaces", type=int, nargs="*", default=[10, 40])
     parser.add_argument("--time-limit", type=float, default=None)
     opts = parser.parse_args(argv)
+    options = SolverOptions(solver=opts.solver, time_limit=opts.time_limit)
     print(f"solver={opts.solver} repeat={opts.repeat} (median seconds)")
     print(f"{'format':>9} {'disks':>5} {'spaces':>6} {'vars':>6} {'build_s':>8} {'solve_s':>8} "
           f"{'total_s':>8} {'status':>8} {'unalloc':>8}")  # fmt: skip
@@ -79,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 problem = instance(n_disks, n_spaces)
                 builds, solves, last = [], [], None
                 for _ in range(opts.repeat):
-                    last = solve_layout(
-                        problem, overheads, solver=opts.solver, time_limit=opts.time_limit
-                    )
+                    last = solve_layout(problem, overheads, options=options)
                     builds.append(last.build_s)
                     solves.append(last.solve_s)
                 build, solve = statistics.median(builds), statistics.median(solves)

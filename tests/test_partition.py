@@ -19,7 +19,9 @@ from model.bareon.schema import (
     read_problem,
 )
 from model.errors import InfeasibleError, InputError
-from programs.partition import run, solve_layout
+from programs.partition import run
+from solvers.options import SolverOptions
+from solvers.strategies.partition import solve_layout
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bareon"
 FIXTURES = sorted((DATA / "fixtures").glob("*.yaml"))
@@ -41,6 +43,9 @@ def args(schema: Path | str, **kw) -> SimpleNamespace:
         json=False,
     )
     base.update(kw)
+    base["solver_options"] = SolverOptions(
+        base["solver"], base["time_limit"], base["gap"], base["threads"]
+    )
     return SimpleNamespace(**base)
 
 

@@ -64,7 +64,7 @@ STAGES = (
     Stage("right_disk_mib", "max", "MiB of every space on its right disks"),
     Stage("allocated_mib", "max", "MiB allocated in total"),
     Stage("space_order", "max", "MiB of earlier spaces first (schema order)"),
-    Stage("order_score", "max", "seed's order preference (A002620, disk-major)"),
+    Stage("order_score", "max", "the original's order preference (A002620, disk-major)"),
 )
 # With --leave-preferred-empty stage 3 keeps spaces without preference off preferred disks.
 STAGES_LEAVE_PREFERRED_EMPTY = (

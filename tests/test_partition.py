@@ -1,4 +1,8 @@
-"""Integer Bareon layouts: upstream fixtures, the seed's examples, §5.3 probes, properties."""
+"""Integer Bareon layouts: upstream fixtures, the design document's examples, probes, properties.
+
+The cases and what bareon-allocator makes of them: docs/partition.md, "bareon-allocator, the
+original".
+"""
 
 from __future__ import annotations
 
@@ -108,7 +112,7 @@ def test_cpsat_and_highs_agree_on_probes(name):
     assert cpsat.objective == highs.objective
 
 
-# --------------------------------------------------------------------------- the seed's examples
+# --------------------------------------------------------------- the design document's examples
 
 
 def solve_data(schema, hw, **kw):
@@ -190,7 +194,7 @@ def test_seed_swap_expression_table(ram, swap):
     assert (problem.spaces[0].min_mib, problem.spaces[0].max_mib) == (swap, swap)
 
 
-# --------------------------------------------------------------------------- §5.3 probes
+# --------------------------------------------------------------------------- probe cases
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Integer Bareon disk layout: whole MiB of each space on each disk (issue 5).
+"""Integer Bareon disk layout: whole MiB of each space on each disk (docs/partition.md).
 
 Sets      D disks (hw order), S spaces (schema order), G volume groups, F fairness groups;
           with aggregate=True, D is the classes of identical disks (disk_classes)
@@ -11,27 +11,39 @@ Vars      x_ds in Z>=0   MiB of space s on disk d            T_s in Z>=0 total o
           k_f, r_f, y_fs in Z>=0  fairness: T_f = W_f k_f + r_f, T_s = w_s k_f + y_fs
 Stages    1 min off_preferred   2 max right_disk   3 max allocated (or min wrong_disk)
           4 max space_order (sum a_s T_s)   5 max order_score (sum c_ds x_ds)
-The program solves stages 1-4 lexicographically (with HiGHS on disk classes, then
-spread_pvs), polishes stage 4 as an LP with the integers fixed (add_polish_rows), then
-solves stage 5 on the disk model with every T_s, every space's MiB on its right disks and
-the PVs fixed (add_placement_rows): a transportation problem, whose LP optimum is
-integral, so the huge A002620 objective needs no branching.
+
+The contract of formulations/__init__.py: `build(problem)` from a `LayoutProblem`,
+`objectives(m, problem)` (stages 1-4), `solution(m, problem)` (the variables as plain
+numbers). Two steps change a solved model in place: `add_polish_rows` (stage 4 once more as
+an LP with the integers fixed; `remove_polish_rows` undoes it) and `add_placement_rows`
+(stage 5 with every T_s, every earlier stage and the PVs fixed: a transportation problem,
+whose LP optimum is integral, so the huge A002620 objective needs no branching). The order
+in which they run, the disk classes and the fallbacks are the solve strategy's
+(solvers/strategies/partition.py).
+
+The LP-floor baseline, bareon-allocator's own LP: `build_lp_floor`, `lp_floor_objectives`,
+`lp_floor_solution`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 
 import pyomo.environ as pyo
+from pyomo.core.expr.numvalue import is_constant
 
 from model.bareon.schema import (
+    FairGroup,
     Overheads,
     PartitionProblem,
+    Space,
     fairness_groups,
     order_coefficients,
     space_order_weights,
 )
+from solvers import Objective
 
 # At most this many VGs take part in the lexicographic order of identical disks' PV flags
 # (2^K stays exact in floating point; ordering on a prefix of the VGs is still valid).
@@ -52,7 +64,7 @@ STAGES = (
     Stage("right_disk_mib", "max", "MiB of every space on its right disks"),
     Stage("allocated_mib", "max", "MiB allocated in total"),
     Stage("space_order", "max", "MiB of earlier spaces first (schema order)"),
-    Stage("order_score", "max", "seed's order preference (A002620, disk-major)"),
+    Stage("order_score", "max", "the original's order preference (A002620, disk-major)"),
 )
 # With --leave-preferred-empty stage 3 keeps spaces without preference off preferred disks.
 STAGES_LEAVE_PREFERRED_EMPTY = (
@@ -62,6 +74,11 @@ STAGES_LEAVE_PREFERRED_EMPTY = (
     STAGES[3],
     STAGES[4],
 )
+
+
+def stages(leave_preferred_empty: bool) -> tuple[Stage, ...]:
+    """The lexicographic stages in order."""
+    return STAGES_LEAVE_PREFERRED_EMPTY if leave_preferred_empty else STAGES
 
 
 def disk_classes(problem: PartitionProblem, overheads: Overheads) -> tuple[tuple[str, ...], ...]:
@@ -77,48 +94,102 @@ def disk_classes(problem: PartitionProblem, overheads: Overheads) -> tuple[tuple
     return tuple(tuple(ds) for ds in classes.values())
 
 
-def build_partition_model(
-    problem: PartitionProblem,
-    overheads: Overheads,
-    *,
-    leave_preferred_empty: bool = False,
-    integer_placement: bool = True,
-    aggregate: bool = False,
-    integer_totals: bool = True,
-) -> pyo.ConcreteModel:
-    """The MIP with one Expression per stage (see STAGES); it has no active objective.
+@dataclass(frozen=True)
+class LayoutProblem:
+    """What the layout model is built from: the schema and hardware as read, the overheads
+    of the output format, and which stage 3 applies. Derived data are properties."""
 
-    integer_placement=False makes x continuous for stages 1-4 (HiGHS): for integer totals
-    T_s every stage's optimum over x is a face of a transportation polytope, so only the
-    totals, fairness and PV variables need branching.  CP-SAT needs integer x.
+    problem: PartitionProblem
+    overheads: Overheads
+    leave_preferred_empty: bool = False
 
-    aggregate=True places spaces on classes of identical disks (disk_classes) instead of
-    disks: D is then the classes (named by their first disk), n_d their number of disks,
-    x_ds the MiB of s on the whole class and pv_gd in 0..n_d the number of the class's
-    disks holding a PV of g.  Stages 1-4 depend only on these sums, so this model has the
-    same stage 1-4 optimum whenever its answer can be spread over the disks, and none of
-    the symmetry between identical disks; order_score (stage 5) needs the disk model.
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return stages(self.leave_preferred_empty)
 
-    integer_totals=False (with continuous x) makes T_s continuous for spaces outside every
-    fairness group: for fixed PV and fairness integers the stage optima are integral (see
-    add_polish_rows), whose LP then gives whole-MiB totals; HiGHS branches on fewer columns.
+    @cached_property
+    def space_ids(self) -> tuple[str, ...]:
+        return tuple(s.space_id for s in self.problem.spaces)
+
+    @cached_property
+    def space_of(self) -> dict[str, Space]:
+        return {s.space_id: s for s in self.problem.spaces}
+
+    @cached_property
+    def disk_capacity_mib(self) -> dict[str, int]:
+        """cap_d: MiB of each disk after its per-disk overhead."""
+        return {d.disk_id: max(0, d.size_mib - self.overheads.disk_mib) for d in self.problem.disks}
+
+    @cached_property
+    def capacity_mib(self) -> int:
+        """MiB of every disk after the per-disk overheads."""
+        return sum(self.disk_capacity_mib.values())
+
+    @cached_property
+    def classes(self) -> tuple[tuple[str, ...], ...]:
+        return disk_classes(self.problem, self.overheads)
+
+    def units(self, aggregate: bool) -> dict[str, tuple[str, ...]]:
+        """The model's D: each disk on its own, or each class named by its first disk."""
+        if aggregate:
+            return {ds[0]: ds for ds in self.classes}
+        return {d.disk_id: (d.disk_id,) for d in self.problem.disks}
+
+    @cached_property
+    def vg_lvs(self) -> dict[str, tuple[str, ...]]:
+        """The LVs of each VG that has some."""
+        return {vg.vg_id: vg.lv_ids for vg in self.problem.vgs if vg.lv_ids}
+
+    @cached_property
+    def fair_groups(self) -> tuple[FairGroup, ...]:
+        return fairness_groups(self.problem)
+
+    @cached_property
+    def fair_members(self) -> tuple[tuple[int, str, int], ...]:
+        """(group f, space s, integer weight w_fs) of every fairness member."""
+        return tuple(
+            (f, self.space_ids[i], w)
+            for f, g in enumerate(self.fair_groups)
+            for i, w in zip(g.space_indexes, g.weights, strict=True)
+        )
+
+    @cached_property
+    def preferred_disks(self) -> frozenset[str]:
+        """B: the disks some space prefers."""
+        return self.problem.preferred_disks
+
+    def right_disk(self, d: str, s: str) -> bool:
+        """d is in R_s: a preferred disk of s, or for s without preference one nobody prefers."""
+        space = self.space_of[s]
+        if space.has_preference:
+            return d in space.best_disks
+        return d not in self.preferred_disks
+
+
+# --------------------------------------------------------------------------- the layout model
+
+
+def define_placement(
+    m: pyo.ConcreteModel,
+    p: LayoutProblem,
+    units: dict[str, tuple[str, ...]],
+    integer_placement: bool,
+    integer_totals: bool,
+) -> None:
+    """x_ds >= 0 and the totals: sum_d x_ds = T_s with min_s <= T_s <= max_s.
+
+    x_ds <= min(n_d cap_d, max_s) as a bound. T_s is integer, except (integer_totals=False)
+    for spaces outside every fairness group, which `add_polish_rows` makes whole.
     """
-    m = pyo.ConcreteModel(name="bareon_partition")
-    spaces = [s.space_id for s in problem.spaces]
-    space_of = {s.space_id: s for s in problem.spaces}
-    preferred = problem.preferred_disks
-    size_of = {d.disk_id: max(0, d.size_mib - overheads.disk_mib) for d in problem.disks}
-    if aggregate:
-        units = {ds[0]: ds for ds in disk_classes(problem, overheads)}
-    else:
-        units = {d.disk_id: (d.disk_id,) for d in problem.disks}
-
+    space_of = p.space_of
     m.D = pyo.Set(initialize=list(units), ordered=True)
-    m.S = pyo.Set(initialize=spaces, ordered=True)
+    m.S = pyo.Set(initialize=list(p.space_ids), ordered=True)
     # n_d: disks in unit d (1 without aggregation)
     m.n_disks = pyo.Param(m.D, initialize={u: len(ds) for u, ds in units.items()})
     # cap_d: MiB of one disk of unit d after the per-disk overhead
-    m.cap_mib = pyo.Param(m.D, initialize={u: size_of[ds[0]] for u, ds in units.items()})
+    m.cap_mib = pyo.Param(
+        m.D, initialize={u: p.disk_capacity_mib[ds[0]] for u, ds in units.items()}
+    )
 
     def x_bounds(_m, d, s):
         top = _m.n_disks[d] * _m.cap_mib[d]
@@ -127,7 +198,7 @@ def build_partition_model(
 
     x_domain = pyo.NonNegativeIntegers if integer_placement else pyo.NonNegativeReals
     m.x = pyo.Var(m.D, m.S, domain=x_domain, bounds=x_bounds)
-    capacity = sum(size_of.values())
+    capacity = p.capacity_mib
 
     def total_bounds(_m, s):
         limit = space_of[s].max_mib
@@ -135,18 +206,29 @@ def build_partition_model(
 
     # T_s: total MiB of space s; its bounds are min_s <= T_s <= max_s
     m.total_mib = pyo.Var(m.S, domain=pyo.NonNegativeIntegers, bounds=total_bounds)
+    if not integer_totals:
+        fair = {s for _, s, _ in p.fair_members}
+        for s in p.space_ids:
+            if s not in fair:
+                m.total_mib[s].domain = pyo.NonNegativeReals
 
     # sum_d x_ds = T_s
     @m.Constraint(m.S)
     def space_total(_m, s):
         return sum(_m.x[d, s] for d in _m.D) == _m.total_mib[s]
 
-    # --- volume groups: an LV lives only in a PV of its VG; each PV costs pv_mib on its disk
-    vg_lvs = {vg.vg_id: vg.lv_ids for vg in problem.vgs if vg.lv_ids}
-    m.G = pyo.Set(initialize=list(vg_lvs) if overheads.pv_mib > 0 else [], ordered=True)
+
+def define_physical_volumes(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
+    """0 <= pv_gd <= n_d: how many disks of d hold a PV of VG g (no G without a PV overhead)."""
+    m.G = pyo.Set(initialize=list(p.vg_lvs) if p.overheads.pv_mib > 0 else [], ordered=True)
     m.pv = pyo.Var(
         m.G, m.D, domain=pyo.NonNegativeIntegers, bounds=lambda _m, g, d: (0, _m.n_disks[d])
     )
+
+
+def define_disk_capacity(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
+    """sum_s x_ds + pv_mib sum_g pv_gd <= n_d cap_d: spaces and PV metadata fit the disks."""
+    pv_mib = p.overheads.pv_mib
 
     # sum_s x_ds + pv_mib * sum_g pv_gd <= n_d cap_d
     @m.Constraint(m.D)
@@ -154,13 +236,20 @@ def build_partition_model(
         if not len(_m.S):  # no space: nothing to place
             return pyo.Constraint.Skip
         return (
-            sum(_m.x[d, s] for s in _m.S) + overheads.pv_mib * sum(_m.pv[g, d] for g in _m.G)
+            sum(_m.x[d, s] for s in _m.S) + pv_mib * sum(_m.pv[g, d] for g in _m.G)
             <= _m.n_disks[d] * _m.cap_mib[d]
         )
 
+
+def define_volume_groups(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
+    """sum_{s in g} x_ds <= M_gd pv_gd, and x_ds <= M_sd pv_gd for each LV s of g: an LV lives
+    only in a PV of its VG (M: the disk's room after one PV's metadata, or the LVs' max)."""
+    pv_mib = p.overheads.pv_mib
+    space_of, vg_lvs = p.space_of, p.vg_lvs
+
     def vg_room(g: str, d: str) -> int:
         """Big-M of the PV row: the disk's room, or less when the VG's LVs are all bounded."""
-        room = pyo.value(m.cap_mib[d]) - overheads.pv_mib
+        room = pyo.value(m.cap_mib[d]) - pv_mib
         limits = [space_of[s].max_mib for s in vg_lvs[g]]
         if all(limit is not None for limit in limits):
             room = min(room, sum(limits))
@@ -176,15 +265,19 @@ def build_partition_model(
     # x_ds <= min(cap_d - pv_mib, max_s) * pv_gd for each LV s of g (a tighter LP relaxation)
     @m.Constraint(m.GLV, m.D)
     def lv_inside_pv_each(_m, g, s, d):
-        room = pyo.value(_m.cap_mib[d]) - overheads.pv_mib
+        room = pyo.value(_m.cap_mib[d]) - pv_mib
         limit = space_of[s].max_mib
         return _m.x[d, s] <= max(0, room if limit is None else min(room, limit)) * _m.pv[g, d]
 
-    # --- symmetry (disk model): identical disks (disk_classes) are interchangeable in
-    # stages 1-4, so their PV flags are ordered lexicographically, the first VGs weighing most.
-    pairs = (
-        [] if aggregate else [p for ds in disk_classes(problem, overheads) for p in pairwise(ds)]
-    )
+
+def define_identical_disks(m: pyo.ConcreteModel, p: LayoutProblem, aggregate: bool) -> None:
+    """sum_g 2^(K-1-k_g) pv_ga >= sum_g 2^(K-1-k_g) pv_gb for consecutive disks a, b of a class.
+
+    Identical disks (disk_classes) are interchangeable in stages 1-4, so on the disk model
+    their PV flags are ordered lexicographically, the first K <= LEX_VGS VGs weighing most.
+    The class model has no such symmetry: no rows.
+    """
+    pairs = [] if aggregate else [pair for ds in p.classes for pair in pairwise(ds)]
     m.DD = pyo.Set(initialize=pairs, dimen=2, ordered=True)
     lex_weight = {g: 2 ** (LEX_VGS - 1 - k) for k, g in enumerate(m.G) if k < LEX_VGS}
 
@@ -197,27 +290,21 @@ def build_partition_model(
             w * _m.pv[g, b] for g, w in lex_weight.items()
         )
 
-    # --- fairness, within 1 MiB of the weighted share: |W_f T_s - w_s T_f| <= W_f - 1.
-    # Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
-    # 0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x.
-    groups = fairness_groups(problem)
-    members = [
-        (f, spaces[i], w)
-        for f, g in enumerate(groups)
-        for i, w in zip(g.space_indexes, g.weights, strict=True)
-    ]
-    weight = {(f, s): w for f, s, w in members}
-    if not integer_totals:
-        fair = {s for _, s, _ in members}
-        for s in spaces:
-            if s not in fair:
-                m.total_mib[s].domain = pyo.NonNegativeReals
+
+def define_fairness(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
+    """|W_f T_s - w_s T_f| <= W_f - 1: each member within 1 MiB of its weighted share.
+
+    Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
+    0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x.
+    """
+    groups = p.fair_groups
+    weight = {(f, s): w for f, s, w in p.fair_members}
     m.F = pyo.Set(initialize=range(len(groups)), ordered=True)
-    m.FS = pyo.Set(initialize=[(f, s) for f, s, _ in members], dimen=2, ordered=True)
+    m.FS = pyo.Set(initialize=[(f, s) for f, s, _ in p.fair_members], dimen=2, ordered=True)
     m.share_unit = pyo.Var(
         m.F,
         domain=pyo.NonNegativeIntegers,
-        bounds=(0, capacity // min(min(g.weights) for g in groups) if groups else 0),
+        bounds=(0, p.capacity_mib // min(min(g.weights) for g in groups) if groups else 0),
     )
     m.group_rest = pyo.Var(
         m.F, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f: (0, groups[f].weight_sum - 1)
@@ -248,11 +335,14 @@ def build_partition_model(
         W = groups[f].weight_sum
         return W * _m.member_rest[f, s] - weight[f, s] * _m.group_rest[f] >= -(W - 1)
 
-    # --- stage expressions
-    def right(d: str, s: str) -> bool:
-        space = space_of[s]
-        return d in space.best_disks if space.has_preference else d not in preferred
 
+def define_stages(m: pyo.ConcreteModel, p: LayoutProblem, aggregate: bool) -> None:
+    """One Expression per stage (see STAGES), named after it; no active objective.
+
+    order_score weighs 0 on classes: stage 5 needs the disk model.
+    """
+    space_of = p.space_of
+    preferred = p.preferred_disks
     # stage 1: sum over preferring s, d not in best_s of x_ds
     m.off_preferred_mib = pyo.Expression(
         expr=sum(
@@ -263,8 +353,10 @@ def build_partition_model(
             if d not in space_of[s].best_disks
         )
     )
-    # stage 2: sum over (d, s) with d a right disk of s of x_ds
-    m.right_disk_mib = pyo.Expression(expr=sum(m.x[d, s] for d in m.D for s in m.S if right(d, s)))
+    # stage 2: sum over (d, s) with d in R_s of x_ds
+    m.right_disk_mib = pyo.Expression(
+        expr=sum(m.x[d, s] for d in m.D for s in m.S if p.right_disk(d, s))
+    )
     # stage 3: sum_ds x_ds
     m.allocated_mib = pyo.Expression(expr=sum(m.x[d, s] for d in m.D for s in m.S))
     # stage 3 (leave preferred empty): sum over s without preference, d in B of x_ds
@@ -274,27 +366,90 @@ def build_partition_model(
         )
     )
     # stage 5: sum_ds c_ds x_ds
-    order = order_coefficients(problem)
-    index = {d.disk_id: i for i, d in enumerate(problem.disks)}
+    order = order_coefficients(p.problem)
+    index = {d.disk_id: i for i, d in enumerate(p.problem.disks)}
     # c_ds: A002620 order weight of (disk, space); 0 on classes (stage 5 needs disks)
     m.order_weight = pyo.Param(
         m.D,
         m.S,
         initialize={
             (d, s): 0 if aggregate else order[index[d]][j]
-            for d in units
-            for j, s in enumerate(spaces)
+            for d in m.D
+            for j, s in enumerate(p.space_ids)
         },
     )
     m.order_score = pyo.Expression(
         expr=sum(m.order_weight[d, s] * m.x[d, s] for d in m.D for s in m.S)
     )
     # stage 4: sum_s a_s T_s
-    weights = space_order_weights(problem)
+    weights = space_order_weights(p.problem)
     m.space_order = pyo.Expression(
-        expr=sum(weights[j] * m.total_mib[s] for j, s in enumerate(spaces))
+        expr=sum(weights[j] * m.total_mib[s] for j, s in enumerate(p.space_ids))
     )
+
+
+def build(
+    p: LayoutProblem,
+    *,
+    integer_placement: bool = True,
+    aggregate: bool = False,
+    integer_totals: bool = True,
+) -> pyo.ConcreteModel:
+    """The MIP with one Expression per stage (see STAGES); it has no active objective.
+
+    integer_placement=False makes x continuous for stages 1-4 (HiGHS): for integer totals
+    T_s every stage's optimum over x is a face of a transportation polytope, so only the
+    totals, fairness and PV variables need branching.  CP-SAT needs integer x.
+
+    aggregate=True places spaces on classes of identical disks (disk_classes) instead of
+    disks: D is then the classes (named by their first disk), n_d their number of disks,
+    x_ds the MiB of s on the whole class and pv_gd in 0..n_d the number of the class's
+    disks holding a PV of g.  Stages 1-4 depend only on these sums, so this model has the
+    same stage 1-4 optimum whenever its answer can be spread over the disks, and none of
+    the symmetry between identical disks; order_score (stage 5) needs the disk model.
+
+    integer_totals=False (with continuous x) makes T_s continuous for spaces outside every
+    fairness group: for fixed PV and fairness integers the stage optima are integral (see
+    add_polish_rows), whose LP then gives whole-MiB totals; HiGHS branches on fewer columns.
+    """
+    m = pyo.ConcreteModel(name="bareon_partition")
+    define_placement(m, p, p.units(aggregate), integer_placement, integer_totals)
+    define_physical_volumes(m, p)
+    define_disk_capacity(m, p)
+    define_volume_groups(m, p)
+    define_identical_disks(m, p, aggregate)
+    define_fairness(m, p)
+    define_stages(m, p, aggregate)
     return m
+
+
+def objectives(m: pyo.ConcreteModel, p: LayoutProblem) -> list[Objective]:
+    """Stages 1-4, the lexicographic part, in order; a stage without a variable (e.g. no
+    space has a preference) needs no solve and is left out."""
+    return [
+        Objective(st.name, m.component(st.name).expr, st.sense)
+        for st in p.stages[:-1]
+        if not is_constant(m.component(st.name).expr)
+    ]
+
+
+@dataclass(frozen=True)
+class LayoutValues:
+    """A solved model's variables as the solver left them (None: no value), unrounded:
+    on classes, or with continuous x and T, they need not be whole."""
+
+    mib: dict[tuple[str, str], float | None]  # x_ds, d a disk or a class (D order, then S)
+    total_mib: dict[str, float | None]  # T_s (S order)
+    pv_count: dict[tuple[str, str], float | None]  # pv_gd (G order, then D)
+
+
+def solution(m: pyo.ConcreteModel, p: LayoutProblem) -> LayoutValues:
+    """x, T and pv read back as plain numbers."""
+    return LayoutValues(
+        mib={(d, s): m.x[d, s].value for d in m.D for s in m.S},
+        total_mib={s: m.total_mib[s].value for s in m.S},
+        pv_count={(g, d): m.pv[g, d].value for g in m.G for d in m.D},
+    )
 
 
 def spread_pvs(
@@ -336,7 +491,8 @@ def add_placement_rows(
     T_s and pv_gd are fixed (to pv_flags, or else to their current values) and x becomes
     integer again. With T fixed, the x polytope is a transportation polytope (integral),
     and each earlier stage's row keeps its optimal face, which is integral too; so the LP
-    optimum of stage 5 is integral and needs no branching.
+    optimum of stage 5 is integral and needs no branching. The model's one objective is
+    then stage 5, for `solvers.solve`.
     """
     for s in m.S:
         m.total_mib[s].fix(totals_mib[s])
@@ -349,7 +505,7 @@ def add_placement_rows(
         var.domain = pyo.NonNegativeIntegers
     m.stage_rows = pyo.ConstraintList()
     for stage, value in fixed:
-        expr = getattr(m, stage.name).expr
+        expr = m.component(stage.name).expr
         # stage_expr <= value (min) or stage_expr >= value (max)
         m.stage_rows.add(expr <= value if stage.sense == "min" else expr >= value)
 
@@ -362,10 +518,10 @@ def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> Non
 
     With pv and the fairness integers fixed, the rows of x are a network matrix (the space
     rows, and per disk or class the laminar VG and capacity rows) and each stage row keeps
-    an optimal face, so the LP's optimal vertices have whole-MiB totals. The program uses it
-    to make continuous totals whole and to repair a stage 4 that HiGHS closed short of the
-    optimum in floating point (seen: 1 MiB).
-    remove_polish_rows undoes every change.
+    an optimal face, so the LP's optimal vertices have whole-MiB totals. The strategy uses
+    it to make continuous totals whole and to repair a stage 4 that HiGHS closed short of
+    the optimum in floating point (seen: 1 MiB). The model's one objective is then stage 4,
+    for `solvers.solve`; remove_polish_rows undoes every change.
     """
     for var in (*m.pv.values(), *m.share_unit.values(), *m.group_rest.values()):
         var.fix(round(var.value or 0))
@@ -379,7 +535,7 @@ def add_polish_rows(m: pyo.ConcreteModel, fixed: list[tuple[Stage, int]]) -> Non
         var.domain = pyo.NonNegativeReals
     m.polish_rows = pyo.ConstraintList()
     for stage, value in fixed:
-        expr = getattr(m, stage.name).expr
+        expr = m.component(stage.name).expr
         # stage_expr <= value (min) or stage_expr >= value (max)
         m.polish_rows.add(expr <= value if stage.sense == "min" else expr >= value)
     # maximise sum_s a_s T_s
@@ -399,26 +555,23 @@ def remove_polish_rows(m: pyo.ConcreteModel) -> None:
     m.del_component(m.polish_rows)
 
 
-def stages(leave_preferred_empty: bool) -> tuple[Stage, ...]:
-    """The lexicographic stages in order."""
-    return STAGES_LEAVE_PREFERRED_EMPTY if leave_preferred_empty else STAGES
+def set_values(m: pyo.ConcreteModel, values: LayoutValues) -> None:
+    """Put x and T back as `solution` read them (after a polish LP that is not used)."""
+    for (d, s), value in values.mib.items():
+        m.x[d, s].set_value(value, skip_validation=True)
+    for s, value in values.total_mib.items():
+        m.total_mib[s].set_value(value, skip_validation=True)
 
 
-def build_lp_floor_model(problem: PartitionProblem) -> pyo.ConcreteModel:
-    """bareon-allocator's LP (specs/bareon.md §3): continuous x plus 'unallocated', one objective.
+# --------------------------------------------------------------------------- LP-floor baseline
 
-    Exact fairness equalities over the original's groups (fixed-size spaces included), the
-    objective 2 + 1/A002620(k+3) on right disks, 1/A002620(k+3) elsewhere, 1 for unallocated.
-    """
-    m = pyo.ConcreteModel(name="bareon_allocator_lp")
-    disks = [d.disk_id for d in problem.disks]
-    spaces = [s.space_id for s in problem.spaces] + ["unallocated"]
-    n = len(spaces)
+UNALLOCATED = "unallocated"
+
+
+def define_lp_floor_rows(m: pyo.ConcreteModel, problem: PartitionProblem) -> None:
+    """sum_s x_ds <= size_d and min_s <= sum_d x_ds <= max_s, with the sizes as given
+    (fractions included) and 'unallocated' taking the rest of each disk."""
     space_of = {s.space_id: s for s in problem.spaces}
-    preferred = problem.preferred_disks
-    m.D = pyo.Set(initialize=disks, ordered=True)
-    m.S = pyo.Set(initialize=spaces, ordered=True)
-    m.x = pyo.Var(m.D, m.S, domain=pyo.NonNegativeReals)
     size = {d.disk_id: d.size_given for d in problem.disks}
 
     # sum_s x_ds <= size_d
@@ -438,7 +591,12 @@ def build_lp_floor_model(problem: PartitionProblem) -> pyo.ConcreteModel:
     def space_min(_m, s):
         return sum(_m.x[d, s] for d in _m.D) >= space_of[s].min_given
 
-    # sum_d x_df / w_f - sum_d x_ds / w_s = 0 for s in the group of first member f
+
+def define_lp_floor_fairness(m: pyo.ConcreteModel, problem: PartitionProblem) -> None:
+    """sum_d x_df / w_f = sum_d x_ds / w_s: exact equalities over the original's groups
+    (equal min, max and preferred disks, fixed sizes included; weight 0 left out), each
+    member s tied to its group's first member f."""
+    space_of = {s.space_id: s for s in problem.spaces}
     groups: dict[tuple, list[str]] = {}
     for s in problem.spaces:
         key = (s.min_given, s.max_given, s.best_disks)
@@ -448,6 +606,7 @@ def build_lp_floor_model(problem: PartitionProblem) -> pyo.ConcreteModel:
         weighted = [s for s in group if space_of[s].weight != 0]
         ties += [(weighted[0], s) for s in weighted[1:]]
 
+    # sum_d x_df / w_f - sum_d x_ds / w_s = 0 for s in the group of first member f
     @m.Constraint(range(len(ties)))
     def fairness(_m, k):
         f, s = ties[k]
@@ -455,23 +614,51 @@ def build_lp_floor_model(problem: PartitionProblem) -> pyo.ConcreteModel:
             _m.x[d, s] for d in _m.D
         ) / float(space_of[s].weight)
 
+
+def build_lp_floor(problem: PartitionProblem) -> pyo.ConcreteModel:
+    """bareon-allocator's LP (docs/partition.md, "bareon-allocator, the original"): continuous
+    x over the spaces plus 'unallocated', no overheads, no VGs."""
+    m = pyo.ConcreteModel(name="bareon_allocator_lp")
+    m.D = pyo.Set(initialize=[d.disk_id for d in problem.disks], ordered=True)
+    m.S = pyo.Set(initialize=[s.space_id for s in problem.spaces] + [UNALLOCATED], ordered=True)
+    m.x = pyo.Var(m.D, m.S, domain=pyo.NonNegativeReals)
+    define_lp_floor_rows(m, problem)
+    define_lp_floor_fairness(m, problem)
+    return m
+
+
+def lp_floor_objectives(m: pyo.ConcreteModel, problem: PartitionProblem) -> list[Objective]:
+    """max sum_ds c_ds x_ds, with c_ds = 2 + 1/A002620(k+3) on a right disk of s,
+    1/A002620(k+3) elsewhere, and 1 for 'unallocated' and none_order spaces (k = d|S| + s,
+    'unallocated' counted in |S|)."""
+    disks = list(m.D)
+    spaces = list(m.S)
+    n = len(spaces)
+    space_of = {s.space_id: s for s in problem.spaces}
+    preferred = problem.preferred_disks
+
     def coefficient(i: int, d: str, j: int, s: str) -> float:
-        if s == "unallocated" or space_of[s].none_order:
+        if s == UNALLOCATED or space_of[s].none_order:
             return 1.0
         order = 1.0 / a002620_shifted(i * n + j)
         space = space_of[s]
         on_right = d in space.best_disks if space.has_preference else d not in preferred
         return 2.0 + order if on_right else order
 
-    m.objective = pyo.Objective(
-        expr=sum(
-            coefficient(i, d, j, s) * m.x[d, s]
-            for i, d in enumerate(disks)
-            for j, s in enumerate(spaces)
-        ),
-        sense=pyo.maximize,
+    score = sum(
+        coefficient(i, d, j, s) * m.x[d, s]
+        for i, d in enumerate(disks)
+        for j, s in enumerate(spaces)
     )
-    return m
+    return [Objective("allocator_score", score, "max", integral=False)]
+
+
+def lp_floor_solution(
+    m: pyo.ConcreteModel, problem: PartitionProblem
+) -> tuple[tuple[float, ...], ...]:
+    """Per disk (hw order): the MiB of each space (schema order), then of 'unallocated', as
+    the LP left them (fractions included; no value reads 0)."""
+    return tuple(tuple(m.x[d, s].value or 0.0 for s in m.S) for d in m.D)
 
 
 def a002620_shifted(k: int) -> int:

@@ -353,21 +353,28 @@ def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
 
 
 def _exact_partition(task: Task, o: Options) -> dict[str, Any]:
-    path = task.input
-    args = Namespace(
-        schema=path,
-        hw_info=task.hw,
-        output_format="allocator",
-        svg=None,
-        baseline=None,
-        leave_preferred_empty=False,
-        **_solver_args(o),
-    )
-    out = _program("partition").run(args).to_json()
+    """exalloc's layout in bareon-allocator's own format (no overheads), checked."""
+    from model.bareon.outputs import allocator_document
+    from model.bareon.schema import ALLOCATOR_OVERHEADS, read_problem
+    from solvers.options import SolverOptions
+    from solvers.strategies.partition import solve_layout
+
+    problem = read_problem(task.input, task.hw)
+    options = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
+    solved = solve_layout(problem, ALLOCATOR_OVERHEADS, options=options)
+    unallocated = solved.check.unallocated_mib
     return {
-        **{k: out.get(k) for k in SOLVER_KEYS},
-        "answer": {"layout": out.get("layout"), "unallocated_mib": out.get("unallocated_mib")},
-        "value": out.get("unallocated_mib"),
+        "status": solved.status,
+        "objective": solved.objective,
+        "bound": solved.bound,
+        "gap": solved.gap,
+        "build_s": round(solved.build_s, 6),
+        "solve_s": round(solved.solve_s, 6),
+        "answer": {
+            "layout": allocator_document(problem, solved.layout, ALLOCATOR_OVERHEADS),
+            "unallocated_mib": unallocated,
+        },
+        "value": unallocated,
     }
 
 
@@ -430,9 +437,9 @@ def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
 def _greedy_partition(task: Task, o: Options, exact: dict[str, Any] | None) -> dict[str, Any]:
     """bareon-allocator's way (LP, floored), timed on its own, judged by exalloc's checker."""
     from model.bareon.schema import read_problem
+    from solvers.strategies.partition import lp_floor_baseline
 
     ours = (exact or {}).get("value")
-    lp_floor_baseline = _program("partition").lp_floor_baseline
     start = time.perf_counter()
     problem = read_problem(task.input, task.hw)
     baseline = lp_floor_baseline(problem, ours if isinstance(ours, int) else 0).to_json()

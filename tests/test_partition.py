@@ -1,4 +1,8 @@
-"""Integer Bareon layouts: upstream fixtures, the seed's examples, §5.3 probes, properties."""
+"""Integer Bareon layouts: upstream fixtures, the design document's examples, probes, properties.
+
+The cases and what bareon-allocator makes of them: docs/partition.md, "bareon-allocator, the
+original".
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ from model.bareon.schema import (
     read_problem,
 )
 from model.errors import InfeasibleError, InputError
-from programs.partition import run, solve_layout
+from programs.partition import run
+from solvers.options import SolverOptions
+from solvers.strategies.partition import solve_layout
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bareon"
 FIXTURES = sorted((DATA / "fixtures").glob("*.yaml"))
@@ -41,6 +47,9 @@ def args(schema: Path | str, **kw) -> SimpleNamespace:
         json=False,
     )
     base.update(kw)
+    base["solver_options"] = SolverOptions(
+        base["solver"], base["time_limit"], base["gap"], base["threads"]
+    )
     return SimpleNamespace(**base)
 
 
@@ -103,7 +112,7 @@ def test_cpsat_and_highs_agree_on_probes(name):
     assert cpsat.objective == highs.objective
 
 
-# --------------------------------------------------------------------------- the seed's examples
+# --------------------------------------------------------------- the design document's examples
 
 
 def solve_data(schema, hw, **kw):
@@ -185,7 +194,7 @@ def test_seed_swap_expression_table(ram, swap):
     assert (problem.spaces[0].min_mib, problem.spaces[0].max_mib) == (swap, swap)
 
 
-# --------------------------------------------------------------------------- §5.3 probes
+# --------------------------------------------------------------------------- probe cases
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from formulations.partition import disk_classes, spread_pvs
 from model.bareon.check import check_layout, diagnose_infeasible
 from model.bareon.schema import BAREON_OVERHEADS, IRONIC_OVERHEADS, problem_from_data
 from model.errors import InfeasibleError
-from programs.partition import solve_layout
+from solvers.strategies.partition import solve_layout
 
 LEX = ("off_preferred_mib", "right_disk_mib", "allocated_mib", "space_order")
 

@@ -1,5 +1,5 @@
 """Documents written from an integer layout: bareon-allocator's list, Bareon's PartitionScheme
-dict, the Ironic driver's partitions JSON (specs/bareon.md §4) and an SVG picture.
+dict, the Ironic driver's partitions JSON and an SVG picture (docs/partition.md, "Outputs").
 
 Conventions of the Bareon forms: every disk gets a GPT with a bios_grub partition first; an
 LV's MiB on a disk go into one PV of its VG there, sized LVs + LVM metadata; a partition

@@ -1,6 +1,7 @@
 """bareon-allocator inputs (dynamic schema, hardware info, fixture files) as frozen dataclasses.
 
-Reading follows bareon-allocator's formats (specs/bareon.md §1) with these deliberate
+Reading follows bareon-allocator's formats (docs/partition.md, "bareon-allocator, the
+original") with these deliberate
 differences, each reported as a note: ``partition`` and ``partitions`` are both elastic
 spaces; ``size: 0`` means zero (the original ignored it); a non-integer size from yaql is
 rounded to whole MiB in the direction that keeps the requirement (min and size up, max
@@ -561,10 +562,11 @@ def space_order_weights(problem: PartitionProblem) -> tuple[int, ...]:
 
 
 def order_coefficients(problem: PartitionProblem) -> tuple[tuple[int, ...], ...]:
-    """The seed's integer order weights, disk-major: the first (disk, space) pair weighs most.
+    """The original's order preference as integer weights, disk-major: the first (disk, space)
+    pair weighs most.
 
     Slot k = d*|S| + s of K slots weighs A002620(K + 1 - k), a decreasing sequence whose
-    steps shrink, so filling one space on one disk beats spreading (seed, "Ordering").
+    steps shrink, so filling one space on one disk beats spreading (docs/partition.md, stage 5).
     ``none_order`` spaces weigh 0, like bareon-allocator's constant coefficient.
     """
     n_spaces = len(problem.spaces)

@@ -35,3 +35,15 @@ class SolverError(ExallocError):
 
 class CheckFailedError(ExallocError):
     """The independent checker rejected an answer; it is never printed."""
+
+
+class LockError(ExallocError):
+    """A lock that does not exist (any more), or a name added twice (model.locking)."""
+
+
+class BadRequestError(InputError):
+    """A request to the allocation service that cannot be served as asked (one line)."""
+
+
+class ServiceError(ExallocError):
+    """The allocation service cannot start, be reached or answer (one line)."""

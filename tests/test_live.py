@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
+
 from model.backends.text import parse_text
 from model.errors import BadRequestError, InputError, ServiceError
 from model.journal import JOURNAL_FILE, Journal
-from model.live import Creation, CreateSpec, Limits, LiveCluster, parse_create
+from model.live import CreateSpec, Creation, Limits, LiveCluster, parse_create
 
 LIMITS = Limits.of(parse_text(ONE_BIG_TWO_SMALL))
 

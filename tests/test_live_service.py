@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
+
 from model.errors import BadRequestError
 from model.journal import Journal
 from model.live_service import (

@@ -540,7 +540,7 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
         help="resubmitting a request with the same id answers it again, never twice",
     )
     _json_option(p)
-    p.set_defaults(run=_run_alloc_client("create"))
+    p.set_defaults(run=_run_alloc_client("create"), no_solver=True)
 
 
 def _add_verify(sub: argparse._SubParsersAction) -> None:
@@ -553,7 +553,7 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
         "--hold", type=_seconds, default=0.0, metavar="SECONDS", help="keep the locks this long"
     )
     _json_option(p)
-    p.set_defaults(run=_run_alloc_client("verify"))
+    p.set_defaults(run=_run_alloc_client("verify"), no_solver=True)
 
 
 def _add_state(sub: argparse._SubParsersAction) -> None:
@@ -563,7 +563,7 @@ def _add_state(sub: argparse._SubParsersAction) -> None:
         "-S", "--save", dest="save", metavar="FILE", help="write the cluster as an htools snapshot"
     )
     _json_option(p)
-    p.set_defaults(run=_run_alloc_client("state"))
+    p.set_defaults(run=_run_alloc_client("state"), no_solver=True)
 
 
 def _add_loadtest(sub: argparse._SubParsersAction) -> None:
@@ -602,7 +602,7 @@ def _add_loadtest(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", metavar="NAME", help="instance name prefix (default: random)")
     p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
     _json_option(p)
-    p.set_defaults(run=_program("loadtest"))
+    p.set_defaults(run=_program("loadtest"), no_solver=True)
 
 
 def _run_alloc_client(command: str) -> Callable[[argparse.Namespace], object]:
@@ -655,7 +655,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)
-    args.solver_options = _solver_options_of(args)
+    if not getattr(args, "no_solver", False):  # the service's clients solve nothing
+        args.solver_options = _solver_options_of(args)
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()

@@ -205,7 +205,8 @@ class Server:
             return False
 
     def _refuse(self, conn: socket.socket, error: str, kind: str = "bad_request") -> None:
-        self.refused += 1
+        with self._mutex:
+            self.refused += 1
         self._send(conn, {"ok": False, "error": error, "kind": kind})
 
     def _handle(self, conn: socket.socket, cancel: threading.Event) -> None:
@@ -304,11 +305,14 @@ class Server:
             self._send(conn, {"ok": False, "error": str(exc), "kind": "service"})
             self._log(f"{what}: failed: {exc}")
             return
-        self.served += 1
+        with self._mutex:
+            self.served += 1
         took = time.perf_counter() - start
-        summary = result.get("status", "ok") if isinstance(result, dict) else "ok"
-        if isinstance(result, dict) and result.get("nodes") and summary == "created":
+        summary = str(result.get("status", "ok"))
+        if summary == "created":
             summary += f" on {'/'.join(result['nodes'])}"
+        elif summary in ("temp_nores", "nores"):
+            summary += f" ({result['info']})"
         # logged before the answer goes out: once a client has it, the line is there
         self._log(f"{what}: {summary} in {took:.3f} s")
         if not self._send(conn, {"ok": True, "result": result}):

@@ -125,7 +125,7 @@ class CreateReport:
     def text(self) -> str:
         r = self.result
         if r["status"] == "created":
-            how = f"{r['mode']} locking: waited {r['lock_wait_s']:.3f} s for locks"
+            how = f"{r['mode']} locks: waited {r['lock_wait_s']:.3f} s"
             how += f", allocation {r['alloc_s']:.3f} s"
             if r.get("held_s"):
                 how += f", held {r['held_s']:.2f} s"

@@ -1,8 +1,15 @@
-"""exalloc's command line: parse, call a program, print. Nothing else lives here."""
+"""exalloc: exact answers to Ganeti's capacity questions and Bareon's disk layouts.
+
+Where Ganeti's htools (hail, hsqueeze, hbal, hspace) decide greedily and Bareon's allocator
+rounds a linear relaxation, exalloc solves each question exactly as a MIP (HiGHS or OR-Tools
+CP-SAT), says how good the answer is (optimal, or the gap to a proven bound), checks it with an
+independent checker, and shows what the greedy tool would have done.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import sys
@@ -41,40 +48,52 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"exalloc: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message}\n")
 
 
-def _solver_options(parser: argparse.ArgumentParser) -> None:
-    """Global solver options, accepted before or after the subcommand."""
-    group = parser.add_argument_group("solver")
+# cli.py only parses, calls a program and prints; everything else lives in programs/.
+PRODUCT = __doc__
+
+
+def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+    """Solver options of the commands that solve. They are also accepted before the command
+    (older scripts put them there) but shown only on the commands that use them."""
+
+    def text(message: str) -> str:
+        return message if shown else argparse.SUPPRESS
+
+    group = parser.add_argument_group("solver") if shown else parser
     group.add_argument(
         "--solver",
         choices=("highs", "cpsat"),
         default=argparse.SUPPRESS,
-        help="MIP backend (default: highs)",
+        help=text("MIP backend (default: highs)"),
     )
     group.add_argument(
         "--time-limit",
         type=float,
         metavar="SECONDS",
         default=argparse.SUPPRESS,
-        help="stop each solve after SECONDS and report the best answer with its gap",
+        help=text("stop after SECONDS and report the best answer found with its gap"),
     )
     group.add_argument(
         "--gap",
         type=float,
         metavar="REL",
         default=argparse.SUPPRESS,
-        help="accept a relative MIP gap of REL (default 0: prove optimality)",
+        help=text("accept a relative MIP gap of REL (default 0: prove optimality)"),
     )
     group.add_argument(
-        "--threads", type=int, default=argparse.SUPPRESS, help="solver threads (default 1)"
+        "--threads", type=int, default=argparse.SUPPRESS, help=text("solver threads (default 1)")
     )
-    group.add_argument(
+
+
+def _json_option(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+    parser.add_argument(
         "--json",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="print one JSON object on stdout",
+        help="print one JSON object on stdout" if shown else argparse.SUPPRESS,
     )
 
 
@@ -111,7 +130,7 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="cluster snapshot in the htools text format",
     )
-    _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_run_info)
 
 
@@ -125,6 +144,7 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("partition", help="integer Bareon disk layout from a dynamic schema")
     p.add_argument(
         "--schema",
+        required=True,
         metavar="SCHEMA.yaml",
         help="bareon-allocator dynamic schema, or a fixture file with dynamic_schema/hw_info",
     )
@@ -153,6 +173,7 @@ def _add_partition(sub: argparse._SubParsersAction) -> None:
         help="like bareon-allocator: spaces without disk preference never use a preferred disk",
     )
     _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_program("partition"))
 
 
@@ -173,6 +194,7 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
     )
     _static_kvm_option(p)
     _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_program("hail"))
 
 
@@ -196,7 +218,7 @@ def _add_hail_server(sub: argparse._SubParsersAction) -> None:
         help="calls answered at the same time (default 2)",
     )
     _solver_options(p)
-    p.set_defaults(run=_program("hail_service"))
+    p.set_defaults(run=_program("hail_service"), make_main=_warm_main)
 
 
 def _add_n1(sub: argparse._SubParsersAction) -> None:
@@ -238,6 +260,7 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
         "-v", "--verbose", action="store_true", help="every node, with its plan step by step"
     )
     _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_program("n1"))
 
 
@@ -302,6 +325,7 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     )
     _static_kvm_option(p)
     _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_program("squeeze"))
 
 
@@ -358,15 +382,28 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
         help="instances per multi-allocate request (default 3)",
     )
     p.add_argument("--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write")
-    p.add_argument("--bareon-disks", dest="bareon_disks", type=int, default=3, metavar="N")
-    p.add_argument("--bareon-spaces", dest="bareon_spaces", type=int, default=5, metavar="N")
+    p.add_argument(
+        "--bareon-disks",
+        dest="bareon_disks",
+        type=int,
+        default=3,
+        metavar="N",
+        help="disks of each generated Bareon machine (default 3)",
+    )
+    p.add_argument(
+        "--bareon-spaces",
+        dest="bareon_spaces",
+        type=int,
+        default=5,
+        metavar="N",
+        help="spaces of each generated Bareon schema (default 5)",
+    )
     p.add_argument(
         "--bareon-split",
         dest="bareon_split",
         action="store_true",
         help="write each Bareon pair as schema.yaml + hw.yaml in its own folder",
     )
-    _solver_options(p)
     p.set_defaults(run=_program("generate"))
 
 
@@ -389,6 +426,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
         help="give up on the greedy tool after SECONDS (default 300)",
     )
     _solver_options(p)
+    _json_option(p)
     p.set_defaults(run=_program("compare"))
 
 
@@ -425,7 +463,6 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         metavar="REPORT.html|DIR",
         help="an HTML file (plots inline), or a folder for PNG files",
     )
-    _solver_options(p)
     p.set_defaults(run=_program("report"))
 
 
@@ -632,9 +669,16 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="exalloc", description=__doc__)
+    parser = _Parser(
+        prog="exalloc",
+        description=PRODUCT,
+        epilog="Run 'exalloc COMMAND --help' for a command's options.\n"
+        "README.md and docs/ explain each command and how its answers are proven.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
-    _solver_options(parser)
+    _solver_options(parser, shown=False)
+    _json_option(parser, shown=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for add in _COMMANDS:
@@ -670,11 +714,26 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     return getattr(report, "exit_code", EXIT_OK)
 
 
+def _warm_main() -> Callable[[list[str]], int]:
+    """`main` with its parser built now: hail-server workers build it before their call."""
+    return functools.partial(main, parser=build_parser())
+
+
+def hail_parser() -> argparse.ArgumentParser:
+    """The command line as `exalloc-hail` sees it: `exalloc hail`, named exalloc-hail."""
+    parser = build_parser()
+    for action in parser._subparsers._group_actions:  # noqa: SLF001 - argparse has no API
+        hail = getattr(action, "choices", {}).get("hail")
+        if hail is not None:
+            hail.prog = "exalloc-hail"
+    return parser
+
+
 def hail_main(argv: Sequence[str] | None = None) -> int:
     """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process (the console script,
     programs.hail_client.main, first tries a running `exalloc hail-server`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return main(["hail", *args])
+    return main(["hail", *args], parser=hail_parser())
 
 
 if __name__ == "__main__":

@@ -45,7 +45,6 @@ WORKER_FAILED = 70
 WORKER_NO_CALL = 3
 #: Modules a call needs, imported before the workers are forked.
 WARM_MODULES = (
-    "cli",
     "pyomo.environ",
     "programs.hail",
     "formulations.dedicated",
@@ -78,7 +77,7 @@ def run(args: Any) -> ServerReport:
     path = args.socket or socket_path() or DEFAULT_SOCKET
     if args.workers < 1:
         raise ServerError(f"--workers must be at least 1, not {args.workers}")
-    return serve(path, args.workers, log=sys.stderr)
+    return serve(path, args.workers, log=sys.stderr, make_main=args.make_main)
 
 
 def warm_up() -> list[str]:
@@ -168,13 +167,13 @@ def _log(log: TextIO, message: str) -> None:
     log.flush()
 
 
-def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
+#: Builds the command line's `main` (its parser made ahead of the call); cli.py hands it over.
+MainFactory = Callable[[], Callable[[list[str]], int]]
+
+
+def worker(sock: socket.socket, log: TextIO, rehearsal: list[str], make_main: MainFactory) -> int:
     """Accept one call, answer it, return the worker's exit code."""
-    import functools
-
-    import cli
-
-    main = functools.partial(cli.main, parser=cli.build_parser())
+    main = make_main()
     gc.disable()  # one call, then exit: collecting cycles would only cost time
     rehearse(rehearsal)
     conn, _ = sock.accept()
@@ -205,7 +204,9 @@ def worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
     return 0
 
 
-def _fork_worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
+def _fork_worker(
+    sock: socket.socket, log: TextIO, rehearsal: list[str], make_main: MainFactory
+) -> int:
     pid = os.fork()
     if pid:
         return pid
@@ -214,7 +215,7 @@ def _fork_worker(sock: socket.socket, log: TextIO, rehearsal: list[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-        code = worker(sock, log, rehearsal)
+        code = worker(sock, log, rehearsal, make_main)
     except BaseException as exc:  # never return into the parent's loop from a child
         with contextlib.suppress(Exception):
             _log(log, f"worker failed: {type(exc).__name__}: {exc}")
@@ -231,7 +232,7 @@ def _raise_stop(signum: int, _frame: Any) -> None:
     raise _Stop(signum)
 
 
-def serve(path: str, workers: int, log: TextIO) -> ServerReport:
+def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> ServerReport:
     """Serve until SIGTERM or SIGINT; the socket file is removed on the way out."""
     stops = {signal.SIGTERM, signal.SIGINT}
     previous = {s: signal.signal(s, _raise_stop) for s in stops}
@@ -249,7 +250,7 @@ def serve(path: str, workers: int, log: TextIO) -> ServerReport:
                 # a stop between fork and add would leave a worker nobody stops
                 signal.pthread_sigmask(signal.SIG_BLOCK, stops)
                 try:
-                    children.add(_fork_worker(sock, log, rehearsal))
+                    children.add(_fork_worker(sock, log, rehearsal, make_main))
                 finally:
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
             pid, status = os.wait()

@@ -469,12 +469,6 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 # --- the live allocation service (docs/locking.md) -----------------------------------------
 
 
-def _json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object"
-    )
-
-
 def _socket_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--socket",
@@ -549,7 +543,12 @@ def _add_create(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--vcpus", type=int, default=1, metavar="N", help="virtual CPUs (default 1)")
     p.add_argument(
-        "--spindle-use", dest="spindle_use", type=int, default=1, metavar="N", help="default 1"
+        "--spindle-use",
+        dest="spindle_use",
+        type=int,
+        default=1,
+        metavar="N",
+        help="instance spindle use (default 1)",
     )
     p.add_argument(
         "--opportunistic",

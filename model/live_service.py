@@ -248,6 +248,8 @@ class AllocationService:
                 locked = self._lock_for_create(spec, options, clock, cancel)
             except _LockTimeout:
                 return self._undecided(spec, mode, clock, options)
+            if cancel.is_set():  # withdrawn (or the service stops) just as the locks came
+                raise AcquireCancelled(spec.name)
             lock_wait = clock.waited()
             self._doing(f"create {spec.name}: allocating on {len(locked)} locked node(s)")
             result, creation = self._allocate(spec, options, locked, lock_wait, mode, request_id)

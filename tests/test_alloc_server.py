@@ -254,6 +254,33 @@ def test_client_disconnect_releases_its_locks(small: Server) -> None:
     assert names == ["held"] and state["activities"] == {}
 
 
+def test_sigterm_answers_every_request_and_creates_nothing_new(small: Server) -> None:
+    """A stopping service ends holds early (the committed creation is answered `created`),
+    tells waiting requests it stops (nothing created for them) and exits 0."""
+    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    holder.connect(small.socket)
+    holder.sendall(_create(name="held", memory=6144, hold_s=60))
+    wait_for(lambda: small.state()["creations"] == 1)
+    waiter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    waiter.connect(small.socket)
+    waiter.sendall(_create(name="waiting", memory=6144))
+    wait_for(lambda: any(lock["pending"] for lock in small.state()["locks"]))
+    assert small.stop() == 0
+    held = json.loads(_read_line(holder))
+    assert held["ok"] and held["result"]["status"] == "created"
+    assert held["result"]["held_s"] < 30
+    stopped = json.loads(_read_line(waiter))
+    assert stopped == {
+        "ok": False,
+        "error": "the allocation service is stopping; nothing was created",
+        "kind": "stopping",
+    }
+    records = (small.state_dir / JOURNAL_FILE).read_text().splitlines()
+    assert [json.loads(r)["name"] for r in records] == ["held"]
+    holder.close()
+    waiter.close()
+
+
 def test_sigkill_during_load_test_then_restart(workdir: Path) -> None:
     """Every creation is answered `created` exactly once across a SIGKILL and a restart on the
     same state directory, and no node is over-committed."""

@@ -413,21 +413,23 @@ class AllocationService:
         start = time.perf_counter()
         whole = self.allocate(live.cluster, spec.allocate_request(None))
         alloc_s = time.perf_counter() - start
-        held_by = self._nal_holders()
-        why = f"locks not free within {options.lock_timeout_s:g} s" + (
-            f" (node-allocation lock held by {held_by})" if held_by else ""
-        )
+        why = f"locks not free within {options.lock_timeout_s:g} s" + self._blockers()
         if whole.success:
             info = f"{why}; it would fit on {'/'.join(whole.nodes)}: resubmit"
             return CreateResult(TEMP_NORES, spec.name, (), mode, waited, alloc_s, info)
         info = f"{why}; does not fit even with every node: {whole.info}"
         return CreateResult(NORES, spec.name, (), mode, waited, alloc_s, info)
 
-    def _nal_holders(self) -> str:
-        for info in self.locks.lock_set(Level.NODE_ALLOC).info():
-            if info.name.endswith("/NAL") and info.owners:
-                return ", ".join(info.owners)
-        return ""
+    def _blockers(self) -> str:
+        """Who holds what this thread waited for: the NAL, or (when this thread got the NAL)
+        the node locks."""
+        me = threading.current_thread().name
+        level = Level.NODE if self.locks.is_owned(Level.NODE_ALLOC) else Level.NODE_ALLOC
+        owners = sorted({o for i in self.locks.lock_set(level).info() for o in i.owners if o != me})
+        if not owners:
+            return ""
+        what = "node locks" if level == Level.NODE else "node-allocation lock"
+        return f" ({what} held by {', '.join(owners)})"
 
     def _commit(self, spec: CreateSpec, answer: AllocatorAnswer, request_id: str) -> Creation:
         """Check the placement on the current state, journal it (fsync), apply it."""

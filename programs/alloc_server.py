@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -304,6 +305,10 @@ class Server:
         except ExallocError as exc:
             self._send(conn, {"ok": False, "error": str(exc), "kind": "service"})
             self._log(f"{what}: failed: {exc}")
+            return
+        except Exception as exc:  # a bug: one line to the client, the details in the log
+            self._send(conn, {"ok": False, "error": f"internal error: {exc!r}", "kind": "service"})
+            self._log(f"{what}: internal error: {traceback.format_exc()}")
             return
         with self._mutex:
             self.served += 1

@@ -213,3 +213,19 @@ def test_cancelled_wait_releases_everything(small: AllocationService) -> None:
     assert [c.spec.name for c in svc.live.creations] == ["a"]
     again = svc.create(spec(svc, "b"), CreateOptions(), "b")
     assert again.status == "created"
+
+
+def test_lock_timeout_on_held_nodes(small: AllocationService) -> None:
+    """A blocking creation with a lock timeout gets the NAL but not `big` (held): it gives up,
+    answers temp_nores (the instance fits on the whole state) and names the holder."""
+    svc = small
+    first = Background(lambda: svc.create(spec(svc, "a"), CreateOptions(hold_s=1.5), "a"))
+    wait_for(lambda: svc.live.seq == 1)
+    waited = svc.create(spec(svc, "b"), CreateOptions(lock_timeout_s=0.2), "b")
+    assert waited.status == "temp_nores" and waited.lock_wait_s >= 0.2
+    assert "(node locks held by create a)" in waited.info and "would fit on big" in waited.info
+    too_big = svc.create(spec(svc, "c", memory=20000), CreateOptions(lock_timeout_s=0.2), "c")
+    assert too_big.status == "nores"
+    assert first.result().status == "created"
+    assert [c.spec.name for c in svc.live.creations] == ["a"]
+    assert svc.locks.info() == []

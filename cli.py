@@ -506,6 +506,188 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("report"))
 
 
+# --- the live allocation service (docs/locking.md) -----------------------------------------
+
+
+def _socket_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the service's socket (default: $EXALLOC_ALLOC_SOCKET, else /run/exalloc/alloc.sock)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be within 0..3600 seconds, not {text}")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of MiB: {text!r}") from None
+
+
+def _add_alloc_server(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "alloc-server",
+        help="live allocation service: concurrent creations under Ganeti's locks",
+        description="Keep a cluster in memory and create instances for concurrent clients "
+        "(exalloc create / verify / state / loadtest) with Ganeti's node and node-allocation "
+        "locks, a journal in the state directory, and exalloc's iallocator. Stops on SIGTERM or "
+        "SIGINT. See docs/locking.md.",
+    )
+    p.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        metavar="FILE",
+        help="cluster snapshot (htools text); may be left out on a restart",
+    )
+    _socket_option(p)
+    p.add_argument(
+        "--state-dir",
+        dest="state_dir",
+        required=True,
+        metavar="DIR",
+        help="where the snapshot and the journal of creations are kept",
+    )
+    _solver_options(p)
+    p.set_defaults(run=_program("alloc_server"))
+
+
+def _add_create(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "create",
+        help="create an instance through the allocation service",
+        description="Exit codes: 0 created, 3 temp_nores (resubmit, or go to another cluster), "
+        "4 nores, 1 bad request or no service, 2 usage.",
+    )
+    _socket_option(p)
+    p.add_argument("--name", required=True, help="instance name")
+    p.add_argument(
+        "--template", required=True, metavar="TEMPLATE", help="disk template (plain, drbd, ...)"
+    )
+    p.add_argument("--memory", required=True, type=int, metavar="MIB", help="memory in MiB")
+    p.add_argument(
+        "--disk", type=_int_list, default=[], metavar="MIB[,MIB]", help="disk sizes in MiB"
+    )
+    p.add_argument(
+        "--spindles", type=_int_list, metavar="N[,N]", help="spindles per disk (default 1 each)"
+    )
+    p.add_argument("--vcpus", type=int, default=1, metavar="N", help="virtual CPUs (default 1)")
+    p.add_argument(
+        "--spindle-use",
+        dest="spindle_use",
+        type=int,
+        default=1,
+        metavar="N",
+        help="instance spindle use (default 1)",
+    )
+    p.add_argument(
+        "--opportunistic",
+        action="store_true",
+        help="lock only the nodes free now (Ganeti's opportunistic locking)",
+    )
+    p.add_argument(
+        "--hold",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep the used nodes locked this long after the commit (disk wipe and sync)",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        dest="lock_timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="give up waiting for locks after SECONDS (temp_nores; default: wait)",
+    )
+    p.add_argument(
+        "--request-id",
+        dest="request_id",
+        metavar="ID",
+        help="resubmitting a request with the same id answers it again, never twice",
+    )
+    _json_option(p)
+    p.set_defaults(run=_run_alloc_client("create"), no_solver=True)
+
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="cluster-wide check holding every node lock and the node-allocation lock",
+    )
+    _socket_option(p)
+    p.add_argument(
+        "--hold", type=_seconds, default=0.0, metavar="SECONDS", help="keep the locks this long"
+    )
+    _json_option(p)
+    p.set_defaults(run=_run_alloc_client("verify"), no_solver=True)
+
+
+def _add_state(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("state", help="the allocation service's cluster, locks and activities")
+    _socket_option(p)
+    p.add_argument(
+        "-S", "--save", dest="save", metavar="FILE", help="write the cluster as an htools snapshot"
+    )
+    _json_option(p)
+    p.set_defaults(run=_run_alloc_client("state"), no_solver=True)
+
+
+def _add_loadtest(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "loadtest",
+        help="many concurrent creations against the allocation service, measured",
+    )
+    _socket_option(p)
+    p.add_argument("--clients", type=int, default=8, metavar="N", help="concurrent clients (8)")
+    p.add_argument("--creations", type=int, default=40, metavar="M", help="creations (40)")
+    p.add_argument(
+        "--hold", type=_seconds, default=0.5, metavar="SECONDS", help="hold per creation (0.5)"
+    )
+    p.add_argument("--opportunistic", action="store_true", help="opportunistic locking")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="R",
+        help="resubmit a temp_nores answer up to R times (default 0)",
+    )
+    p.add_argument(
+        "--reconnect",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="when the service is gone, resubmit the same request for this long (default 0)",
+    )
+    p.add_argument(
+        "--lock-timeout", dest="lock_timeout", type=_seconds, metavar="SECONDS", help="per creation"
+    )
+    p.add_argument(
+        "--templates", default="plain,drbd", metavar="LIST", help="disk templates (plain,drbd)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the instance sizes (0)")
+    p.add_argument("--prefix", metavar="NAME", help="instance name prefix (default: random)")
+    p.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    _json_option(p)
+    p.set_defaults(run=_program("loadtest"), no_solver=True)
+
+
+def _run_alloc_client(command: str) -> Callable[[argparse.Namespace], object]:
+    def run(args: argparse.Namespace) -> object:
+        return getattr(importlib.import_module("programs.alloc_client"), command)(args)
+
+    return run
+
+
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_info,
     _add_hail,
@@ -517,6 +699,11 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_compare,
     _add_batch,
     _add_report,
+    _add_alloc_server,
+    _add_create,
+    _add_verify,
+    _add_state,
+    _add_loadtest,
 )
 
 
@@ -552,7 +739,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)
-    args.solver_options = _solver_options_of(args)
+    if not getattr(args, "no_solver", False):  # the service's clients solve nothing
+        args.solver_options = _solver_options_of(args)
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()

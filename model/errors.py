@@ -40,3 +40,15 @@ class CheckFailedError(ExallocError):
 class LiveSourceError(ExallocError):
     """A running cluster could not be read through RAPI or LUXI: no connection, a time-out, an
     HTTP or LUXI error, or a malformed or partial reply. `source` names the address or socket."""
+
+
+class LockError(ExallocError):
+    """A lock that does not exist (any more), or a name added twice (model.locking)."""
+
+
+class BadRequestError(InputError):
+    """A request to the allocation service that cannot be served as asked (one line)."""
+
+
+class ServiceError(ExallocError):
+    """The allocation service cannot start, be reached or answer (one line)."""

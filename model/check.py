@@ -200,8 +200,10 @@ def _place(
     primary: str,
     secondary: str | None,
     strict: bool,
+    unchecked: frozenset[str] = frozenset(),
 ) -> tuple[ClusterState, list[Violation]]:
-    """Add an instance on its nodes, listing every failed check; apply it regardless."""
+    """Add an instance on its nodes, listing every failed check; apply it regardless.
+    Roles in `unchecked` (a node keeping its role in a move) are not checked again."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
         return state, []
     if secondary == primary or not d.has_secondary:
@@ -209,6 +211,8 @@ def _place(
     found = state.placement_shortfalls(d, primary, secondary, strict=strict)
     out: list[Violation] = []
     for role in (PRIMARY, SECONDARY):
+        if role in unchecked:
+            continue
         shortfalls = [s for r, _, s in found if r == role and s.kind != "template"]
         node = primary if role == PRIMARY else secondary
         out += [_shortfall_violation(x, node, d.name, role) for x in _distinct(shortfalls)]
@@ -232,11 +236,14 @@ def check_allocation(
     *,
     strict: bool = True,
     group: str | None = None,
+    requested_group: str | None = None,
 ) -> CheckReport:
     """Check new instances placed on chosen nodes, in order (hail allocate/multi-allocate).
 
     `placements` holds `Placement`s or `(instance, primary, secondary)` tuples. `group`
     (name or uuid) restricts the score to that group, as hail's score with `group_name`.
+    An unallocable group is allowed when it is `requested_group` (name or uuid): the policy
+    keeps hail from *choosing* a group, a request naming it is served there (docs/hail.md).
 
     Objectives: `score` (after) and `score_before`; per placement, hail's dedicated metric
     `placement_metrics` = [(lost vector, remaining f_dsk of its nodes)] taken in sequence;
@@ -266,7 +273,8 @@ def check_allocation(
         violations += _policy_violations(states, d, pl.primary)
         if pl.primary in state.nodes:
             owner = states.cluster.group(state.nodes[pl.primary].group_uuid)
-            if owner.alloc_policy == "unallocable":
+            named = requested_group is not None and requested_group in (owner.name, owner.uuid)
+            if owner.alloc_policy == "unallocable" and not named:
                 violations.append(
                     Violation(
                         "unallocable_group",
@@ -330,8 +338,14 @@ def check_moves(
     probe: InstanceDemand | None = None,
     probe_offline_nodes: bool = False,
     strict: bool = True,
+    evacuation: bool = False,
 ) -> CheckReport:
     """Check a plan of instance moves with nodes powered off or on (hbal / hsqueeze).
+
+    `evacuation`: the moves of hail's relocate, node-evacuate or change-group (Evacuate.hs):
+    every instance with a mirror may move (diskless too, by migration to any node), and a node
+    that keeps its role (a drbd primary whose secondary is replaced) is not checked again, as
+    htools re-adds it without checks; instances not moved may stay on offline nodes.
 
     Powered-off nodes become offline before the moves, powered-on ones online. Afterwards
     no instance may keep its primary (or secondary) on an offline node, and with `probe`
@@ -387,7 +401,8 @@ def check_moves(
         if (primary, secondary) == (inst.primary, inst.secondary):
             continue
         d = states.demands[inst.name]
-        if not inst.movable:
+        movable = inst.movable or (evacuation and inst.disk_template == "diskless")
+        if not movable:
             violations.append(
                 Violation(
                     "not_movable", f"{inst.disk_template} instances cannot move", None, d.name
@@ -412,13 +427,24 @@ def check_moves(
     state = powered
     for inst, _, _, _ in resolved:
         state = state.remove(inst.name)
-    for _, d, primary, secondary in resolved:
-        state, found = _place(state, d, primary, secondary, strict)
+    for inst, d, primary, secondary in resolved:
+        kept = frozenset()
+        if evacuation:
+            kept = frozenset(
+                role
+                for role, old, new in (
+                    (PRIMARY, inst.primary, primary),
+                    (SECONDARY, inst.secondary, secondary),
+                )
+                if old is not None and old == new
+            )
+        state, found = _place(state, d, primary, secondary, strict, kept)
         violations += found
     nodes = state.nodes
 
     final_of = {inst.name: (p, s) for inst, _, p, s in resolved}
-    for inst in c.instances:
+    # an evacuation moves the requested instances only; others may stay on offline nodes
+    for inst in () if evacuation else c.instances:
         p, s = final_of.get(inst.name, (inst.primary, inst.secondary))
         if p in nodes and nodes[p].offline:
             violations.append(

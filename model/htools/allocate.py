@@ -36,6 +36,21 @@ from model.resources import (
 from model.state import ClusterState
 
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
+#: appended to a new instance's name when the cluster already has an instance of that name:
+#: hail tells instances apart by index and accepts such requests (Ganeti's test data has one)
+SAME_NAME_MARK = "\x00new"
+
+
+def internal_name(name: str, taken: Mapping[str, Any]) -> str:
+    """A name for a new instance that no instance in `taken` has."""
+    while name in taken:
+        name += SAME_NAME_MARK
+    return name
+
+
+def shown_name(d: InstanceDemand) -> str:
+    """The instance's name as the request gave it."""
+    return d.name.split(SAME_NAME_MARK, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -238,7 +253,8 @@ def find_allocation(
     """findAllocation (with `group_name`): the group only, scored and checked on its own."""
     if not networks_ok(group, nics):
         return (
-            f"The group {group.name} is not connected to a network required by instance {d.name}"
+            f"The group {group.name} is not connected to a network required by instance "
+            f"{shown_name(d)}"
         )
     names = group_node_names(state, group.uuid)
     targets = gen_alloc_nodes(state, names, count, opts.restrict_to_nodes)
@@ -280,7 +296,7 @@ def find_best_alloc_group(
     else:
         candidates = groups
     bad_msgs = [
-        f"group {g.name} is not connected to a network required by instance {d.name}"
+        f"group {g.name} is not connected to a network required by instance {shown_name(d)}"
         for g in candidates
         if not networks_ok(g, nics)
     ]
@@ -327,9 +343,7 @@ def try_mg_alloc(
     choice = find_best_alloc_group(opts, state, None, d, count, nics)
     if isinstance(choice, str):
         return choice
-    return replace(
-        choice.solution, log=(f"Selected group: {choice.group.name}", *choice.messages)
-    )
+    return replace(choice.solution, log=(f"Selected group: {choice.group.name}", *choice.messages))
 
 
 def try_group_alloc(
@@ -382,6 +396,6 @@ def alloc_list(
         sol = allocate(opts, state, d, count, group_name, nics)
         if isinstance(sol, str):
             return sol
-        out.append((d.name, sol))
+        out.append((shown_name(d), sol))
         state = placed(state, sol, record)
     return out, state

@@ -252,9 +252,7 @@ class ListScores:
 
     def _map_values(self, changes: Sequence[Change]) -> np.ndarray:
         out = np.full(len(changes), self.map_value)
-        if not self.pooled and not any(
-            r[MAP_INDEX] for ch in changes for r in ch.rows
-        ):
+        if not self.pooled and not any(r[MAP_INDEX] for ch in changes for r in ch.rows):
             return out
         for i, ch in enumerate(changes):
             pooled = None

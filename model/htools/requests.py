@@ -30,7 +30,13 @@ from model.backends.iallocator import (
     show_group,
 )
 from model.cluster import Instance
-from model.htools.allocate import AllocOptions, alloc_list, allocate
+from model.htools.allocate import (
+    SAME_NAME_MARK,
+    AllocOptions,
+    alloc_list,
+    allocate,
+    internal_name,
+)
 from model.htools.allocate_secondary import try_allocate_secondary
 from model.htools.evacuate import (
     CHANGE_ALL,
@@ -56,6 +62,11 @@ class NewPlacement:
     instance: Instance | InstanceDemand
     primary: str
     secondary: str | None
+
+    @property
+    def name(self) -> str:
+        """The name the request gave (internally marked if the cluster already had it)."""
+        return self.instance.name.split(SAME_NAME_MARK, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,7 @@ def process(inp: IAllocatorInput, opts: AllocOptions) -> Answer:
 
 def _allocate(state: ClusterState, req: AllocateRequest, opts: AllocOptions) -> Answer:
     inst = new_instance(req)
+    inst = replace(inst, name=internal_name(inst.name, state.demands))
     d = state.demand(inst)
     restrict = opts.restrict_to_nodes
     if restrict is None:
@@ -147,21 +159,26 @@ def _allocate(state: ClusterState, req: AllocateRequest, opts: AllocOptions) -> 
 
 
 def _multi_allocate(state: ClusterState, req: MultiAllocateRequest, opts: AllocOptions) -> Answer:
-    records = [(r, new_instance(r)) for r in req.instances]
+    taken: dict[str, None] = dict.fromkeys(state.demands)
+    records = []
+    for r in req.instances:
+        inst = new_instance(r)
+        inst = replace(inst, name=internal_name(inst.name, taken))
+        taken[inst.name] = None
+        records.append((r, inst))
     wanted = [(state.demand(inst), r.required_nodes, r.nics, inst) for r, inst in records]
     got = alloc_list(opts, state, wanted, req.group_name)
     if isinstance(got, str):
         return _fail("multi-allocate", got)
     sols, final = got
     allocated, failed, placements = [], [], []
-    by_name = {inst.name: inst for _, inst in records}
-    for name, sol in sols:
+    for (r, inst), (name, sol) in zip(records, sols, strict=True):
         if sol.solution is None:
             failed.append((name, _info(sol)))
             continue
         pl = sol.solution
-        allocated.append((name, list(pl.node_names)))
-        placements.append(NewPlacement(by_name[name], pl.primary, pl.secondary))
+        allocated.append((r.name, list(pl.node_names)))
+        placements.append(NewPlacement(inst, pl.primary, pl.secondary))
     info, result = multi_allocate_response(allocated, failed)
     return Answer(
         True,

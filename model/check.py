@@ -201,9 +201,11 @@ def _place(
     secondary: str | None,
     strict: bool,
     unchecked: frozenset[str] = frozenset(),
+    disk_unchecked: frozenset[str] = frozenset(),
 ) -> tuple[ClusterState, list[Violation]]:
     """Add an instance on its nodes, listing every failed check; apply it regardless.
-    Roles in `unchecked` (a node keeping its role in a move) are not checked again."""
+    Roles in `unchecked` (a node keeping its role in a move) are not checked again, roles in
+    `disk_unchecked` not for disk (htools' failover off an offline primary)."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
         return state, []
     if secondary == primary or not d.has_secondary:
@@ -214,6 +216,8 @@ def _place(
         if role in unchecked:
             continue
         shortfalls = [s for r, _, s in found if r == role and s.kind != "template"]
+        if role in disk_unchecked:
+            shortfalls = [s for s in shortfalls if s.kind not in ("disk", "disk_reserve")]
         node = primary if role == PRIMARY else secondary
         out += [_shortfall_violation(x, node, d.name, role) for x in _distinct(shortfalls)]
     return state.placed(d, primary, secondary), out
@@ -329,6 +333,23 @@ def _resolve_move(inst: Instance, mv: Move) -> tuple[str, str | None]:
     return mv.primary, inst.secondary
 
 
+def _offline_failover(
+    evacuation: bool,
+    inst: Instance,
+    primary: str,
+    secondary: str | None,
+    nodes: Mapping[str, Any],
+) -> bool:
+    """An evacuation's drbd failover off an offline primary (which becomes the secondary)."""
+    return (
+        evacuation
+        and inst.mirrored
+        and (primary, secondary) == (inst.secondary, inst.primary)
+        and inst.primary in nodes
+        and nodes[inst.primary].offline
+    )
+
+
 def check_moves(
     cluster: Cluster | ClusterState,
     moves: Sequence[Move | tuple],
@@ -408,8 +429,14 @@ def check_moves(
                     "not_movable", f"{inst.disk_template} instances cannot move", None, d.name
                 )
             )
-        violations += _target_violations(powered, primary, d.name, "primary")
-        violations += _target_violations(powered, secondary, d.name, "secondary")
+        keeps_primary = evacuation and primary == inst.primary
+        keeps_secondary = evacuation and secondary is not None and secondary == inst.secondary
+        # a failover off an offline primary leaves it the secondary, disks not checked
+        keeps_secondary |= _offline_failover(evacuation, inst, primary, secondary, nodes)
+        if not keeps_primary:
+            violations += _target_violations(powered, primary, d.name, "primary")
+        if not keeps_secondary:
+            violations += _target_violations(powered, secondary, d.name, "secondary")
         violations += _pair_violations(powered, d, primary, secondary)
         if primary != inst.primary and primary in nodes:
             if check_migration(nodes[inst.primary], nodes[primary]) is not None:
@@ -429,6 +456,9 @@ def check_moves(
         state = state.remove(inst.name)
     for inst, d, primary, secondary in resolved:
         kept = frozenset()
+        no_disk = frozenset()
+        if _offline_failover(evacuation, inst, primary, secondary, nodes):
+            no_disk = frozenset({SECONDARY})
         if evacuation:
             kept = frozenset(
                 role
@@ -438,7 +468,7 @@ def check_moves(
                 )
                 if old is not None and old == new
             )
-        state, found = _place(state, d, primary, secondary, strict, kept)
+        state, found = _place(state, d, primary, secondary, strict, kept, no_disk)
         violations += found
     nodes = state.nodes
 

@@ -165,6 +165,9 @@ def cluster(
         cluster_tags.append("htools:nlocation:power")
     if migration:
         cluster_tags += ["htools:migration:hv", "htools:allowmigration:hv:old::hv:new"]
+    if all(g["alloc_policy"] == "unallocable" for g in nodegroups.values()):
+        # every group unallocable makes the cluster vacuously "dedicated" for hail
+        next(iter(nodegroups.values()))["alloc_policy"] = "preferred"
     instances: dict[str, Any] = {}
     for n in names:
         shape = shape_of[n]
@@ -339,10 +342,20 @@ def node_evacuate(rng: random.Random, data: dict[str, Any]) -> dict[str, Any] | 
 
 
 def change_group(rng: random.Random, data: dict[str, Any]) -> dict[str, Any] | None:
+    """1-3 instances of one group to any other group, a named group, or (rarely) their own."""
     if len(data["nodegroups"]) < 2 or not data["instances"]:
         return None
-    names = rng.sample(sorted(data["instances"]), k=min(len(data["instances"]), rng.randint(1, 3)))
-    targets = rng.choice(([], [rng.choice(_group_names(data))]))
+    group_of = {n: v["group"] for n, v in data["nodes"].items()}
+    by_group: dict[str, list[str]] = {}
+    for name, inst in sorted(data["instances"].items()):
+        by_group.setdefault(group_of[inst["nodes"][0]], []).append(name)
+    uuid = rng.choice(sorted(by_group))
+    names = rng.sample(by_group[uuid], k=min(len(by_group[uuid]), rng.randint(1, 3)))
+    others = [g["name"] for u, g in data["nodegroups"].items() if u != uuid]
+    r = rng.random()
+    targets = (
+        [] if r < 0.5 else [rng.choice(others)] if r < 0.9 else [data["nodegroups"][uuid]["name"]]
+    )
     data["request"] = {"type": "change-group", "instances": names, "target_groups": targets}
     return data
 
@@ -366,16 +379,26 @@ REQUEST_KINDS = (
 )
 
 
+#: request kinds by seed (`for_seed`): every kind, allocate four times as often
+KIND_CYCLE = REQUEST_KINDS + ("allocate",) * 3
+
+
+def for_seed(seed: int) -> dict[str, Any]:
+    """The random request of a seed: its kind cycles through KIND_CYCLE."""
+    return random_request(random.Random(seed), KIND_CYCLE[seed % len(KIND_CYCLE)])
+
+
 def random_request(rng: random.Random, kind: str | None = None) -> dict[str, Any]:
     """One random cluster and request (of `kind`, or any)."""
     while True:
-        k = kind or rng.choice(REQUEST_KINDS + ("allocate",) * 3)
+        k = kind or rng.choice(KIND_CYCLE)
         groups = rng.choice((1, 1, 2, 3))
         n_nodes = rng.randint(max(2, groups * 2), 14)
         templates = rng.choice(
             (ALL_TEMPLATES, ("plain", "drbd"), ("drbd",), ("ext", "rbd"), SHARED_TEMPLATES)
         )
-        data = cluster(rng, n_nodes, groups=groups, templates=templates)
+        fill = rng.choice((0.1, 0.25, 0.4, None))
+        data = cluster(rng, n_nodes, groups=groups, templates=templates, fill=fill)
         if k == "allocate":
             t = rng.choice(ALLOCATE_TEMPLATES)
             return allocate(rng, data, t)

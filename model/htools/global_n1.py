@@ -58,33 +58,50 @@ class _Plan:
     recreate: tuple[str, ...]  # sorted by memory, largest first
 
 
-def _plan(state: ClusterState, node: str) -> _Plan:
+def _plan(state: ClusterState, node: str, alias: Mapping[str, str] | None = None) -> _Plan:
+    alias = alias or {}
     drbd, shared, other = [], [], []
     for name in primaries_in_htools_order(state.nodes[node]):
-        t = state.demands[name].disk_template
+        t = state.demands[alias.get(name, name)].disk_template
         if t == "drbd":
             drbd.append(name)
         elif t in GLOBAL_N1_MOVABLE:
             shared.append(name)
         else:
             other.append(name)
-    other.sort(key=lambda n: -state.demands[n].memory_mib)
+    other.sort(key=lambda n: -state.demands[alias.get(n, n)].memory_mib)
     return _Plan(tuple(drbd), tuple(shared), tuple(other))
 
 
 def can_evacuate(
-    state: ClusterState, node: str, scope: Sequence[str], cache: RowCache | None = None
+    state: ClusterState,
+    node: str,
+    scope: Sequence[str],
+    cache: RowCache | None = None,
+    alias: Mapping[str, str] | None = None,
 ) -> str | None:
-    """canEvacuateNode: None when the node's instances can all go elsewhere, else why not."""
+    """canEvacuateNode: None when the node's instances can all go elsewhere, else why not.
+
+    `alias` maps an instance to the record htools finds for it (see `GreedyN1Check`); the
+    simulation moves records, so a record listed twice is found where the first move left it.
+    """
     cache = cache or RowCache()
     nodes = dict(state.nodes)
-    plan = _plan(state, node)
+    alias = alias or {}
+    plan = _plan(state, node, alias)
+    where: dict[str, tuple[str, str | None]] = {}
+
+    def located(name: str) -> tuple[str, tuple[str, str | None]]:
+        key = alias.get(name, name)
+        return key, where.get(key, state.locations[key])
+
     for name in plan.drbd:
-        p, s = state.locations[name]
-        r = apply_move(nodes, state.demands[name], p, s, MoveKind.FAILOVER, force=True)
+        key, (p, s) = located(name)
+        r = apply_move(nodes, state.demands[key], p, s, MoveKind.FAILOVER, force=True)
         if isinstance(r, FailMode):
             return f"failover of {name} to {s}: {r}"
         nodes.update(r.nodes)
+        where[key] = (r.primary, r.secondary)
     group = state.nodes[node].group_uuid
     group_nodes = [n for n in scope if state.nodes[n].group_uuid == group]
     escape = [n for n in group_nodes if n != node]
@@ -92,10 +109,10 @@ def can_evacuate(
     done = 0
     for name in plan.shared:
         done += 1
-        p, s = state.locations[name]
+        key, (p, s) = located(name)
         r = node_evac_instance(
             nodes,
-            state.demands[name],
+            state.demands[key],
             p,
             s,
             CHANGE_PRIMARY,
@@ -108,10 +125,11 @@ def can_evacuate(
         if isinstance(r, str):
             return f"move of {name}: {r}"
         nodes.update(r.nodes)
+        where[key] = (r.primary, r.secondary)
     policy = state.cluster.group(group).ipolicy
     for name in plan.recreate:
         done += 1
-        d = state.demands[name]
+        d = state.demands[alias.get(name, name)]
         chosen = _recreate(nodes, d, escape, scope, policy, cache, need_choice=done < steps)
         if chosen is None:
             return f"re-creation of {name}: no node can take it"
@@ -187,7 +205,14 @@ def _dependencies(state: ClusterState, node: str, scope: Sequence[str]) -> _Depe
 
 
 class GreedyN1Check:
-    """The greedy check prepared on one cluster and node list (see module docstring)."""
+    """The greedy check prepared on one cluster and node list (see module docstring).
+
+    One htools quirk is kept: allocating into a named group (`group_name`), hail runs the
+    check with the group's instances only and numbers the new instance after them, so it
+    takes the number of the instance that many places into the cluster's list. When that
+    instance's primary is in the group, the check finds the *new* instance's record under its
+    number: evacuating its node moves the new instance instead (docs/hail.md, "Global N+1").
+    """
 
     def __init__(self, base: ClusterState, scope: Sequence[str]):
         self.base = base
@@ -195,6 +220,12 @@ class GreedyN1Check:
         self.cache = RowCache()
         self._base_verdict: dict[str, str | None] = {}
         self._deps: dict[str, _Dependencies] = {}
+        in_scope = set(self.scope)
+        names = list(base.demands)
+        k = sum(1 for n in names if base.locations[n][0] in in_scope)
+        self.shadowed = (
+            names[k] if k < len(names) and base.locations[names[k]][0] in in_scope else None
+        )
 
     def _base(self, node: str) -> str | None:
         if node not in self._base_verdict:
@@ -208,15 +239,17 @@ class GreedyN1Check:
 
     def verdict(self, placement: Placement) -> N1Verdict:
         changed = set(placement.nodes)
-        after: ClusterState | None = None
+        after = state_after(self.base, placement)
+        alias: dict[str, str] = {}
+        if self.shadowed is not None and self.shadowed != placement.demand.name:
+            alias[self.shadowed] = placement.demand.name
+            changed |= {n for n in self.base.locations[self.shadowed] if n is not None}
         for node in self.scope:
             deps = self._depends(node)
             if node not in changed and not deps.whole_list and not (deps.nodes & changed):
                 why = self._base(node)
             else:
-                if after is None:
-                    after = state_after(self.base, placement)
-                why = can_evacuate(after, node, self.scope, self.cache)
+                why = can_evacuate(after, node, self.scope, self.cache, alias)
             if why is not None:
                 return N1Verdict(False, node, f"node {node} cannot be evacuated: {why}")
         return N1Verdict(True)

@@ -225,9 +225,10 @@ class ListScores:
         on = self.matrix[self.online]
         off = self.matrix[~self.online]
         # two passes, folded left to right (cumsum is sequential), as getStdDevStatistics
-        sums_on = np.cumsum(on, axis=0)[-1] if n_on else np.zeros(len(NUMERIC))
-        sums_off = np.cumsum(off, axis=0)[-1] if len(off) else np.zeros(len(NUMERIC))
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(all="ignore"):
+            sums_on = np.cumsum(on, axis=0)[-1] if n_on else np.zeros(len(NUMERIC))
+            sums_off = np.cumsum(off, axis=0)[-1] if len(off) else np.zeros(len(NUMERIC))
+        with np.errstate(all="ignore"):
             mean = sums_on / float(n_on) if n_on else np.zeros(len(NUMERIC))
             dev = on - mean
             m2 = np.cumsum(dev * dev, axis=0)[-1] if n_on else np.zeros(len(NUMERIC))
@@ -237,7 +238,8 @@ class ListScores:
         self.values = np.where(_NUMERIC_SD, _sqrt(self.var), self.sums)
         self.pooled = _pool([m for m, o in zip(self.maps, self.online, strict=True) if o])
         self.map_value = float(sum(self.pooled.values()) - len(self.pooled))
-        col2 = np.where(self.online[:, None] == _NUMERIC_ONLINE[None, :], self.matrix**2, 0.0)
+        with np.errstate(all="ignore"):
+            col2 = np.where(self.online[:, None] == _NUMERIC_ONLINE[None, :], self.matrix**2, 0.0)
         self.scale2 = col2.max(axis=0) if self.n else np.zeros(len(NUMERIC))
         self.score = 0.0 if self.empty else self._total(self.values, self.map_value)
 
@@ -276,8 +278,9 @@ class ListScores:
         if self.empty or not len(changes):
             return out
         chunk = max(1, 2_000_000 // max(1, self.n))
-        for start in range(0, len(changes), chunk):
-            out[start : start + chunk] = self._exact_chunk(changes[start : start + chunk])
+        with np.errstate(all="ignore"):  # IEEE results, as Haskell's (NaN, ±Inf)
+            for start in range(0, len(changes), chunk):
+                out[start : start + chunk] = self._exact_chunk(changes[start : start + chunk])
         return out
 
     def _exact_chunk(self, changes: Sequence[Change]) -> np.ndarray:
@@ -336,7 +339,7 @@ class ListScores:
         old = np.where(rel, self.matrix[pos], 0.0)
         new = np.where(rel, new, 0.0)
         n = self.count
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        with np.errstate(all="ignore"):
             mean = np.tile(self.mean, (c, 1))
             m2 = np.tile(self.var * n, (c, 1))
             for w in range(width):

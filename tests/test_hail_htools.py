@@ -319,12 +319,22 @@ def test_named_group_check_sees_the_new_instance_twice(ganeti, tmp_path):
     group's instances, where another instance of the group sits; that instance's node then
     evacuates the new instance instead (random case 226: without the quirk exalloc refused
     new-2 with FailN1 where hail placed it)."""
+    from model.backends.iallocator import new_instance
+    from model.htools.allocate import AllocOptions, placed, try_group_alloc
     from model.htools.global_n1 import GreedyN1Check
 
     path = _random_case(226, tmp_path)
     inp = load_request(path)
+    req = inp.request
     states = node_states(inp.cluster)
-    group = inp.cluster.group(inp.request.group_name)
+    group = inp.cluster.group(req.group_name)
     scope = [n for n, st in states.nodes.items() if st.group_uuid == group.uuid]
-    assert GreedyN1Check(states, scope).shadowed is not None
+    shadowed = []
+    for r in req.instances:
+        shadowed.append(GreedyN1Check(states, scope).shadowed)
+        inst = new_instance(r)
+        opts = AllocOptions(capacity_check("greedy"))
+        sol = try_group_alloc(opts, states, req.group_name, states.demand(inst), r.required_nodes)
+        states = placed(states, sol, inst)
+    assert shadowed[2] is not None
     assert exalloc_hail([str(path)]) == real_hail(ganeti, [str(path)])

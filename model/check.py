@@ -241,6 +241,7 @@ def check_allocation(
     strict: bool = True,
     group: str | None = None,
     requested_group: str | None = None,
+    hosting: Iterable[str] = (),
 ) -> CheckReport:
     """Check new instances placed on chosen nodes, in order (hail allocate/multi-allocate).
 
@@ -248,6 +249,8 @@ def check_allocation(
     (name or uuid) restricts the score to that group, as hail's score with `group_name`.
     An unallocable group is allowed when it is `requested_group` (name or uuid): the policy
     keeps hail from *choosing* a group, a request naming it is served there (docs/hail.md).
+    Nodes in `hosting` already host the instance (allocate-secondary's primary): whether
+    they are online is not this placement's choice, so only their resources are checked.
 
     Objectives: `score` (after) and `score_before`; per placement, hail's dedicated metric
     `placement_metrics` = [(lost vector, remaining f_dsk of its nodes)] taken in sequence;
@@ -271,8 +274,11 @@ def check_allocation(
                 Violation("duplicate_instance", "instance name already in use", None, d.name)
             )
         seen.add(d.name)
-        violations += _target_violations(states, pl.primary, d.name, "primary")
-        violations += _target_violations(states, pl.secondary, d.name, "secondary")
+        kept = set(hosting)
+        if pl.primary not in kept:
+            violations += _target_violations(states, pl.primary, d.name, "primary")
+        if pl.secondary not in kept:
+            violations += _target_violations(states, pl.secondary, d.name, "secondary")
         violations += _pair_violations(states, d, pl.primary, pl.secondary)
         violations += _policy_violations(states, d, pl.primary)
         if pl.primary in state.nodes:
@@ -429,7 +435,9 @@ def check_moves(
                     "not_movable", f"{inst.disk_template} instances cannot move", None, d.name
                 )
             )
-        keeps_primary = evacuation and primary == inst.primary
+        # an evacuation's failover makes the secondary the primary: hail (like Ganeti's
+        # failover) does not ask whether that node is online
+        keeps_primary = evacuation and primary in (inst.primary, inst.secondary)
         keeps_secondary = evacuation and secondary is not None and secondary == inst.secondary
         # a failover off an offline primary leaves it the secondary, disks not checked
         keeps_secondary |= _offline_failover(evacuation, inst, primary, secondary, nodes)

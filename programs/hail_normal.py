@@ -19,6 +19,9 @@ from model.htools.capacity import capacity_check
 from model.htools.requests import Answer, NewPlacement, process
 from model.state import ClusterState, node_states
 
+#: violations that mean hail chose a node Ganeti cannot use (exalloc then declines)
+UNUSABLE = frozenset({"offline_node", "drained_node", "not_vm_capable"})
+
 
 def answer_normal(
     inp: IAllocatorInput,
@@ -36,6 +39,13 @@ def answer_normal(
     objectives: dict[str, Any] = {}
     if ans.success:
         report = check_answer(inp, ans)
+        unusable = [v for v in report.violations if v.kind in UNUSABLE]
+        if unusable and len(unusable) == len(report.violations):
+            # hail's allocate-secondary does not filter offline nodes; exalloc does not
+            # print a node Ganeti cannot use (docs/hail.md, "Allocate-secondary")
+            why = "; ".join(str(v) for v in unusable)
+            info = f"{ans.info}; exalloc declines: {why}"
+            return ans, response_json(False, info, []), {}
         report.raise_if_failed()
         objectives = {k: v for k, v in report.objectives.items() if k in ("score", "moves")}
     return ans, response_json(ans.success, ans.info, ans.result), objectives
@@ -46,7 +56,8 @@ def check_answer(inp: IAllocatorInput, ans: Answer) -> CheckReport:
     (on the nodes they use), moves one instance at a time with `check_moves`."""
     states = node_states(inp.cluster)
     if ans.kind == "allocate-secondary":
-        return _check_new(states.remove(ans.placements[0].instance.name), ans.placements, ans)
+        pl = ans.placements[0]
+        return _check_new(states.remove(pl.instance.name), ans.placements, ans, (pl.primary,))
     if ans.placements:
         return _check_new(states, ans.placements, ans)
     violations: list[Violation] = []
@@ -63,7 +74,10 @@ def check_answer(inp: IAllocatorInput, ans: Answer) -> CheckReport:
 
 
 def _check_new(
-    states: ClusterState, placements: Sequence[NewPlacement], ans: Answer
+    states: ClusterState,
+    placements: Sequence[NewPlacement],
+    ans: Answer,
+    hosting: Sequence[str] = (),
 ) -> CheckReport:
     used = {n for p in placements for n in (p.primary, p.secondary) if n is not None}
     view = replace(states, nodes={n: st for n, st in states.nodes.items() if n in used})
@@ -72,5 +86,6 @@ def _check_new(
         [(p.instance, p.primary, p.secondary) for p in placements],
         strict=ans.strict,
         requested_group=ans.requested_group,
+        hosting=hosting,
     )
     return CheckReport(report.violations, {})

@@ -169,29 +169,47 @@ def cluster(
         # every group unallocable makes the cluster vacuously "dedicated" for hail
         next(iter(nodegroups.values()))["alloc_policy"] = "preferred"
     instances: dict[str, Any] = {}
+    targets = {
+        n: fill if fill is not None else rng.choice((0.0, 0.1, 0.3, 0.5, 0.7, 0.9)) for n in names
+    }
+    failover: dict[tuple[str, str], int] = {}  # (secondary, primary) -> memory to take over
+
+    def takes(sec: str, n: str, size: tuple[int, int, int]) -> bool:
+        """Room on `sec` for the disk and, once its own fill is there, for failing over
+        every drbd instance of `n` it backs (so most clusters are N+1 redundant)."""
+        cap = shape_of[sec]
+        if used[sec]["disk"] + size[1] + 1024 > cap.disk_mib:
+            return False
+        own = max(used[sec]["mem"], targets[sec] * cap.memory_mib)
+        return own + failover.get((sec, n), 0) + size[0] < 0.9 * cap.memory_mib
+
     for n in names:
         shape = shape_of[n]
-        target = fill if fill is not None else rng.choice((0.0, 0.1, 0.3, 0.5, 0.7, 0.9))
+        target = targets[n]
         k = 0
         while used[n]["mem"] < target * shape.memory_mib and k < 40:
             template = rng.choice(templates)
-            size = rng.choice(INSTANCE_SIZES)
-            if used[n]["mem"] + size[0] > shape.memory_mib * 0.95:
+            room = min(target * 1.1 * shape.memory_mib + 512, shape.memory_mib * 0.95)
+            sizes = [z for z in INSTANCE_SIZES if used[n]["mem"] + z[0] <= room]
+            if not sizes:
                 break
+            size = rng.choice(sizes)
             nodes = [n]
             if template == "drbd":
                 peers = [m for m in names if m != n and group_of[m] == group_of[n]]
                 if not peers:
                     template = "plain"
                 else:
-                    sec = rng.choice(peers)
-                    if used[sec]["disk"] + size[1] + 512 > shape_of[sec].disk_mib:
+                    tries = [rng.choice(peers) for _ in range(4)]
+                    sec = next((m for m in tries if takes(m, n, size)), None)
+                    if sec is None:
                         template = "ext"
                     else:
                         nodes.append(sec)
-            local = template in ("plain", "drbd")
-            if local and used[n]["disk"] + size[1] + 512 > shape.disk_mib:
+                        failover[(sec, n)] = failover.get((sec, n), 0) + size[0]
+            if template in ("plain", "drbd") and used[n]["disk"] + size[1] + 512 > shape.disk_mib:
                 template, nodes = "ext", [n]
+            local = template in ("plain", "drbd")
             itags = ["svc:web"] if exclusion and rng.random() < 0.2 else []
             inst = _instance(rng, template, nodes, size=size, tags=itags)
             if odd:
@@ -398,6 +416,8 @@ def random_request(rng: random.Random, kind: str | None = None) -> dict[str, Any
             (ALL_TEMPLATES, ("plain", "drbd"), ("drbd",), ("ext", "rbd"), SHARED_TEMPLATES)
         )
         fill = rng.choice((0.1, 0.25, 0.4, None))
+        if k == "allocate-secondary":  # the whole cluster must stay N+1 redundant
+            fill = rng.choice((0.05, 0.1, 0.2))
         data = cluster(rng, n_nodes, groups=groups, templates=templates, fill=fill)
         if k == "allocate":
             t = rng.choice(ALLOCATE_TEMPLATES)

@@ -20,14 +20,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from model.cluster import NodeGroup
 from model.htools.capacity import CapacityCheck, NoCapacityCheck, Placement
-from model.htools.metrics import RowCache, list_stats, score_of, update_stats
+from model.htools.metrics import RowCache, list_stats, pair_scores, update_stats
 from model.htools.metrics import _haskell_sorted as haskell_sorted
 from model.htools.solutions import AllocSolution, annotated, choose, group_lines, sum_allocs
 from model.resources import (
     FailMode,
     InstanceDemand,
+    NodeState,
     add_primary,
     add_secondary,
     pair_location_score,
@@ -97,14 +100,12 @@ def _policy(state: ClusterState, node: str):
     return state.cluster.group(state.nodes[node].group_uuid).ipolicy
 
 
-def _hail_order(scores: Sequence[float]) -> Iterator[int]:
+def _hail_order(scores: np.ndarray) -> Iterator[int]:
     """Indices in hail's sorted order: score ascending, equal scores the later first."""
-    if all(math.isfinite(x) for x in scores):
-        yield from sorted(range(len(scores)), key=lambda i: (scores[i], -i))
+    if np.all(np.isfinite(scores)):
+        yield from np.lexsort((-np.arange(len(scores)), scores)).tolist()
     else:
-        import numpy as np
-
-        yield from (i for i, _ in haskell_sorted(np.array(scores, dtype=float)))
+        yield from (i for i, _ in haskell_sorted(np.asarray(scores, dtype=float)))
 
 
 def try_alloc(
@@ -176,11 +177,20 @@ def _try_pairs(
     check: Any,
     cache: RowCache,
 ) -> AllocSolution:
+    """Every (primary, secondary): the policy, the primary's and the secondary's add checks,
+    and hail's incremental score; per primary, its placements consulted in score order.
+
+    A secondary's new state depends on the primary only through the failover memory it
+    already reserves for it, so each secondary is added once "generically" (its components,
+    hence the scores, are exact) and again for the primaries it has peers for; the node
+    states of a placement are made for the placements hail consults only."""
     sts = [state.nodes[n] for n in scope]
     base = list_stats([cache.row(s) for s in sts], [not s.offline for s in sts])
     total = AllocSolution()
     policy_verdicts: dict[tuple[str, bool], FailMode | None] = {}
-    generic_secondary: dict[str, Any] = {}
+    generic: dict[str, NodeState | FailMode] = {}
+    vectors: dict[str, np.ndarray] = {}
+
     for p, secondaries in pairs:
         pst = state.nodes[p]
         key = (pst.group_uuid, pst.exclusive_storage)
@@ -191,8 +201,12 @@ def _try_pairs(
             failures[policy_verdicts[key]] += len(secondaries)
             total = sum_allocs(total, AllocSolution(failures))
             continue
-        after_p: dict[int, Any] = {}  # location score -> new primary state or failure
-        ok: list[Placement] = []
+        after_p: dict[int, Any] = {}  # location score -> (new primary, its stats) or failure
+        ok_s: list[str] = []
+        ok_loc: list[int] = []
+        ok_online: list[bool] = []
+        old_rows: list[np.ndarray] = []
+        new_rows: list[np.ndarray] = []
         for s in secondaries:
             sst = state.nodes[s]
             loc = pair_location_score(pst, sst)
@@ -201,28 +215,55 @@ def _try_pairs(
                 after_p[loc] = (
                     new_p
                     if isinstance(new_p, FailMode)
-                    else (new_p, update_stats(base, cache.row(pst), cache.row(new_p), True))
+                    else (
+                        new_p,
+                        update_stats(base, cache.row(pst), cache.row(new_p), not pst.offline),
+                    )
                 )
             got = after_p[loc]
             if isinstance(got, FailMode):
                 failures[got] += 1
                 continue
-            new_p, stats_p = got
-            if p in dict(sst.peers):
+            if sst.peer_memory_mib(p):
                 new_s = add_secondary(sst, d, p)
             else:
-                if s not in generic_secondary:
-                    generic_secondary[s] = add_secondary(sst, d, p)
-                new_s = generic_secondary[s]
+                if s not in generic:
+                    generic[s] = add_secondary(sst, d, "")
+                new_s = generic[s]
             if isinstance(new_s, FailMode):
                 failures[new_s] += 1
                 continue
-            if new_s.name != s:  # pragma: no cover - defensive
-                raise AssertionError(s)
-            stats = update_stats(stats_p, cache.row(sst), cache.row(new_s), True)
-            ok.append(Placement(d, p, s, {p: new_p, s: new_s}, score_of(stats)))
-        order = list(_hail_order([pl.score for pl in ok]))
-        sol = choose((ok[i] for i in order), len(ok), failures, check)
+            if s not in vectors:
+                vectors[s] = cache.change((0,), (sst,)).vectors[0]
+            ok_s.append(s)
+            ok_online.append(not sst.offline)
+            ok_loc.append(loc)
+            old_rows.append(vectors[s])
+            new_rows.append(cache.change((0,), (new_s,)).vectors[0])
+        if not ok_s:
+            total = sum_allocs(total, AllocSolution(failures))
+            continue
+        scores = np.empty(len(ok_s))
+        old_m, new_m = np.array(old_rows), np.array(new_rows)
+        locs = np.array(ok_loc)
+        for loc, got in after_p.items():
+            if isinstance(got, FailMode):
+                continue
+            sel = np.flatnonzero(locs == loc)
+            if len(sel):
+                online = np.array(ok_online)[sel]
+                scores[sel] = pair_scores(got[1], old_m[sel], new_m[sel], online)
+
+        def ranked(
+            p=p, ok_s=ok_s, ok_loc=ok_loc, scores=scores, after_p=after_p
+        ) -> Iterator[Placement]:
+            for i in _hail_order(scores):
+                s = ok_s[i]
+                new_p = after_p[ok_loc[i]][0]
+                new_s = add_secondary(state.nodes[s], d, p)
+                yield Placement(d, p, s, {p: new_p, s: new_s}, float(scores[i]))
+
+        sol = choose(ranked(), len(ok_s), failures, check)
         total = sum_allocs(total, sol)
     return total
 

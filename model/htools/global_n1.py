@@ -79,11 +79,17 @@ def can_evacuate(
     scope: Sequence[str],
     cache: RowCache | None = None,
     alias: Mapping[str, str] | None = None,
+    *,
+    shortcut: bool = True,
+    found: dict | None = None,
 ) -> str | None:
     """canEvacuateNode: None when the node's instances can all go elsewhere, else why not.
 
     `alias` maps an instance to the record htools finds for it (see `GreedyN1Check`); the
     simulation moves records, so a record listed twice is found where the first move left it.
+    With `shortcut`, after the failovers a node of the group that could take *all* the
+    remaining instances at once settles it: every greedy choice then finds room, whatever
+    the scores (`_absorbers`). `found` receives those nodes ("absorbers").
     """
     cache = cache or RowCache()
     nodes = dict(state.nodes)
@@ -102,9 +108,18 @@ def can_evacuate(
             return f"failover of {name} to {s}: {r}"
         nodes.update(r.nodes)
         where[key] = (r.primary, r.secondary)
+    if not plan.shared and not plan.recreate:
+        return None
     group = state.nodes[node].group_uuid
     group_nodes = [n for n in scope if state.nodes[n].group_uuid == group]
     escape = [n for n in group_nodes if n != node]
+    policy = state.cluster.group(group).ipolicy
+    if shortcut and not alias:
+        absorbers = _absorbers(state, nodes, node, plan, escape, policy)
+        if found is not None:
+            found["absorbers"] = absorbers
+        if absorbers:
+            return None
     steps = len(plan.shared) + len(plan.recreate)
     done = 0
     for name in plan.shared:
@@ -126,7 +141,6 @@ def can_evacuate(
             return f"move of {name}: {r}"
         nodes.update(r.nodes)
         where[key] = (r.primary, r.secondary)
-    policy = state.cluster.group(group).ipolicy
     for name in plan.recreate:
         done += 1
         d = state.demands[alias.get(name, name)]
@@ -135,6 +149,48 @@ def can_evacuate(
             return f"re-creation of {name}: no node can take it"
         nodes.update(chosen)
     return None
+
+
+#: absorbers kept per node: a placement changes two nodes, so three always leave one
+ABSORBERS = 3
+
+
+def _absorbers(
+    state: ClusterState,
+    nodes: Mapping[str, NodeState],
+    node: str,
+    plan: _Plan,
+    escape: Sequence[str],
+    policy,
+) -> tuple[str, ...]:
+    """Nodes of `escape` that pass every hard check for all of the node's instances to move
+    or re-create at once: memory (unallocated above their total), local disk for re-created
+    plain instances, migration tags for moved ones, the policy for re-created ones. Each
+    greedy step adds one instance to one target, so such a node always has room for the next
+    instance: the evacuation succeeds whatever htools' scores choose (docs/hail.md)."""
+    moved = [state.demands[n] for n in plan.shared]
+    made = [state.demands[n] for n in plan.recreate]
+    if any(policy_shortfall(d, policy, False) is not None for d in made):
+        return ()
+    memory = sum(d.memory_mib for d in (*moved, *made) if d.uses_memory)
+    local = [d for d in made if d.uses_local_storage]
+    disk = sum(d.disk_mib for d in local)
+    source = nodes[node]
+    out: list[str] = []
+    for t in escape:
+        st = nodes[t]
+        if memory and st.unallocated_memory_mib <= memory:
+            continue
+        if local and st.free_disk_mib <= disk:
+            continue
+        if made and st.exclusive_storage:
+            continue
+        if moved and not source.migration_tags <= st.receivable_migration_tags:
+            continue
+        out.append(t)
+        if len(out) == ABSORBERS:
+            break
+    return tuple(out)
 
 
 def _recreate(
@@ -204,8 +260,24 @@ def _dependencies(state: ClusterState, node: str, scope: Sequence[str]) -> _Depe
     return _Dependencies(frozenset(deps), whole)
 
 
+@dataclass(frozen=True)
+class _Base:
+    """A node's evacuation on the cluster before the placement."""
+
+    why: str | None  # the verdict (None: evacuable)
+    touched: frozenset[str]  # itself and the nodes its drbd failovers use
+    absorbers: tuple[str, ...]  # nodes that could take all its other instances
+    deps: _Dependencies
+    work: bool  # it has instances to move or re-create
+
+
 class GreedyN1Check:
     """The greedy check prepared on one cluster and node list (see module docstring).
+
+    Every node's evacuation is simulated once on the cluster before the placement. For a
+    candidate placement (which changes one or two nodes), a node is simulated again only if
+    its result can differ: the placement touches the node or its failover peers, or it has
+    no absorber left unchanged and the placement changes a node its simulation reads.
 
     One htools quirk is kept: allocating into a named group (`group_name`), hail runs the
     check with the group's instances only and numbers the new instance after them, so it
@@ -217,42 +289,80 @@ class GreedyN1Check:
     def __init__(self, base: ClusterState, scope: Sequence[str]):
         self.base = base
         self.scope = tuple(scope)
+        self.order = {n: i for i, n in enumerate(self.scope)}
         self.cache = RowCache()
-        self._base_verdict: dict[str, str | None] = {}
-        self._deps: dict[str, _Dependencies] = {}
         in_scope = set(self.scope)
         names = list(base.demands)
         k = sum(1 for n in names if base.locations[n][0] in in_scope)
         self.shadowed = (
             names[k] if k < len(names) and base.locations[names[k]][0] in in_scope else None
         )
+        self._nodes: dict[str, _Base] | None = None
 
-    def _base(self, node: str) -> str | None:
-        if node not in self._base_verdict:
-            self._base_verdict[node] = can_evacuate(self.base, node, self.scope, self.cache)
-        return self._base_verdict[node]
-
-    def _depends(self, node: str) -> _Dependencies:
-        if node not in self._deps:
-            self._deps[node] = _dependencies(self.base, node, self.scope)
-        return self._deps[node]
+    def _analyse(self) -> dict[str, _Base]:
+        if self._nodes is not None:
+            return self._nodes
+        out: dict[str, _Base] = {}
+        self.by_touch: dict[str, list[str]] = {}
+        for node in self.scope:
+            found: dict = {}
+            why = can_evacuate(self.base, node, self.scope, self.cache, found=found)
+            plan = _plan(self.base, node)
+            touched = {node}
+            for name in plan.drbd:
+                touched.update(n for n in self.base.locations[name] if n is not None)
+            info = _Base(
+                why,
+                frozenset(touched),
+                found.get("absorbers", ()),
+                _dependencies(self.base, node, self.scope),
+                bool(plan.shared or plan.recreate),
+            )
+            out[node] = info
+            for t in touched:
+                self.by_touch.setdefault(t, []).append(node)
+        self.failing = [n for n in self.scope if out[n].why is not None]
+        self.fragile = [n for n in self.scope if out[n].work and len(out[n].absorbers) < ABSORBERS]
+        self._nodes = out
+        return out
 
     def verdict(self, placement: Placement) -> N1Verdict:
+        info = self._analyse()
         changed = set(placement.nodes)
-        after = state_after(self.base, placement)
         alias: dict[str, str] = {}
         if self.shadowed is not None and self.shadowed != placement.demand.name:
             alias[self.shadowed] = placement.demand.name
             changed |= {n for n in self.base.locations[self.shadowed] if n is not None}
-        for node in self.scope:
-            deps = self._depends(node)
-            if node not in changed and not deps.whole_list and not (deps.nodes & changed):
-                why = self._base(node)
-            else:
-                why = can_evacuate(after, node, self.scope, self.cache, alias)
+        if alias:
+            examine = set(self.scope)
+        else:
+            examine = {x for c in changed for x in self.by_touch.get(c, ())}
+            examine |= changed & set(info)
+            for x in self.fragile:
+                b = info[x]
+                if any(a not in changed for a in b.absorbers):
+                    continue
+                if x in changed or b.deps.whole_list or b.deps.nodes & changed:
+                    examine.add(x)
+        failing = [x for x in self.failing if x not in examine]
+        if failing:
+            node = failing[0]
+            return N1Verdict(False, node, f"node {node} cannot be evacuated: {info[node].why}")
+        if not examine:
+            return N1Verdict(True)
+        after = state_after(self.base, placement)
+        for node in sorted(examine, key=self.order.__getitem__):
+            why = can_evacuate(after, node, self.scope, self.cache, alias)
             if why is not None:
                 return N1Verdict(False, node, f"node {node} cannot be evacuated: {why}")
         return N1Verdict(True)
+
+
+def redundant_after(base: ClusterState, scope: Sequence[str], placement: Placement) -> bool:
+    """The verdict by brute force: every node simulated in full, no shortcut (for tests)."""
+    after = state_after(base, placement)
+    cache = RowCache()
+    return all(can_evacuate(after, n, scope, cache, shortcut=False) is None for n in scope)
 
 
 class GreedyGlobalN1:
@@ -268,4 +378,4 @@ def redundant(state: ClusterState, scope: Sequence[str] | None = None) -> bool:
     """GlobalN1.redundant: every node of `scope` (default: all) can be evacuated."""
     names = tuple(state.nodes) if scope is None else tuple(scope)
     cache = RowCache()
-    return all(can_evacuate(state, n, names, cache) is None for n in names)
+    return all(can_evacuate(state, n, names, cache, shortcut=False) is None for n in names)

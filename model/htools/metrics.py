@@ -142,6 +142,41 @@ def update_stats(stats: Stats, old: Row, new: Row, online: bool) -> Stats:
     return Stats(tuple(out))
 
 
+def pair_scores(
+    stats: Stats, old: np.ndarray, new: np.ndarray, online: np.ndarray | None = None
+) -> np.ndarray:
+    """`score_of(update_stats(stats, old_s, new_s, online_s))` for many secondaries at once
+    (rows of numeric components, `NUMERIC` order): the same IEEE operations per element, so
+    each value is bit for bit the scalar one. The map statistic is unchanged (adding a
+    secondary does not change a node's exclusion-tag counts)."""
+    if stats.empty:
+        return np.zeros(len(old))
+    if online is None:
+        online = np.ones(len(old), dtype=bool)
+    total = 0.0
+    with np.errstate(all="ignore"):
+        for k in range(N_METRICS):
+            value = stats.values[k]
+            if k == MAP_INDEX:
+                total = total + WEIGHTS[k] * stat_value(k, value)
+                continue
+            x = old[:, _COLUMN[k]]
+            y = new[:, _COLUMN[k]]
+            touched = online if ONLINE[k] else ~online
+            if METRICS[k].aggregation == "sum":
+                v = np.where(touched, value + (y - x), value)
+            else:
+                n, sm, var = value
+                ds = y - x
+                dss = y * y - x * x
+                dnnvar = (n * dss - 2 * sm * ds) - ds * ds
+                var2 = var + dnnvar / (n * n)
+                updated = np.sqrt(np.where(0.0 <= var2, var2, 0.0))
+                v = np.where(touched, updated, stat_value(k, value))
+            total = total + WEIGHTS[k] * v
+    return np.broadcast_to(total, (len(old),)).astype(float)
+
+
 def stat_value(k: int, value) -> float:
     """getStatisticValue."""
     if k == MAP_INDEX:

@@ -300,6 +300,8 @@ def _allocate_secondary(
         pl.secondary,
         "allocate-secondary",
         placements=(NewPlacement(pl.demand, pl.primary, pl.secondary),),
+        # the instance stays in its group, whatever that group's allocation policy
+        requested_group=state.nodes[pl.primary].group_uuid,
         strict=not opts.ignore_soft_errors,
         solutions=(sol,),
     )

@@ -24,13 +24,12 @@ import numpy as np
 
 from model.cluster import NodeGroup
 from model.htools.capacity import CapacityCheck, NoCapacityCheck, Placement
-from model.htools.metrics import RowCache, list_stats, pair_scores, update_stats
+from model.htools.metrics import NUMERIC, RowCache, list_stats, pair_scores, update_stats
 from model.htools.metrics import _haskell_sorted as haskell_sorted
 from model.htools.solutions import AllocSolution, annotated, choose, group_lines, sum_allocs
 from model.resources import (
     FailMode,
     InstanceDemand,
-    NodeState,
     add_primary,
     add_secondary,
     pair_location_score,
@@ -181,16 +180,35 @@ def _try_pairs(
     and hail's incremental score; per primary, its placements consulted in score order.
 
     A secondary's new state depends on the primary only through the failover memory it
-    already reserves for it, so each secondary is added once "generically" (its components,
-    hence the scores, are exact) and again for the primaries it has peers for; the node
-    states of a placement are made for the placements hail consults only."""
+    already reserves for that primary, so each secondary is added once "generically" (its
+    components, hence the scores and failures, are exact) and again for the primaries it has
+    peers for; the scores of one primary's secondaries are computed together
+    (`metrics.pair_scores`), and the node states of a placement are made only for the
+    placements hail consults."""
     sts = [state.nodes[n] for n in scope]
     base = list_stats([cache.row(s) for s in sts], [not s.offline for s in sts])
     total = AllocSolution()
     policy_verdicts: dict[tuple[str, bool], FailMode | None] = {}
-    generic: dict[str, NodeState | FailMode] = {}
-    vectors: dict[str, np.ndarray] = {}
-
+    # every possible secondary, added generically once
+    names = list(dict.fromkeys(s for _, ss in pairs for s in ss))
+    at = {n: i for i, n in enumerate(names)}
+    modes: list[FailMode] = list(FailMode)
+    code = np.zeros(len(names), dtype=np.int64)  # 0: fits, else 1 + index in `modes`
+    old_m = np.zeros((len(names), len(NUMERIC)))
+    new_m = np.zeros((len(names), len(NUMERIC)))
+    online_of = np.array([not state.nodes[n].offline for n in names], dtype=bool)
+    peers_of: dict[str, list[str]] = {}  # primary -> secondaries reserving memory for it
+    for i, s in enumerate(names):
+        sst = state.nodes[s]
+        old_m[i] = cache.change((0,), (sst,)).vectors[0]
+        got = add_secondary(sst, d, "")
+        if isinstance(got, FailMode):
+            code[i] = 1 + modes.index(got)
+        else:
+            new_m[i] = cache.change((0,), (got,)).vectors[0]
+        for p, _ in sst.peers:
+            peers_of.setdefault(p, []).append(s)
+    located = any(state.nodes[n].location_tags for n in names)
     for p, secondaries in pairs:
         pst = state.nodes[p]
         key = (pst.group_uuid, pst.exclusive_storage)
@@ -201,69 +219,58 @@ def _try_pairs(
             failures[policy_verdicts[key]] += len(secondaries)
             total = sum_allocs(total, AllocSolution(failures))
             continue
-        after_p: dict[int, Any] = {}  # location score -> (new primary, its stats) or failure
-        ok_s: list[str] = []
-        ok_loc: list[int] = []
-        ok_online: list[bool] = []
-        old_rows: list[np.ndarray] = []
-        new_rows: list[np.ndarray] = []
-        for s in secondaries:
-            sst = state.nodes[s]
-            loc = pair_location_score(pst, sst)
-            if loc not in after_p:
-                new_p = add_primary(pst, d, strict=strict, location_score=loc)
-                after_p[loc] = (
-                    new_p
-                    if isinstance(new_p, FailMode)
-                    else (
-                        new_p,
-                        update_stats(base, cache.row(pst), cache.row(new_p), not pst.offline),
-                    )
-                )
-            got = after_p[loc]
+        idx = np.fromiter((at[s] for s in secondaries), dtype=np.int64, count=len(secondaries))
+        codes = code[idx]
+        new_rows = new_m[idx]
+        for s in peers_of.get(p, ()):
+            where = np.flatnonzero(idx == at[s])
+            if not len(where):
+                continue
+            got = add_secondary(state.nodes[s], d, p)
             if isinstance(got, FailMode):
-                failures[got] += 1
-                continue
-            if sst.peer_memory_mib(p):
-                new_s = add_secondary(sst, d, p)
+                codes[where] = 1 + modes.index(got)
             else:
-                if s not in generic:
-                    generic[s] = add_secondary(sst, d, "")
-                new_s = generic[s]
-            if isinstance(new_s, FailMode):
-                failures[new_s] += 1
+                codes[where] = 0
+                new_rows[where] = cache.change((0,), (got,)).vectors[0]
+        if located:
+            locs = np.array([pair_location_score(pst, state.nodes[s]) for s in secondaries])
+        else:
+            locs = np.zeros(len(secondaries), dtype=np.int64)
+        after_p: dict[int, Any] = {}
+        scores = np.full(len(secondaries), np.nan)
+        ok = np.zeros(len(secondaries), dtype=bool)
+        for loc in np.unique(locs).tolist():
+            sel = locs == loc
+            new_p = add_primary(pst, d, strict=strict, location_score=loc)
+            if isinstance(new_p, FailMode):
+                failures[new_p] += int(sel.sum())
                 continue
-            if s not in vectors:
-                vectors[s] = cache.change((0,), (sst,)).vectors[0]
-            ok_s.append(s)
-            ok_online.append(not sst.offline)
-            ok_loc.append(loc)
-            old_rows.append(vectors[s])
-            new_rows.append(cache.change((0,), (new_s,)).vectors[0])
-        if not ok_s:
+            stats_p = update_stats(base, cache.row(pst), cache.row(new_p), not pst.offline)
+            after_p[loc] = new_p
+            for c, n in zip(*np.unique(codes[sel], return_counts=True), strict=True):
+                if c:
+                    failures[modes[c - 1]] += int(n)
+            fits = sel & (codes == 0)
+            ok |= fits
+            if fits.any():
+                rows = idx[fits]
+                scores[fits] = pair_scores(stats_p, old_m[rows], new_rows[fits], online_of[rows])
+        fit = np.flatnonzero(ok)
+        if not len(fit):
             total = sum_allocs(total, AllocSolution(failures))
             continue
-        scores = np.empty(len(ok_s))
-        old_m, new_m = np.array(old_rows), np.array(new_rows)
-        locs = np.array(ok_loc)
-        for loc, got in after_p.items():
-            if isinstance(got, FailMode):
-                continue
-            sel = np.flatnonzero(locs == loc)
-            if len(sel):
-                online = np.array(ok_online)[sel]
-                scores[sel] = pair_scores(got[1], old_m[sel], new_m[sel], online)
 
         def ranked(
-            p=p, ok_s=ok_s, ok_loc=ok_loc, scores=scores, after_p=after_p
+            p=p, fit=fit, secondaries=secondaries, locs=locs, scores=scores, after_p=after_p
         ) -> Iterator[Placement]:
-            for i in _hail_order(scores):
-                s = ok_s[i]
-                new_p = after_p[ok_loc[i]][0]
+            for j in _hail_order(scores[fit]):
+                i = int(fit[j])
+                s = secondaries[i]
                 new_s = add_secondary(state.nodes[s], d, p)
+                new_p = after_p[int(locs[i])]
                 yield Placement(d, p, s, {p: new_p, s: new_s}, float(scores[i]))
 
-        sol = choose(ranked(), len(ok_s), failures, check)
+        sol = choose(ranked(), len(fit), failures, check)
         total = sum_allocs(total, sol)
     return total
 

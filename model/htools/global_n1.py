@@ -23,6 +23,7 @@ working target gives the same verdict) skip the scoring.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,7 +93,7 @@ def can_evacuate(
     the scores (`_absorbers`). `found` receives those nodes ("absorbers").
     """
     cache = cache or RowCache()
-    nodes = dict(state.nodes)
+    nodes = ChainMap({}, state.nodes)  # the simulation's changes over the cluster's states
     alias = alias or {}
     plan = _plan(state, node, alias)
     where: dict[str, tuple[str, str | None]] = {}
@@ -194,7 +195,7 @@ def _absorbers(
 
 
 def _recreate(
-    nodes: dict[str, NodeState],
+    nodes: Mapping[str, NodeState],
     d: InstanceDemand,
     targets: Sequence[str],
     scope: Sequence[str],

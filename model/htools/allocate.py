@@ -65,14 +65,16 @@ class AllocOptions:
 
 
 Singles = list[str]
-Pairs = list[tuple[str, list[str]]]
+#: (primary, candidate secondaries); the primary itself, if listed, is not a secondary
+Pairs = list[tuple[str, Sequence[str]]]
 
 
 def gen_alloc_nodes(
     state: ClusterState, names: Sequence[str], count: int, restrict: Sequence[str] | None
 ) -> Singles | Pairs | str:
     """genAllocNodes: online nodes (restricted) or, for two nodes, each with the other online
-    nodes of its group; primaries without a possible secondary are dropped."""
+    nodes of its group; primaries without a possible secondary are dropped. The secondaries of
+    one group are one shared tuple that includes each primary (skipped as its own secondary)."""
     online = [n for n in names if not state.nodes[n].offline]
     if restrict is not None:
         allowed = set(restrict)
@@ -80,18 +82,15 @@ def gen_alloc_nodes(
     if count == 1:
         return online
     if count == 2:
-        pairs = [
-            (
-                p,
-                [
-                    s
-                    for s in online
-                    if s != p and state.nodes[s].group_uuid == state.nodes[p].group_uuid
-                ],
-            )
+        by_group: dict[str, list[str]] = {}
+        for n in online:
+            by_group.setdefault(state.nodes[n].group_uuid, []).append(n)
+        shared = {g: tuple(ns) for g, ns in by_group.items()}
+        return [
+            (p, shared[state.nodes[p].group_uuid])
             for p in online
+            if len(shared[state.nodes[p].group_uuid]) > 1
         ]
-        return [(p, ss) for p, ss in pairs if ss]
     return "Unsupported number of nodes, only one or two  supported"
 
 
@@ -209,6 +208,7 @@ def _try_pairs(
         for p, _ in sst.peers:
             peers_of.setdefault(p, []).append(s)
     located = any(state.nodes[n].location_tags for n in names)
+    index_of: dict[int, tuple[Sequence[str], np.ndarray]] = {}  # secondaries -> indices
     for p, secondaries in pairs:
         pst = state.nodes[p]
         key = (pst.group_uuid, pst.exclusive_storage)
@@ -216,10 +216,19 @@ def _try_pairs(
             policy_verdicts[key] = policy_shortfall(d, _policy(state, p), pst.exclusive_storage)
         failures: Counter = Counter()
         if policy_verdicts[key] is not None:
-            failures[policy_verdicts[key]] += len(secondaries)
+            failures[policy_verdicts[key]] += sum(1 for s in secondaries if s != p)
             total = sum_allocs(total, AllocSolution(failures))
             continue
-        idx = np.fromiter((at[s] for s in secondaries), dtype=np.int64, count=len(secondaries))
+        key_ss = id(secondaries)
+        if key_ss not in index_of:
+            index_of[key_ss] = (
+                secondaries,
+                np.fromiter((at[s] for s in secondaries), dtype=np.int64, count=len(secondaries)),
+            )
+        all_idx = index_of[key_ss][1]
+        keep = all_idx != at.get(p, -1)
+        idx = all_idx[keep]
+        secondaries = [s for s in secondaries if s != p] if not keep.all() else secondaries
         codes = code[idx]
         new_rows = new_m[idx]
         for s in peers_of.get(p, ()):

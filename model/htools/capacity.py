@@ -24,6 +24,7 @@ packing that proves redundancy). Where hail consults the check, and how a "no" i
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -75,11 +76,14 @@ class CapacityCheck(Protocol):
 def state_after(base: ClusterState, placement: Placement) -> ClusterState:
     """The cluster after the placement. An instance `base` already knows keeps its record
     there (allocate-secondary: htools' check still sees the instance as it was)."""
-    demands = dict(base.demands)
-    demands.setdefault(placement.demand.name, placement.demand)
-    locations = dict(base.locations)
-    locations[placement.demand.name] = (placement.primary, placement.secondary)
-    return replace(base.with_nodes(placement.nodes), demands=demands, locations=locations)
+    name = placement.demand.name
+    demands = base.demands
+    locations = base.locations
+    if name not in demands:  # overlays: the other instances are as they were
+        demands = ChainMap({name: placement.demand}, base.demands)
+        locations = ChainMap({name: (placement.primary, placement.secondary)}, base.locations)
+    nodes = ChainMap(dict(placement.nodes), base.nodes)
+    return replace(base, nodes=nodes, demands=demands, locations=locations)
 
 
 _REDUNDANT = N1Verdict(True)

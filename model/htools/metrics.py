@@ -143,21 +143,27 @@ def update_stats(stats: Stats, old: Row, new: Row, online: bool) -> Stats:
 
 
 def pair_scores(
-    stats: Stats, old: np.ndarray, new: np.ndarray, online: np.ndarray | None = None
+    stats: Stats,
+    old: np.ndarray,
+    new: np.ndarray,
+    online: np.ndarray | None = None,
 ) -> np.ndarray:
     """`score_of(update_stats(stats, old_s, new_s, online_s))` for many secondaries at once
     (rows of numeric components, `NUMERIC` order): the same IEEE operations per element, so
     each value is bit for bit the scalar one. The map statistic is unchanged (adding a
-    secondary does not change a node's exclusion-tag counts)."""
+    secondary does not change a node's exclusion-tag counts); a metric no secondary changes
+    keeps its value (the update of an unchanged value gives it back exactly)."""
     if stats.empty:
         return np.zeros(len(old))
     if online is None:
         online = np.ones(len(old), dtype=bool)
+    differs = (old != new) | ~np.isfinite(old) | ~np.isfinite(new)  # inf - inf is NaN
+    moving = {NUMERIC[j] for j in np.flatnonzero(np.any(differs, axis=0)).tolist()}
     total = 0.0
     with np.errstate(all="ignore"):
         for k in range(N_METRICS):
             value = stats.values[k]
-            if k == MAP_INDEX:
+            if k == MAP_INDEX or k not in moving:
                 total = total + WEIGHTS[k] * stat_value(k, value)
                 continue
             x = old[:, _COLUMN[k]]

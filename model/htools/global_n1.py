@@ -102,8 +102,12 @@ def can_evacuate(
         key = alias.get(name, name)
         return key, where.get(key, state.locations[key])
 
+    failovers: list[tuple[str, str | None, NodeState]] = []
+    if found is not None:
+        found["failovers"] = failovers
     for name in plan.drbd:
         key, (p, s) = located(name)
+        failovers.append((key, s, nodes[node]))
         r = apply_move(nodes, state.demands[key], p, s, MoveKind.FAILOVER, force=True)
         if isinstance(r, FailMode):
             return f"failover of {name} to {s}: {r}"
@@ -270,6 +274,8 @@ class _Base:
     absorbers: tuple[str, ...]  # nodes that could take all its other instances
     deps: _Dependencies
     work: bool  # it has instances to move or re-create
+    # its drbd failovers: (instance, secondary, its own state before that failover)
+    failovers: tuple[tuple[str, str | None, NodeState], ...] = ()
 
 
 class GreedyN1Check:
@@ -318,6 +324,7 @@ class GreedyN1Check:
                 found.get("absorbers", ()),
                 _dependencies(self.base, node, self.scope),
                 bool(plan.shared or plan.recreate),
+                tuple(found.get("failovers", ())),
             )
             out[node] = info
             for t in touched:
@@ -353,10 +360,38 @@ class GreedyN1Check:
             return N1Verdict(True)
         after = state_after(self.base, placement)
         for node in sorted(examine, key=self.order.__getitem__):
-            why = can_evacuate(after, node, self.scope, self.cache, alias)
+            b = info[node]
+            quick = (
+                not alias
+                and node not in changed
+                and b.why is None
+                and (not b.work or any(a not in changed for a in b.absorbers))
+            )
+            why = (
+                self._failovers_onto(after, node, changed)
+                if quick
+                else can_evacuate(after, node, self.scope, self.cache, alias)
+            )
             if why is not None:
                 return N1Verdict(False, node, f"node {node} cannot be evacuated: {why}")
         return N1Verdict(True)
+
+    def _failovers_onto(self, after: ClusterState, node: str, changed: set[str]) -> str | None:
+        """A node the placement did not change, evacuable before it and with an absorber
+        left: only its drbd failovers onto changed nodes can fail now. Its own side of each
+        failover does not depend on the secondary, so each is replayed from its recorded
+        state against the secondary's new one (docs/hail.md, "Global N+1")."""
+        current: dict[str, NodeState] = {}
+        for key, sec, own in self._nodes[node].failovers:  # type: ignore[index]
+            if sec is None or sec not in changed:
+                continue
+            target = current.get(sec, after.nodes[sec])
+            d = after.demands[key]
+            r = apply_move({node: own, sec: target}, d, node, sec, MoveKind.FAILOVER, force=True)
+            if isinstance(r, FailMode):
+                return f"failover of {key} to {sec}: {r}"
+            current[sec] = r.nodes[sec]
+        return None
 
 
 def redundant_after(base: ClusterState, scope: Sequence[str], placement: Placement) -> bool:

@@ -129,12 +129,14 @@ def cluster(
     odd: bool = True,
     tags: bool = True,
     policies: bool = True,
+    fills: tuple[float, ...] = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9),
 ) -> dict[str, Any]:
     """A random normal cluster (no request yet) as an IAllocator dict.
 
-    `fill` is the target share of each node's memory taken by its primaries (random per node
-    when None); `templates` are the templates of existing instances; `odd` adds offline and
-    drained nodes, reserved memory/CPUs, down/offline/forthcoming instances and missing memory.
+    `fill` is the target share of each node's memory taken by its primaries (when None, one
+    of `fills` per node); `templates` are the templates of existing instances; `odd` adds
+    offline and drained nodes, reserved memory/CPUs, down/offline/forthcoming instances and
+    missing memory.
     """
     group_names = [f"group{g}" for g in range(1, groups + 1)]
     nodegroups = {}
@@ -169,9 +171,7 @@ def cluster(
         # every group unallocable makes the cluster vacuously "dedicated" for hail
         next(iter(nodegroups.values()))["alloc_policy"] = "preferred"
     instances: dict[str, Any] = {}
-    targets = {
-        n: fill if fill is not None else rng.choice((0.0, 0.1, 0.3, 0.5, 0.7, 0.9)) for n in names
-    }
+    targets = {n: fill if fill is not None else rng.choice(fills) for n in names}
     failover: dict[tuple[str, str], int] = {}  # (secondary, primary) -> memory to take over
 
     def takes(sec: str, n: str, size: tuple[int, int, int]) -> bool:

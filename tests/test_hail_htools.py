@@ -413,3 +413,34 @@ def test_pair_scores_equal_the_scalar_update():
     got = pair_scores(base, np.array(olds), np.array(news), np.array(online))
     assert len(expected) > 10
     assert [float(x) for x in got] == expected
+
+
+def test_ranked_scores_equal_recomputing_each_list():
+    """`ListScores.ranked` gives, lazily, hail's order of the two-pass scores recomputed from
+    scratch for each candidate (ties included: a homogeneous empty group makes many)."""
+    from model.backends.iallocator import parse_request
+    from model.htools.metrics import RowCache, list_score
+    from model.resources import InstanceDemand, add_primary
+
+    d = InstanceDemand("new", 1024, 10240, 1, "plain", (10240,))
+    for fills, seed in (((0.0,), 3), ((0.0, 0.2, 0.4), 4)):
+        rng = random.Random(seed)
+        data = gen.cluster(
+            rng, 40, fills=fills, odd=False, tags=False, policies=False, shapes=gen.SHAPES[1:2]
+        )
+        states = node_states(parse_request(json.dumps(gen.allocate(rng, data, "plain"))).cluster)
+        names = list(states.nodes)
+        cache = RowCache()
+        scores = cache.scores(states.nodes, names)
+        cands = [(i, add_primary(states.nodes[n], d)) for i, n in enumerate(names)]
+        changes = [cache.change((i,), (new,)) for i, new in cands]
+        ours = list(scores.ranked(changes))
+        exact = [
+            list_score([new if j == i else states.nodes[m] for j, m in enumerate(names)])
+            for i, new in cands
+        ]
+        expected = sorted(range(len(cands)), key=lambda i: (exact[i], -i))
+        assert [i for i, _ in ours] == expected
+        assert [s for _, s in ours] == [exact[i] for i in expected]
+        if fills == (0.0,):
+            assert len(set(exact)) < len(exact)  # ties there are

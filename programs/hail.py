@@ -1,11 +1,12 @@
-"""`exalloc hail`: a drop-in Ganeti iallocator for dedicated (exclusive-storage) groups.
+"""`exalloc hail`: a Ganeti iallocator, exact on dedicated (exclusive-storage) groups.
 
-Pipeline: IAllocator request → hail's candidate screening (policy, strict `addPri`/`addSec`,
-failure counts; spec §3, `Dedicated.hs`) → exact lexicographic MIP (`formulations/dedicated`)
-→ independent checker (`model.check`) → hail's response JSON. allocate answers exactly as
-hail does (same node(s), same info); multi-allocate places the whole batch jointly.
-Requests hail would not handle with the dedicated algorithm get `success:false` saying so,
-or, with $EXALLOC_HAIL_DELEGATE set, the real hail's answer. See docs/hail.md.
+Dedicated allocate and multi-allocate: IAllocator request → hail's candidate screening (policy,
+strict `addPri`/`addSec`, failure counts; spec §3, `Dedicated.hs`) → exact lexicographic MIP
+(`formulations/dedicated`) → independent checker (`model.check`) → hail's response JSON.
+allocate answers exactly as hail does (same node(s), same info); multi-allocate places the
+whole batch jointly. Every other request (normal and shared-storage groups, relocate,
+node-evacuate, change-group, allocate-secondary) goes to htools' own algorithms through
+`programs.hail_normal`, with the global N+1 check `--capacity-checks` names. See docs/hail.md.
 """
 
 from __future__ import annotations

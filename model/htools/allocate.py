@@ -24,8 +24,14 @@ import numpy as np
 
 from model.cluster import NodeGroup
 from model.htools.capacity import CapacityCheck, NoCapacityCheck, Placement
-from model.htools.metrics import NUMERIC, RowCache, list_stats, pair_scores, update_stats
-from model.htools.metrics import _haskell_sorted as haskell_sorted
+from model.htools.metrics import (
+    NUMERIC,
+    RowCache,
+    haskell_sorted,
+    list_stats,
+    pair_scores,
+    update_stats,
+)
 from model.htools.solutions import AllocSolution, annotated, choose, group_lines, sum_allocs
 from model.resources import (
     FailMode,

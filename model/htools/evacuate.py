@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from model.htools.metrics import Change, RowCache, best_of
+from model.htools.metrics import Change, RowCache
 from model.resources import FailMode, InstanceDemand, MoveKind, MoveResult, NodeState, apply_move
 from model.state import ClusterState
 
@@ -198,7 +198,7 @@ def drbd_change_all(
     scores = cache.scores(nodes, group_nodes)
     index = {n: i for i, n in enumerate(group_nodes)}
     changes = [_change(index, r.nodes, cache) for r in ok]
-    i, score = best_of(scores, changes)
+    i, score = scores.best(changes, need_score=False)
     best = ok[i]
     return Evacuated(best.nodes, best.primary, best.secondary, best.steps, score)
 

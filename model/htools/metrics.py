@@ -416,7 +416,7 @@ class ListScores:
         est, bound = estimated if estimated is not None else self.estimate(changes)
         if not np.all(np.isfinite(est)) or not np.all(np.isfinite(bound)):
             exact = self.exact(changes)
-            yield from _haskell_sorted(exact)
+            yield from haskell_sorted(exact)
             return
         lo = est - bound
         hi = est + bound
@@ -461,10 +461,9 @@ def _same(a: float, b: float) -> bool:
     return a == b or (a != a and b != b)
 
 
-def _haskell_sorted(scores: np.ndarray) -> Iterator[tuple[int, float]]:
+def haskell_sorted(scores: np.ndarray) -> Iterator[tuple[int, float]]:
     """Hail's sortBy (comparing score) of the reversed candidate list, for any doubles:
     GHC compares doubles with `<` and `==`, a NaN is greater than everything."""
-    import functools
 
     def cmp(a: int, b: int) -> int:
         x, y = scores[a], scores[b]
@@ -477,7 +476,6 @@ def _haskell_sorted(scores: np.ndarray) -> Iterator[tuple[int, float]]:
     rev = list(range(len(scores)))[::-1]
     for i in _ghc_sort_by(cmp, rev):
         yield i, float(scores[i])
-    del functools
 
 
 def _ghc_sort_by(cmp, xs: list) -> list:
@@ -560,15 +558,11 @@ class RowCache:
         return ListScores([e[1] for e in entries], [not e[0].offline for e in entries], matrix)
 
 
-def best_of(scores: ListScores, changes: Sequence[Change]) -> tuple[int, float]:
-    """(index, exact score) of the candidate hail's fold keeps (`ListScores.best`)."""
-    return scores.best(changes)
-
-
 __all__ = [
     "Change",
     "RowCache",
-    "best_of",
+    "haskell_sorted",
+    "pair_scores",
     "ListScores",
     "Stats",
     "list_score",

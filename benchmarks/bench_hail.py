@@ -1,8 +1,15 @@
-"""Benchmark `exalloc hail` against the real hail on generated dedicated clusters.
+"""Benchmark `exalloc hail` against the real hail on generated clusters.
 
     python -m benchmarks.bench_hail      # allocate 100/500/1000; multi 10/50 plain, 10 drbd on 200
     python -m benchmarks.bench_hail --allocate 1000 --multi '' --repeat 3
     python -m benchmarks.bench_hail --json results.json
+    python -m benchmarks.bench_hail --allocate '' --multi '' --multi-drbd '' --normal 100,500,1000
+
+Normal (non-exclusive-storage) groups, `--normal SIZES`: one group of mixed machine sizes,
+either empty or populated with uneven fills (0-40 % of each node's memory, drbd, plain and
+ext instances, N+1 redundant), and a plain, drbd and ext allocate on each; exalloc runs with
+`--capacity-checks greedy` and must give hail's answer byte for byte. hail's time is capped
+by `--hail-timeout` (its drbd allocate on a populated group is far slower than quadratic).
 
 Three commands per request, as processes, end to end, taking turns, best of --repeat runs:
 the real hail; `exalloc-hail` (the console script next to this interpreter) answered by an
@@ -36,6 +43,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 import dedicated_gen as gen  # noqa: E402
+import htools_gen  # noqa: E402
 
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.check import check_allocation  # noqa: E402
@@ -43,9 +51,17 @@ from model.state import node_states  # noqa: E402
 from programs.hail import REAL_HAIL, hail_placements  # noqa: E402
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+def _run(
+    cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None
+) -> tuple[float, str]:
+    """Wall time and stdout; (inf, "") when `timeout` seconds pass first."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False, env=env)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO, check=False, env=env, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return float("inf"), ""
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
@@ -94,8 +110,10 @@ class HailServer:
         )
         self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))
 
-    def command(self, path: Path, solver: str, time_limit: float | None) -> tuple[list[str], dict]:
-        return [*self.client, *_solver_args(solver, time_limit), str(path)], self.env
+    def command(
+        self, path: Path, solver: str, time_limit: float | None, extra: tuple[str, ...] = ()
+    ) -> tuple[list[str], dict]:
+        return [*self.client, *_solver_args(solver, time_limit), *extra, str(path)], self.env
 
     def served(self) -> int:
         return sum(": hail " in line for line in self.log.read_text().splitlines())
@@ -187,6 +205,88 @@ def bench_multi(
     }
 
 
+def normal_cluster(n_nodes: int, populated: bool, seed: int) -> dict[str, Any]:
+    """One heterogeneous normal group: mixed machine sizes; populated: uneven fills of drbd,
+    plain and ext instances (so redundant that the N+1 check runs on every node)."""
+    rng = random.Random(seed)
+    return htools_gen.cluster(
+        rng,
+        n_nodes,
+        templates=("drbd", "drbd", "drbd", "plain", "ext"),
+        odd=False,
+        tags=False,
+        policies=False,
+        fills=(0.0, 0.1, 0.2, 0.3, 0.4) if populated else (0.0,),
+    )
+
+
+def bench_normal(
+    n_nodes: int, populated: bool, template: str, args: argparse.Namespace, tmp: Path
+) -> dict:
+    seed = n_nodes * 10 + populated
+    data = normal_cluster(n_nodes, populated, seed)
+    size = {"plain": (4096, 102400, 2), "drbd": (4096, 102400, 2), "ext": (8192, 10240, 4)}
+    mem, disk, vcpus = size[template]  # ext: its disk is not on the nodes
+    data["request"] = {
+        "type": "allocate",
+        "name": "new-instance",
+        "required_nodes": 2 if template == "drbd" else 1,
+        "disk_template": template,
+        "disks": [{"mode": "rw", "size": disk}],
+        "disk_space_total": disk + (128 if template == "drbd" else 0),
+        "memory": mem,
+        "vcpus": vcpus,
+        "spindle_use": 1,
+        "tags": [],
+        "nics": [],
+    }
+    path = tmp / f"normal-{n_nodes}-{'populated' if populated else 'empty'}-{template}.json"
+    path.write_text(json.dumps(data))
+    hail_s, hail_out = _run([str(REAL_HAIL), str(path)], timeout=args.hail_timeout)
+    cmd = [sys.executable, "-m", "cli", "--json", "hail", "--capacity-checks", "greedy"]
+    greedy = ("--capacity-checks", "greedy")
+    runs = _best(
+        [([*cmd, str(path)], None), args.server.command(path, "highs", None, greedy)],
+        args.repeat,
+    )
+    (ex_s, ex_out), (served_s, served_out) = runs
+    doc = json.loads(ex_out)
+    line = json.dumps(doc["response"], separators=(",", ":"), ensure_ascii=False)
+    return {
+        "problem": "allocate (normal)",
+        "nodes": n_nodes,
+        "cluster": "populated" if populated else "empty",
+        "instances": len(data["instances"]),
+        "template": template,
+        "hail_s": hail_s,
+        "exalloc_s": ex_s,
+        "served_s": served_s,
+        "in_process_s": doc["timing"]["load_s"] + doc["timing"]["answer_s"],
+        "same": None if not hail_out else hail_out.strip() == line,
+        "served_same": json.loads(served_out)["result"] == doc["response"]["result"],
+        "result": doc["response"]["result"],
+    }
+
+
+def normal_table(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "| size | cluster | instances | template | hail s | exalloc-hail via server s | "
+        "exalloc s | of which in process s | answer |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        timed_out = r["hail_s"] == float("inf")
+        hail = f"> {r['hail_timeout']:g}" if timed_out else f"{r['hail_s']:.2f}"
+        same = {True: "same as hail", False: "DIFFERENT", None: "(hail did not finish)"}
+        answer = "/".join(r["result"]) if r["result"] else "(fails)"
+        out.append(
+            f"| {r['nodes']} nodes | {r['cluster']} | {r['instances']} | {r['template']} | "
+            f"{hail} | {r['served_s']:.3f} | {r['exalloc_s']:.2f} | {r['in_process_s']:.2f} | "
+            f"{same[r['same']]}: {answer} |"
+        )
+    return "\n".join(out)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     out = [
         "| problem | size | hail s | exalloc-hail via server s | exalloc s | "
@@ -222,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solver", default="highs", choices=("highs", "cpsat"))
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--json", dest="json_out", help="also write the rows to this file")
+    p.add_argument("--normal", default="", help="normal-group sizes, e.g. 100,500,1000")
+    p.add_argument("--normal-templates", default="plain,drbd,ext")
+    p.add_argument("--normal-clusters", default="empty,populated")
+    p.add_argument("--hail-timeout", type=float, default=300.0, help="seconds (normal groups)")
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="exalloc-bench-", dir="/tmp") as tmpdir:
@@ -231,13 +335,25 @@ def main(argv: list[str] | None = None) -> int:
             _bench_all(args, tmp, rows)
         finally:
             args.server.stop()
-    print(table(rows))
+    dedicated = [r for r in rows if r["problem"] != "allocate (normal)"]
+    normal = [r for r in rows if r["problem"] == "allocate (normal)"]
+    if dedicated:
+        print(table(dedicated))
+    if normal:
+        print(normal_table(normal))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
     return 0
 
 
 def _bench_all(args: argparse.Namespace, tmp: Path, rows: list[dict[str, Any]]) -> None:
+    for n in [int(x) for x in args.normal.split(",") if x]:
+        for cluster in [c for c in args.normal_clusters.split(",") if c]:
+            for template in [t for t in args.normal_templates.split(",") if t]:
+                row = bench_normal(n, cluster == "populated", template, args, tmp)
+                row["hail_timeout"] = args.hail_timeout
+                rows.append(row)
+                print(normal_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     for n in [int(x) for x in args.allocate.split(",") if x]:
         for template in [t for t in args.templates.split(",") if t]:
             rows.append(bench_allocate(n, template, args, tmp))

@@ -242,8 +242,8 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
         dest="capacity_checks",
         choices=("exact", "greedy", "none"),
         default="exact",
-        help="global N+1 check of allocations on normal groups: greedy = hail's own, "
-        "none = hail's --no-capacity-checks (default exact; for now the greedy check)",
+        help="global N+1 check of allocations on normal groups: exact = an exact packing per "
+        "node (default, docs/n1.md), greedy = hail's own, none = hail's --no-capacity-checks",
     )
     p.add_argument(
         "--ignore-soft-errors",

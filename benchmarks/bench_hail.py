@@ -48,7 +48,8 @@ import htools_gen  # noqa: E402
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.check import check_allocation  # noqa: E402
 from model.state import node_states  # noqa: E402
-from programs.hail import REAL_HAIL, hail_placements  # noqa: E402
+from programs.hail_compare import hail_placements  # noqa: E402
+from programs.reference import real_hail  # noqa: E402
 
 
 def _run(
@@ -138,7 +139,7 @@ def _timed(path: Path, args: argparse.Namespace) -> list[tuple[float, str]]:
     before = args.server.served()
     runs = _best(
         [
-            ([str(REAL_HAIL), str(path)], None),
+            ([str(real_hail()), str(path)], None),
             (_exalloc_cmd(path, args.solver, args.time_limit), None),
             args.server.command(path, args.solver, args.time_limit),
         ],
@@ -242,7 +243,7 @@ def bench_normal(
     }
     path = tmp / f"normal-{n_nodes}-{'populated' if populated else 'empty'}-{template}.json"
     path.write_text(json.dumps(data))
-    hail_s, hail_out = _run([str(REAL_HAIL), str(path)], timeout=args.hail_timeout)
+    hail_s, hail_out = _run([str(real_hail()), str(path)], timeout=args.hail_timeout)
     cmd = [sys.executable, "-m", "cli", "--json", "hail", "--capacity-checks", "greedy"]
     greedy = ("--capacity-checks", "greedy")
     runs = _best(

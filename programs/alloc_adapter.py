@@ -13,7 +13,6 @@ import json
 from model.alloc_state import AllocatorAnswer
 from model.backends.iallocator import AllocateRequest, IAllocatorInput
 from model.cluster import Cluster
-from model.errors import ServiceError
 from solvers.options import SolverOptions
 
 
@@ -22,13 +21,8 @@ def iallocator_answer(
 ) -> AllocatorAnswer:
     """hail's answer to one allocate request on `cluster` (checked by the independent checker
     inside hail's answer); ServiceError when exalloc's iallocator does not handle it."""
-    from programs.hail import Options, answer
+    from solvers.strategies.iallocator import IAllocatorOptions, answer
 
-    report = answer(
-        IAllocatorInput(cluster, request),
-        Options(options.solver, options.time_limit, options.gap, options.threads),
-    )
+    report = answer(IAllocatorInput(cluster, request), IAllocatorOptions(solver=options))
     response = json.loads(report.response)
-    if report.kind == "unsupported":
-        raise ServiceError(f"the iallocator cannot place this instance: {response['info']}")
     return AllocatorAnswer(bool(response["success"]), tuple(response["result"]), response["info"])

@@ -321,22 +321,17 @@ def response_placements(path: str, response: dict[str, Any]) -> dict[str, list[s
 
 
 def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
+    from model.backends.iallocator import load_request
+    from solvers.options import SolverOptions
+    from solvers.strategies.iallocator import IAllocatorOptions, answer
+
     path = task.input
-    args = Namespace(
-        request=path,
-        text_data=None,
-        compare=False,
-        static_kvm_node_memory=4096,
-        **_solver_args(o),
-    )
-    report = _program("hail").run(args)
-    out = report.to_json()
-    if out.get("request") == "unsupported":
-        raise ExallocError((out.get("response") or {}).get("info", "unsupported request"))
-    runs = out.get("solver") or []
+    solver = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
+    ans = answer(load_request(path), IAllocatorOptions(solver=solver))
+    runs = [r.__dict__ for r in ans.runs]
     statuses = {str(r.get("status")) for r in runs}
     gaps = [r["gap"] for r in runs if isinstance(r.get("gap"), int | float)]
-    judged = judge_allocation(path, {k: list(v) for k, v in (out.get("placements") or {}).items()})
+    judged = judge_allocation(path, {k: list(v) for k, v in ans.placements})
     if not runs:  # hail's screening found no node at all: nothing to optimise
         statuses = {"optimal" if judged["value"] else "infeasible"}
     status = statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses))

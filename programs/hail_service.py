@@ -102,7 +102,7 @@ def rehearse(requests: list[str]) -> None:
     pays for copying the pages it touches (about 10 ms at 1,000 nodes); this moves that
     cost before the call arrives. Failures do not matter here."""
     from model.backends.iallocator import parse_request
-    from programs.hail import answer
+    from solvers.strategies.iallocator import answer
 
     for text in requests:
         with contextlib.suppress(Exception):

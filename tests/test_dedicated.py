@@ -25,8 +25,8 @@ from model.dedicated import format_metric, minimal_instances, vector_of
 from model.errors import SolverError
 from model.resources import FailMode, add_primary, add_secondary, demand_of
 from model.state import node_states
-from programs.hail import Options, answer
 from solvers import Status, solve_lexicographic
+from solvers.strategies.iallocator import IAllocatorOptions, answer
 
 DED_1 = {
     "node1-empty": (1, 2, 4),
@@ -100,12 +100,12 @@ def test_batch_model_agrees_with_single_model(seed: int) -> None:
     template = "drbd" if seed % 3 == 0 else "plain"
     data = gen.allocate(rng, rng.choice((4, 6, 8)), template=template, drbd_share=0.4)
     inp, states = _load(data)
-    single = answer(inp, Options())
+    single = answer(inp, IAllocatorOptions())
     resp = json.loads(single.response)
     batch_req = dict(data)
     req = dict(data["request"], type="multi-allocate")
     batch_req["request"] = {"type": "multi-allocate", "instances": [req]}
-    multi = answer(parse_request(json.dumps(batch_req)), Options())
+    multi = answer(parse_request(json.dumps(batch_req)), IAllocatorOptions())
     mresp = json.loads(multi.response)
     if not resp["success"]:
         assert mresp["result"][0] == []
@@ -122,7 +122,7 @@ def test_batch_objectives_are_exact_counts() -> None:
     rng = random.Random(7)
     data = gen.multi_allocate(rng, 8, 5, odd_nodes=True)
     inp, states = _load(data)
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     assert json.loads(report.response)["success"]
     assert report.runs[0].status == Status.OPTIMAL
 
@@ -251,7 +251,7 @@ def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:
     monkeypatch.setattr(
         batch_form, "build_batch", lambda problem: build(replace(problem, shared_pairs=None))
     )
-    exact = answer(inp, Options())
+    exact = answer(inp, IAllocatorOptions())
     for key in ("lost_allocations_total", "remaining_disk_mib"):
         assert lazy.objectives[key] == exact.objectives[key]
     assert len(lazy.placements) == len(exact.placements) == 3
@@ -266,7 +266,7 @@ def test_drbd_batches_shared_pairs_rounds_reach_the_exact_optimum(monkeypatch, s
         rng, 4, 3, template="drbd", odd_nodes=False, fits=True, slices=("quarter",), drbd_share=0
     )
     inp = parse_request(json.dumps(data))
-    lazy = answer(inp, Options())
+    lazy = answer(inp, IAllocatorOptions())
     assert lazy.runs[0].status == Status.OPTIMAL
     _assert_as_the_every_pair_model(monkeypatch, inp, lazy)
 
@@ -314,15 +314,15 @@ def test_drbd_rounds_fall_back_when_the_pinned_values_are_out_of_reach(monkeypat
         pin(m, objs, (*values[:-1], values[-1] - 1))
 
     monkeypatch.setattr(batch_form, "pin_objectives", unreachable)
-    lazy = answer(inp, Options())
+    lazy = answer(inp, IAllocatorOptions())
     assert pinned  # the rounds took the pinned path
     assert lazy.runs[0].status == Status.OPTIMAL
     _assert_as_the_every_pair_model(monkeypatch, inp, lazy)
 
 
 def _out_of_time_after_the_first_round(monkeypatch) -> list[str]:
-    """programs.hail's solver: the first round solves, every later one finds nothing."""
-    import programs.hail as hail
+    """The dedicated strategy's solver: the first round solves, every later one finds nothing."""
+    import solvers.strategies.dedicated as hail
     from solvers.result import LexResult, SolveResult
 
     calls: list[str] = []  # the models' names: batch rounds, and single allocates of the
@@ -348,7 +348,7 @@ def test_drbd_rounds_out_of_time_keep_the_earlier_batch_if_it_checks(monkeypatch
     )
     inp = parse_request(json.dumps(data))
     calls = _out_of_time_after_the_first_round(monkeypatch)
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     rounds = [c for c in calls if c != "dedicated_single"]
     assert len(rounds) == 3  # round 1, round 2 pinned, round 2 in full
     assert report.runs[0].status == Status.FEASIBLE
@@ -356,7 +356,7 @@ def test_drbd_rounds_out_of_time_keep_the_earlier_batch_if_it_checks(monkeypatch
 
 
 def test_drbd_rounds_out_of_time_refuse_an_earlier_batch_that_fails(monkeypatch) -> None:
-    import programs.hail as hail
+    import solvers.strategies.dedicated as hail
     from model.check import CheckReport, Violation
 
     rng = random.Random(2)
@@ -368,4 +368,4 @@ def test_drbd_rounds_out_of_time_refuse_an_earlier_batch_that_fails(monkeypatch)
     bad = CheckReport((Violation("n1", "too little memory for the failovers", node="node0003"),))
     monkeypatch.setattr(hail, "check_local", lambda states, placements: bad)
     with pytest.raises(SolverError, match="out of time"):
-        answer(inp, Options())
+        answer(inp, IAllocatorOptions())

@@ -20,7 +20,9 @@ import cli
 from model.backends.iallocator import parse_request
 from model.check import check_allocation
 from model.state import node_states
-from programs.hail import Options, answer, hail_placements
+from programs.hail_compare import hail_placements
+from solvers.options import SolverOptions
+from solvers.strategies.iallocator import IAllocatorOptions, answer
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"
@@ -76,7 +78,7 @@ def real_hail(ganeti, path: Path) -> dict:
 
 
 def ours(text: str) -> dict:
-    return json.loads(answer(parse_request(text), Options()).response)
+    return json.loads(answer(parse_request(text), IAllocatorOptions()).response)
 
 
 def same_as_hail(theirs: dict, mine: dict) -> bool:
@@ -142,16 +144,17 @@ def test_multialloc_dedicated_at_least_as_good_as_hail(ganeti, tmp_path, group_n
 @pytest.mark.parametrize(
     "name", ["hail-reloc-drbd.json.excl-stor", "hail-node-evac.json.excl-stor"]
 )
-def test_other_request_types_are_declined_clearly(excl_dir, name) -> None:
-    mine = ours((excl_dir / name).read_text())
-    assert mine["success"] is False and mine["result"] == []
-    assert "only allocate and multi-allocate on dedicated" in mine["info"]
+def test_other_request_types_on_dedicated_groups_answer_as_hail(ganeti, excl_dir, name) -> None:
+    """relocate and node-evacuate use hail's normal algorithm even on exclusive storage
+    (docs/hail.md); exalloc answers them as hail does (they were declined before issue 11)."""
+    path = excl_dir / name
+    assert same_as_hail(real_hail(ganeti, path), ours(path.read_text()))
 
 
-def test_non_dedicated_allocate_is_declined(ganeti) -> None:
-    mine = ours((ganeti.data_dir / "hail-alloc-drbd.json").read_text())
-    assert mine["success"] is False
-    assert "without exclusive storage" in mine["info"]
+def test_non_dedicated_allocate_is_answered_as_hail(ganeti) -> None:
+    """A normal group: htools' algorithm (here the exact N+1 check agrees with hail's)."""
+    path = ganeti.data_dir / "hail-alloc-drbd.json"
+    assert same_as_hail(real_hail(ganeti, path), ours(path.read_text()))
 
 
 def _random_request(seed: int) -> str:
@@ -205,7 +208,7 @@ def test_greedy_trap_exalloc_keeps_a_full_slot(ganeti) -> None:
     jointly the quarter goes to node-b and the half to node-c, keeping the full slot."""
     path = REQUESTS / "dedicated-greedy-trap.json"
     inp = parse_request(path.read_text())
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     assert report.runs[0].status == "optimal"
     mine = json.loads(report.response)
     theirs = real_hail(ganeti, path)
@@ -241,7 +244,7 @@ def test_random_multi_allocate_at_least_as_good_as_hail(ganeti, tmp_path, seed) 
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     mine = json.loads(report.response)
     assert report.runs == () or report.runs[0].status == "optimal"
     theirs = real_hail(ganeti, path)
@@ -365,7 +368,11 @@ def test_cpsat_gives_the_same_answers(ganeti, tmp_path, seed) -> None:
     text = _random_request(seed)
     path = tmp_path / "r.json"
     path.write_text(text)
-    mine = json.loads(answer(parse_request(text), Options(solver="cpsat")).response)
+    mine = json.loads(
+        answer(
+            parse_request(text), IAllocatorOptions(solver=SolverOptions(solver="cpsat"))
+        ).response
+    )
     assert same_as_hail(real_hail(ganeti, path), mine)
     if mine["success"]:
         assert "[exalloc cpsat: optimal, gap 0]" in mine["info"]
@@ -391,7 +398,7 @@ def test_multi_allocate_drbd_jointly(ganeti, tmp_path) -> None:
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     mine = json.loads(report.response)
     assert report.runs[0].status == "optimal"
     assert all(len(nodes) == 2 for _, nodes in mine["result"][0])
@@ -407,13 +414,13 @@ def test_batch_respects_exclusion_tags() -> None:
     data["cluster_tags"] = ["htools:iextags:service"]
     for inst in data["request"]["instances"]:
         inst["tags"] = ["service:db"]
-    report = answer(parse_request(json.dumps(data)), Options())
+    report = answer(parse_request(json.dumps(data)), IAllocatorOptions())
     placed = dict(report.placements)
     assert len(placed) == 2
     assert placed["new-000"] != placed["new-001"]
     for inst in data["request"]["instances"]:
         inst["tags"] = []
-    untagged = dict(answer(parse_request(json.dumps(data)), Options()).placements)
+    untagged = dict(answer(parse_request(json.dumps(data)), IAllocatorOptions()).placements)
     assert untagged["new-000"] == untagged["new-001"]  # best fit packs them together
 
 
@@ -424,7 +431,7 @@ def test_batch_prefers_preferred_groups(ganeti, tmp_path) -> None:
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     group_of = {n: v["group"] for n, v in data["nodes"].items()}
     assert report.placements
     assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in report.placements)
@@ -457,7 +464,7 @@ def test_multi_allocate_200_nodes_optimal_and_no_worse(ganeti, tmp_path, n_insta
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options(time_limit=120))
+    report = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=120)))
     assert report.runs[0].status == "optimal"
     theirs = real_hail(ganeti, path)
     assert quality(inp, json.loads(report.response)) <= quality(inp, theirs)
@@ -472,25 +479,11 @@ def test_multi_allocate_drbd_200_nodes_optimal_and_no_worse(ganeti, tmp_path) ->
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options(time_limit=300))
+    report = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=300)))
     assert report.runs[0].status == "optimal"
     mine = json.loads(report.response)
     assert len(mine["result"][0]) == 10
     assert quality(inp, mine) <= quality(inp, real_hail(ganeti, path))
-
-
-def test_delegation_to_the_real_hail(ganeti, capsys, monkeypatch) -> None:
-    """With EXALLOC_HAIL_DELEGATE set, what exalloc does not handle is hail's answer verbatim."""
-    path = ganeti.data_dir / "hail-node-evac.json"
-    code, out, _ = run_cli(capsys, str(path))
-    assert code == 0 and json.loads(out)["success"] is False
-    monkeypatch.setenv("EXALLOC_HAIL_DELEGATE", "1")
-    code, out, _ = run_cli(capsys, str(path))
-    proc = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
-    assert code == 0 and out == proc.stdout
-    # dedicated requests are still exalloc's own
-    code, out, _ = run_cli(capsys, str(ganeti.data_dir / "hail-alloc-dedicated-1.json"))
-    assert "[exalloc highs: optimal, gap 0]" in out
 
 
 def test_time_limit_without_any_answer_is_one_line(capsys) -> None:
@@ -531,7 +524,7 @@ def test_batches_on_awkward_clusters(ganeti, tmp_path, seed) -> None:
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    report = answer(inp, Options())
+    report = answer(inp, IAllocatorOptions())
     mine = json.loads(report.response)
     assert mine["success"] and mine["result"][0]
     theirs = real_hail(ganeti, path)
@@ -592,7 +585,7 @@ def test_perturbed_batches_check_and_are_no_worse(ganeti, tmp_path, seed) -> Non
     path = tmp_path / "m.json"
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
-    mine = json.loads(answer(inp, Options()).response)  # raises if the checker disagrees
+    mine = json.loads(answer(inp, IAllocatorOptions()).response)  # raises if the checker disagrees
     theirs = real_hail(ganeti, path)
     if theirs["success"]:
         hail_check = check_allocation(node_states(inp.cluster), hail_placements(inp, theirs))
@@ -654,7 +647,7 @@ def test_named_unallocable_group_is_declined(ganeti, tmp_path) -> None:
     data = _trap()
     data["nodegroups"]["uuid-dedicated"]["alloc_policy"] = "unallocable"
     data["request"]["group_name"] = "dedicated"
-    multi = json.loads(answer(parse_request(json.dumps(data)), Options()).response)
+    multi = json.loads(answer(parse_request(json.dumps(data)), IAllocatorOptions()).response)
     assert multi["result"][0] == [] and len(multi["result"][1]) == 2
     data["request"] = dict(data["request"]["instances"][0], type="allocate", group_name="dedicated")
     path = tmp_path / "u.json"
@@ -670,7 +663,7 @@ def test_unproven_batch_is_never_worse_than_one_by_one(ganeti, tmp_path, monkeyp
     the answer is never worse than hail's."""
     import dataclasses
 
-    import programs.hail as hail_mod
+    import solvers.strategies.dedicated as hail_mod
     from solvers import Status
 
     real = hail_mod.solve_lexicographic
@@ -688,7 +681,7 @@ def test_unproven_batch_is_never_worse_than_one_by_one(ganeti, tmp_path, monkeyp
         path = tmp_path / f"m{seed}.json"
         path.write_text(json.dumps(data))
         inp = parse_request(path.read_text())
-        report = answer(inp, Options())
+        report = answer(inp, IAllocatorOptions())
         mine = json.loads(report.response)
         assert report.runs and report.runs[0].status == "feasible"
         kept += "kept the one-by-one batch" in mine["info"]

@@ -135,32 +135,27 @@ def test_options_stdin_relative_paths_and_environment(server: Server, workdir: P
     served, local = both(server, ["--solver", "cpsat", "req.json"], cwd=here)
     same(served, local)
     assert "exalloc cpsat: optimal" in served.stdout
-    # a group without exclusive storage is not exalloc's to answer
+    # a group without exclusive storage: htools' algorithm with the exact N+1 check (which
+    # finds this full group as non-redundant as hail does)
     data = json.loads(request)
     for node in data["nodes"].values():
         node["ndparams"]["exclusive_storage"] = False
     (here / "shared.json").write_text(json.dumps(data))
     served, local = both(server, ["shared.json"], cwd=here)
     same(served, local)
-    assert "exalloc handles only allocate and multi-allocate" in served.stdout
+    assert "FailN1: 8" in json.loads(served.stdout)["info"]
 
 
 def test_client_environment_travels_with_the_call(server: Server, workdir: Path, ganeti) -> None:
-    """EXALLOC_HAIL_DELEGATE set in the client's environment (not the server's) sends a
-    non-dedicated request to the real hail."""
-    data = json.loads((REQUESTS / "dedicated-12-nodes-allocate.json").read_text())
-    for node in data["nodes"].values():
-        node["ndparams"]["exclusive_storage"] = False
-    path = workdir / "delegate.json"
-    path.write_text(json.dumps(data))
-    delegate = {"EXALLOC_HAIL_DELEGATE": "1"}
-    served, local = both(server, [str(path)], extra_env=delegate)
+    """EXALLOC_REAL_HAIL set in the client's environment (not the server's) is the hail that
+    --compare runs."""
+    path = REQUESTS / "dedicated-12-nodes-allocate.json"
+    missing = {"EXALLOC_REAL_HAIL": str(workdir / "no-such-hail")}
+    served, local = both(server, ["--compare", str(path)], extra_env=missing)
     same(served, local)
-    real = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
-    assert served.stdout.strip() == real.stdout.strip()
-    assert "exalloc handles only" not in served.stdout
-    without = client([str(path)], server.socket)  # the server's own environment has no say
-    assert "exalloc handles only" in without.stdout
+    assert served.returncode == 1 and "no-such-hail" in served.stderr
+    without = client(["--compare", str(path)], server.socket)  # the server's own has no say
+    assert without.returncode == 0 and str(ganeti.hail) in without.stdout
 
 
 def test_errors_are_the_in_process_errors(server: Server, workdir: Path) -> None:

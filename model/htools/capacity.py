@@ -5,7 +5,8 @@ node's instances could be moved off it if it failed. How that is decided is a po
 
 * `none`: always redundant (hail's `--no-capacity-checks`);
 * `greedy`: htools' own greedy simulation (`model.htools.global_n1`, GlobalN1.hs);
-* `exact`: an exact packing (added later behind the same interface).
+* `exact`: an exact packing per node (solvers/strategies/n1.py, `ExactGlobalN1`; it needs a
+  solver, so solvers/strategies/iallocator.py's `capacity_check` names all three).
 
 The interface is two steps, so that an implementation can reuse work across the many
 candidates of one allocation (hail asks about them one by one, `solutions.choose`):
@@ -102,15 +103,3 @@ class NoCapacityCheck:
 
     def prepare(self, base: ClusterState, scope: Sequence[str]) -> N1Check:
         return _Always()
-
-
-def capacity_check(name: str) -> CapacityCheck:
-    """The check a `--capacity-checks` value names. `exact` is, until the exact packing
-    check exists, the greedy one (docs/hail.md says so)."""
-    from model.htools.global_n1 import GreedyGlobalN1
-
-    if name == "none":
-        return NoCapacityCheck()
-    if name in ("greedy", "exact"):
-        return GreedyGlobalN1()
-    raise ValueError(f"unknown capacity check {name!r} (exact, greedy or none)")

@@ -268,3 +268,78 @@ class ExactN1:
             if not self._decide(state, node).evacuable:
                 return False
         return True
+
+
+# --- the exact check behind hail's capacity interface (model.htools.capacity) ---------------
+
+
+class ExactN1Check:
+    """Exact global N+1 for the candidates of one allocation (docs/n1.md, "In hail").
+
+    Decisions on htools' quirks (docs/n1.md): offline nodes take no instances; only the groups
+    of the nodes a placement uses are judged, since a placement cannot change another group's
+    redundancy (hail lets one broken group block every allocation in the cluster). A node's
+    verdict on the cluster before the placement is computed once, when first needed; after a
+    placement a node is decided again only if its plan leaned on a changed node and no longer
+    replays. A group that is not redundant before stays so after any placement (adding load
+    never helps), so every candidate in it is refused, as hail refuses it.
+    """
+
+    def __init__(
+        self,
+        base: ClusterState,
+        scope: Sequence[str],
+        mode: str = HARD,
+        options: SolverOptions = DEFAULT_OPTIONS,
+    ) -> None:
+        self.base = base
+        self.scope = tuple(scope)
+        self.mode = mode
+        self.options = options
+        self._base: dict[str, NodeVerdict] = {}
+        self._groups: dict[str, list[str]] = {}
+        for n in self.scope:
+            self._groups.setdefault(base.nodes[n].group_uuid, []).append(n)
+
+    def _base_verdict(self, node: str) -> NodeVerdict:
+        if node not in self._base:
+            self._base[node] = decide(self.base, node, mode=self.mode, options=self.options)
+        return self._base[node]
+
+    def verdict(self, placement):  # noqa: ANN001, ANN201 - model.htools.capacity types
+        from model.htools.capacity import N1Verdict, state_after
+
+        changed = set(placement.nodes)
+        groups = {self.base.nodes[n].group_uuid for n in placement.node_names}
+        nodes = [n for g in sorted(groups) for n in self._groups.get(g, ())]
+        for node in nodes:  # the group broken already: nothing placed there can mend it
+            v = self._base_verdict(node)
+            if v.evacuable is not True:
+                return N1Verdict(False, node, f"node {node} cannot be evacuated: {v.reason}")
+        after = state_after(self.base, placement)
+        plans = {}
+        for node in nodes:
+            v = self._base[node]
+            if node not in changed and still_valid(after, v, changed):
+                plans[node] = v.plan
+                continue
+            again = decide(after, node, mode=self.mode, options=self.options)
+            if again.evacuable is not True:
+                why = again.reason or "undecided"
+                return N1Verdict(False, node, f"node {node} cannot be evacuated: {why}")
+            plans[node] = again.plan
+        return N1Verdict(True, witness=plans)
+
+
+class ExactGlobalN1:
+    """`--capacity-checks exact` (the default): every placement hail would keep must leave the
+    groups it touches N+1 redundant by an exact packing."""
+
+    name = "exact"
+
+    def __init__(self, mode: str = HARD, options: SolverOptions = DEFAULT_OPTIONS) -> None:
+        self.mode = mode
+        self.options = options
+
+    def prepare(self, base: ClusterState, scope: Sequence[str]) -> ExactN1Check:
+        return ExactN1Check(base, scope, self.mode, self.options)

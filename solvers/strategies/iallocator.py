@@ -1,0 +1,152 @@
+"""The iallocator: every request on every group, each answer checked (docs/hail.md).
+
+`answer` is what `exalloc hail`, `exalloc-hail`, the hail server and the allocation service all
+call. Dedicated allocate and multi-allocate go to the exact dedicated allocator
+(solvers/strategies/dedicated.py); everything else to htools' own algorithms (model/htools/),
+with the global N+1 check `capacity_checks` names: `exact` (the default, an exact packing per
+node, solvers/strategies/n1.py), `greedy` (htools' GlobalN1, decision by decision) or `none`.
+The independent checker (model/check.py) judges every answer before it is returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from model.backends.iallocator import (
+    AllocateRequest,
+    IAllocatorInput,
+    MultiAllocateRequest,
+    response_json,
+)
+from model.check import CheckReport, Move, Violation, check_allocation, check_moves
+from model.htools.allocate import AllocOptions
+from model.htools.answer import HailAnswer
+from model.htools.capacity import CapacityCheck, NoCapacityCheck
+from model.htools.dedicated import is_dedicated
+from model.htools.global_n1 import GreedyGlobalN1
+from model.htools.requests import Answer, NewPlacement, process
+from model.state import ClusterState, node_states
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.strategies.dedicated import allocate, multi_allocate
+
+CAPACITY_CHECKS = ("exact", "greedy", "none")
+
+
+@dataclass(frozen=True)
+class IAllocatorOptions:
+    solver: SolverOptions = DEFAULT_OPTIONS
+    capacity_checks: str = "exact"  # exact | greedy | none
+    ignore_soft_errors: bool = False
+    restrict_to_nodes: tuple[str, ...] | None = None  # hail's --restrict-allocation-to
+
+
+def capacity_check(name: str, options: SolverOptions = DEFAULT_OPTIONS) -> CapacityCheck:
+    """The global N+1 check a `--capacity-checks` value names."""
+    if name == "exact":
+        from solvers.strategies.n1 import ExactGlobalN1
+
+        return ExactGlobalN1(options=options)
+    if name == "greedy":
+        return GreedyGlobalN1()
+    if name == "none":
+        return NoCapacityCheck()
+    raise ValueError(f"unknown capacity check {name!r} (exact, greedy or none)")
+
+
+def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) -> HailAnswer:
+    """The exalloc answer to a parsed request (checked before it is returned)."""
+    req = inp.request
+    cluster = inp.cluster
+    if isinstance(req, AllocateRequest) and is_dedicated(cluster, req.group_name):
+        if opts.restrict_to_nodes is not None:  # hail: the option wins over the request's
+            req = replace(req, restrict_to_nodes=opts.restrict_to_nodes)
+        return allocate(cluster, req, opts.solver)
+    if isinstance(req, MultiAllocateRequest):
+        names = {i.group_name for i in req.instances}
+        group = names.pop() if len(names) == 1 else None
+        if is_dedicated(cluster, group):
+            return multi_allocate(cluster, req, opts.solver)
+    return _normal(inp, opts)
+
+
+def _normal(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
+    """htools' own answer on normal and shared-storage groups and for every non-allocation
+    request."""
+    ans, line, objectives = answer_normal(inp, opts)
+    placements = tuple(
+        (p.name, (p.primary,) if p.secondary is None else (p.primary, p.secondary))
+        for p in ans.placements
+    ) + tuple(
+        (m.instance, (m.primary,) if m.secondary is None else (m.primary, m.secondary))
+        for m in ans.moves
+    )
+    return HailAnswer(line, ans.kind, placements=placements, objectives=objectives)
+
+
+#: violations that mean hail chose a node Ganeti cannot use (exalloc then declines)
+UNUSABLE = frozenset({"offline_node", "drained_node", "not_vm_capable"})
+
+
+def answer_normal(inp: IAllocatorInput, opts: IAllocatorOptions) -> tuple[Answer, str, dict]:
+    """hail's answer (checked), its response line, and the checker's objectives."""
+    alloc = AllocOptions(
+        capacity_check(opts.capacity_checks, opts.solver),
+        opts.ignore_soft_errors,
+        tuple(opts.restrict_to_nodes) if opts.restrict_to_nodes is not None else None,
+    )
+    ans = process(inp, alloc)
+    objectives: dict[str, Any] = {}
+    if ans.success:
+        report = check_answer(inp, ans)
+        unusable = [v for v in report.violations if v.kind in UNUSABLE]
+        if unusable and len(unusable) == len(report.violations):
+            # hail's allocate-secondary does not filter offline nodes; exalloc does not
+            # print a node Ganeti cannot use (docs/hail.md, "Allocate-secondary")
+            why = "; ".join(str(v) for v in unusable)
+            info = f"{ans.info}; exalloc declines: {why}"
+            return ans, response_json(False, info, []), {}
+        report.raise_if_failed()
+        objectives = {k: v for k, v in report.objectives.items() if k in ("score", "moves")}
+    return ans, response_json(ans.success, ans.info, ans.result), objectives
+
+
+def check_answer(inp: IAllocatorInput, ans: Answer) -> CheckReport:
+    """The independent checker on hail's answer: new instances with `check_allocation`
+    (on the nodes they use), moves one instance at a time with `check_moves`."""
+    states = node_states(inp.cluster)
+    if ans.kind == "allocate-secondary":
+        pl = ans.placements[0]
+        return _check_new(states.remove(pl.instance.name), ans.placements, ans, (pl.primary,))
+    if ans.placements:
+        return _check_new(states, ans.placements, ans)
+    violations: list[Violation] = []
+    for mv in ans.moves:
+        report = check_moves(
+            states,
+            [Move(mv.instance, mv.primary, mv.secondary)],
+            strict=not mv.forced,
+            evacuation=True,
+        )
+        violations += report.violations
+        states = states.relocated(mv.instance, mv.primary, mv.secondary)
+    return CheckReport(tuple(violations), {"moves": len(ans.moves)})
+
+
+def _check_new(
+    states: ClusterState,
+    placements: Sequence[NewPlacement],
+    ans: Answer,
+    hosting: Sequence[str] = (),
+) -> CheckReport:
+    used = {n for p in placements for n in (p.primary, p.secondary) if n is not None}
+    view = replace(states, nodes={n: st for n, st in states.nodes.items() if n in used})
+    report = check_allocation(
+        view,
+        [(p.instance, p.primary, p.secondary) for p in placements],
+        strict=ans.strict,
+        requested_group=ans.requested_group,
+        hosting=hosting,
+    )
+    return CheckReport(report.violations, {})

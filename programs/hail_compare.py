@@ -14,8 +14,10 @@ from typing import Any
 
 from model.backends.iallocator import (
     AllocateRequest,
+    AllocateSecondaryRequest,
     IAllocatorInput,
     MultiAllocateRequest,
+    RelocateRequest,
     new_instance,
 )
 from model.check import check_allocation
@@ -72,6 +74,54 @@ def hail_placements(inp: IAllocatorInput, response: Mapping[str, Any]) -> list[t
     return []
 
 
+def hail_nodes(inp: IAllocatorInput, response: Mapping[str, Any]) -> dict[str, list[str]]:
+    """hail's answer as instance -> its new nodes, for every request type."""
+    req = inp.request
+    if not response.get("success"):
+        return {}
+    result = response["result"]
+    if isinstance(req, AllocateRequest):
+        return {req.name: list(result)}
+    if isinstance(req, MultiAllocateRequest):
+        return {name: list(nodes) for name, nodes in result[0]}
+    if isinstance(req, RelocateRequest):
+        inst = inp.cluster.instance_index[req.name]
+        if inst.secondary:  # drbd: a new secondary
+            return {req.name: [inst.primary, *result]}
+        return {req.name: list(result)}
+    if isinstance(req, AllocateSecondaryRequest):
+        return {req.name: [inp.cluster.instance_index[req.name].primary, result]}
+    return {name: list(nodes) for name, _group, nodes in result[0]}
+
+
+def outcome(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The cluster after an answer, as the checker's arithmetic sees it: instances placed or
+    moved, the cluster score after, and whether the groups it touched stay N+1 redundant
+    (exactly, and by htools' greedy walk)."""
+    from model.htools.global_n1 import redundant
+    from model.score import cluster_score
+    from solvers.strategies.n1 import check_cluster
+
+    state = node_states(inp.cluster)
+    new = {r.name: r for r in _requested(inp)}
+    for name, nodes in where.items():
+        p, s = nodes[0], (nodes[1] if len(nodes) > 1 else None)
+        if name in new:
+            state = state.placed(new_instance(new[name]), p, s)
+        elif not isinstance(inp.request, AllocateSecondaryRequest):
+            state = state.relocated(name, p, s)
+    touched = {state.nodes[n].group_uuid for nodes in where.values() for n in nodes}
+    groups = [g.uuid for g in inp.cluster.groups if g.uuid in touched]
+    n1 = check_cluster(state, groups=groups) if groups else None
+    scope = [n for n, st in state.nodes.items() if st.group_uuid in touched]
+    return {
+        "instances": len(where),
+        "score": cluster_score(state),
+        "n1_exact": None if n1 is None else n1.redundant,
+        "n1_greedy": redundant(state, scope) if scope else None,
+    }
+
+
 def with_comparison(
     report: Any,
     inp: IAllocatorInput,
@@ -94,8 +144,14 @@ def with_comparison(
     mine = check_allocation(states, ours)
     theirs_pl = hail_placements(inp, real["response"])
     theirs = check_allocation(states, theirs_pl)
+    theirs_nodes = hail_nodes(inp, real["response"])
     comp = {
         "hail": real,
+        "hail_nodes": theirs_nodes,
+        "outcome": {
+            "exalloc": outcome(inp, {n: list(v) for n, v in report.placements}),
+            "hail": outcome(inp, theirs_nodes),
+        },
         "hail_placements": {i.name: [p] + ([s] if s else []) for i, p, s in theirs_pl},
         "hail_check": [str(v) for v in theirs.violations],
         "hail_objectives": shown_objectives(theirs.objectives),
@@ -142,6 +198,12 @@ def _vectors(states: ClusterState, ours: list, theirs: list) -> list[dict[str, A
     return rows
 
 
+def _yes(v: Any) -> str:
+    if v is None:
+        return "-"
+    return v if isinstance(v, str) else ("yes" if v else "no") if isinstance(v, bool) else str(v)
+
+
 def _vec(v: Sequence[int]) -> str:
     return "[" + ",".join(str(x) for x in v) + "]"
 
@@ -163,7 +225,7 @@ def compare_text(report: Any) -> str:
         "",
     ]
     ours = dict(report.placements)
-    theirs = c["hail_placements"]
+    theirs = c["hail_nodes"]
     names = list(dict.fromkeys([*ours, *theirs]))
     if names:
         w = max(12, *(len(n) for n in names))
@@ -174,6 +236,22 @@ def compare_text(report: Any) -> str:
             mark = "" if a == b else "   *"
             lines.append(f"{n:<{w}}  {a:<28}  {b}{mark}")
         lines.append("")
+    mine, hail = c["outcome"]["exalloc"], c["outcome"]["hail"]
+    lines.append(f"{'after the answer':<22}{'exalloc':<24}hail")
+    for key, label in (
+        ("instances", "instances placed/moved"),
+        ("score", "cluster score"),
+        ("n1_exact", "N+1 redundant (exact)"),
+        ("n1_greedy", "N+1 (htools' greedy)"),
+    ):
+        a, b = mine[key], hail[key]
+        a, b = (f"{a:.8f}", f"{b:.8f}") if key == "score" else (_yes(a), _yes(b))
+        lines.append(f"{label:<22}{a:<24}{b}")
+    if c["hail_check"]:
+        lines.append("hail's answer fails the checker: " + "; ".join(c["hail_check"]))
+    if not c["nodes"] or not report.runs:  # the dedicated metric only where it is the metric
+        return "\n".join(lines)
+    lines.append("")
     eo, ho = c["exalloc_objectives"], c["hail_objectives"]
     lines.append("allocation vectors (test instances by min disk, descending)")
     lines.append(f"{'':<22}{'exalloc':<24}hail")
@@ -189,8 +267,6 @@ def compare_text(report: Any) -> str:
         f"{'remaining disk MiB':<22}{eo.get('remaining_disk_mib', 0)!s:<24}"
         f"{ho.get('remaining_disk_mib', 0)}"
     )
-    if c["hail_check"]:
-        lines.append("hail's answer fails the checker: " + "; ".join(c["hail_check"]))
     if c["nodes"]:
         lines.append("")
         w = max(8, *(len(r["node"]) for r in c["nodes"]))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from formulations import n1 as form
 from model.errors import CheckFailedError
@@ -307,16 +307,19 @@ class ExactN1Check:
         return self._base[node]
 
     def verdict(self, placement):  # noqa: ANN001, ANN201 - model.htools.capacity types
-        from model.htools.capacity import N1Verdict, state_after
+        from model.htools.capacity import N1Verdict
 
+        name = placement.demand.name
         changed = set(placement.nodes)
+        if name in self.base.locations:  # an instance that moves (change-group): it leaves
+            changed |= {n for n in self.base.location(name) if n is not None}
         groups = {self.base.nodes[n].group_uuid for n in placement.node_names}
         nodes = [n for g in sorted(groups) for n in self._groups.get(g, ())]
         for node in nodes:  # the group broken already: nothing placed there can mend it
             v = self._base_verdict(node)
             if v.evacuable is not True:
                 return N1Verdict(False, node, f"node {node} cannot be evacuated: {v.reason}")
-        after = state_after(self.base, placement)
+        after = self._after(placement)
         plans = {}
         for node in nodes:
             v = self._base[node]
@@ -329,6 +332,20 @@ class ExactN1Check:
                 return N1Verdict(False, node, f"node {node} cannot be evacuated: {why}")
             plans[node] = again.plan
         return N1Verdict(True, witness=plans)
+
+    def _after(self, placement):  # noqa: ANN001, ANN202
+        """The cluster after the placement. An instance that already exists (change-group,
+        allocate-secondary) is counted at its new place only: htools' check still counts it
+        at its old place as well, exact does not (docs/n1.md)."""
+        base, name = self.base, placement.demand.name
+        if name in base.locations:
+            base = base.remove(name)
+        state = base.with_nodes(placement.nodes)
+        return replace(
+            state,
+            demands={**state.demands, name: placement.demand},
+            locations={**state.locations, name: (placement.primary, placement.secondary)},
+        )
 
 
 class ExactGlobalN1:

@@ -26,6 +26,7 @@ import pyomo.environ as pyo
 from formulations.batch import batch_solution, build_batch
 from model.placement import (
     SD_METRICS,
+    TAGS,
     PlacementProblem,
     sd_weights,
     sum_weights,
@@ -36,6 +37,8 @@ from solvers import Objective
 
 RESERVED_WEIGHT = WEIGHTS["reserved_mem_cv"]
 RESERVED_TOTAL_WEIGHT = WEIGHTS["reserved_mem_rtotal"]
+TAGS_WEIGHT = WEIGHTS[TAGS]
+LOCATION_WEIGHT = WEIGHTS["location_exclusion_score"]
 
 
 def _terms(problem: PlacementProblem) -> tuple[dict, dict]:
@@ -140,6 +143,39 @@ def define_reserve_exact(m: pyo.ConcreteModel, problem: PlacementProblem) -> Non
     )
 
 
+def define_tag_conflicts(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
+    """c[t,n] ≥ 0, the exclusion-tag conflicts of tag t on node n after the batch
+    (pri_tags_score: max(0, count − 1)), minimised so exact at the optimum."""
+    m.TN = pyo.Set(initialize=sorted(problem.tag_counts), dimen=2, doc="(tag, node) reachable")
+    m.tag_conflicts = pyo.Var(m.TN, domain=pyo.NonNegativeReals)
+    tagged = [i for i in problem.batch.instances if i.exclusion_tags]
+
+    def at_least(_m, t, n):  # noqa: ANN001, ANN202
+        # c[t,n] ≥ count_now[t,n] + Σ_{j carrying t} x[j,n] − 1
+        added = sum(m.x[i.name, n] for i in tagged if t in i.exclusion_tags and (i.name, n) in m.x)
+        return m.tag_conflicts[t, n] >= problem.tag_counts[t, n] + added - 1
+
+    m.tag_conflicts_count = pyo.Constraint(m.TN, rule=at_least)
+
+
+def define_location_conflicts(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
+    """e[l,t] ≥ 0, the pooled conflicts of (location tag l, exclusion tag t) after the batch
+    (location_exclusion_score: max(0, pooled count − 1)), minimised so exact at the optimum."""
+    m.LT = pyo.Set(initialize=sorted(problem.location_pool), dimen=2, doc="(location, tag)")
+    m.location_conflicts = pyo.Var(m.LT, domain=pyo.NonNegativeReals)
+    adds: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for (j, n), keys in problem.location_keys.items():
+        for key in keys:
+            adds[key].append((j, n))
+
+    def at_least(_m, loc, t):  # noqa: ANN001, ANN202
+        # e[l,t] ≥ pooled_now[l,t] + Σ_{(j,n) adding (l,t)} x[j,n] − 1
+        added = sum(m.x[j, n] for j, n in adds[loc, t])
+        return m.location_conflicts[loc, t] >= problem.location_pool[loc, t] + added - 1
+
+    m.location_conflicts_count = pyo.Constraint(m.LT, rule=at_least)
+
+
 def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
     """σ_k ≥ 0 per SD metric (and σ_res for the reserve), cut from below by tangent planes;
     the score expression."""
@@ -155,6 +191,11 @@ def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
             c * (m.x[j, n] if role == "p" else m.y[j, n]) for (j, n, role), c in linear.items() if c
         )
         + RESERVED_TOTAL_WEIGHT * (fixed_rem + sum(m.p_rem[n] for n in m.NR))
+        + TAGS_WEIGHT
+        * sum(m.tag_conflicts[t, n] - max(c - 1, 0) for (t, n), c in problem.tag_counts.items())
+        + LOCATION_WEIGHT
+        * sum(m.location_conflicts[key] - max(c - 1, 0) for key, c in problem.location_pool.items())
+        + problem.score_constant
     )
 
 
@@ -163,6 +204,8 @@ def build(problem: PlacementProblem) -> pyo.ConcreteModel:
     m.name = "joint_placement"
     define_values(m, problem)
     define_reserve_exact(m, problem)
+    define_tag_conflicts(m, problem)
+    define_location_conflicts(m, problem)
     define_score(m, problem)
     return m
 

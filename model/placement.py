@@ -40,13 +40,14 @@ from model.resources import (
     apply_secondary,
     policy_shortfall,
 )
-from model.score import METRICS, Metric
+from model.score import METRICS, WEIGHTS, Metric, cluster_score
 from model.state import ClusterState
 
 #: The score's standard-deviation metrics that placements change, in `model.score` order.
 #: reserved_mem_cv is handled apart (the reserve is a variable of the model).
 RESERVED = "reserved_mem_cv"
 RESERVED_TOTAL = "reserved_mem_rtotal"
+TAGS = "pri_tags_score"  # Σ_t (count_t − 1) per node: not additive, carried by the model
 SD_METRICS: tuple[Metric, ...] = tuple(
     m for m in METRICS if m.aggregation == "sd" and m.online and m.name != RESERVED
 )
@@ -54,7 +55,7 @@ SD_METRICS: tuple[Metric, ...] = tuple(
 SUM_METRICS: tuple[Metric, ...] = tuple(
     m
     for m in METRICS
-    if m.aggregation == "sum" and m.online and m.name != RESERVED_TOTAL and m.value is not None
+    if m.aggregation == "sum" and m.online and m.name not in (RESERVED_TOTAL, TAGS)
 )
 NO_PRIMARY = ""  # a primary no node has: a secondary's generic failover reservation
 
@@ -90,6 +91,18 @@ class PlacementProblem:
     primary_sum: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
     secondary_sd: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
     secondary_sum: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    #: the score's part no placement changes (summed metrics as they stand, the offline
+    #: counts, the pooled exclusion score): the true score now minus the model's terms now
+    score_constant: float = 0.0
+    #: primaries carrying exclusion tag t on node n now, for every (t, n) a new primary with
+    #: tag t may reach (pri_tags_score counts max(0, count − 1) per tag and node)
+    tag_counts: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: location_exclusion_score pools (location tag, exclusion tag) over the scored nodes:
+    #: the pooled count now per reachable key, and the keys each (kind, primary) adds to
+    location_pool: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    location_keys: Mapping[tuple[str, str], tuple[tuple[str, str], ...]] = field(
+        default_factory=dict
+    )
 
 
 def _networks_ok(group: NodeGroup, nics: Sequence[Mapping]) -> bool:
@@ -211,11 +224,42 @@ def placement_problem(
             after = apply_secondary(st, d, NO_PRIMARY)
             s_sd[k.name, n] = _delta(SD_METRICS, st, after)
             s_sum[k.name, n] = _delta(SUM_METRICS, st, after)
+    base_sd = {n: _values(SD_METRICS, state.nodes[n]) for n in scored}
+    in_scope = set(scored)
+    tag_counts = {
+        (t, n): dict(state.nodes[n].exclusion_tag_counts).get(t, 0)
+        for _, k in kinds
+        for t in k.exclusion_tags
+        for n in k.primaries
+        if n in in_scope
+    }
+    location_keys = {
+        (k.name, n): keys
+        for _, k in kinds
+        for n in k.primaries
+        if n in in_scope
+        and (
+            keys := tuple(
+                (loc, t) for loc in sorted(state.nodes[n].location_tags) for t in k.exclusion_tags
+            )
+        )
+    }
+    pooled: dict[tuple[str, str], int] = {}
+    for n in scored:
+        for key, count in state.nodes[n].location_exclusion_counts:
+            pooled[key] = pooled.get(key, 0) + count
+    location_pool = {key: pooled.get(key, 0) for keys in location_keys.values() for key in keys}
+    reserved_base = {n: state.nodes[n].p_rem for n in scored}
     return PlacementProblem(
         batch=batch,
         scored=scored,
-        base_sd={n: _values(SD_METRICS, state.nodes[n]) for n in scored},
-        reserved_base={n: state.nodes[n].p_rem for n in scored},
+        base_sd=base_sd,
+        reserved_base=reserved_base,
+        tag_counts=tag_counts,
+        location_pool=location_pool,
+        location_keys=location_keys,
+        score_constant=cluster_score([state.nodes[n] for n in scope])
+        - modelled_score(base_sd, reserved_base),
         total_memory_mib={n: state.nodes[n].total_memory_mib for n in used},
         primary_sd=p_sd,
         primary_sum=p_sum,
@@ -246,6 +290,19 @@ def tangent(values: Sequence[float]) -> tuple[float, tuple[float, ...]]:
         return (sd if math.isfinite(sd) else 0.0), tuple(0.0 for _ in values)
     mean = math.fsum(values) / n
     return sd, tuple((v - mean) / (n * sd) for v in values)
+
+
+def modelled_score(
+    base_sd: Mapping[str, tuple[float, ...]], reserved_base: Mapping[str, float]
+) -> float:
+    """What the model's score terms come to with nothing placed (its σ at the spread of now,
+    no linear change): the part of the score it carries."""
+    per_metric = list(zip(*base_sd.values(), strict=True)) if base_sd else []
+    spread = sum(w * sd_of(xs) for w, xs in zip(sd_weights(), per_metric, strict=True))
+    reserve = list(reserved_base.values())
+    return (
+        spread + WEIGHTS[RESERVED] * sd_of(reserve) + WEIGHTS[RESERVED_TOTAL] * math.fsum(reserve)
+    )
 
 
 def sd_weights() -> tuple[float, ...]:

@@ -303,7 +303,7 @@ def test_answers_pass_the_checker(ganeti, tmp_path):
     """Every printed answer passed the independent checker; a broken answer would not
     (a node removed from the request makes the checker see an unknown node)."""
     from model.htools.requests import InstanceMove, NewPlacement
-    from solvers.strategies.iallocator import check_answer
+    from model.htools.verify import check_answer
 
     inp = load_request(ganeti.data_dir / "hail-node-evac.json")
     from model.htools.allocate import AllocOptions

@@ -127,7 +127,7 @@ def _merged(nodes: Mapping[str, NodeState], changed: Mapping[str, NodeState]) ->
     return out
 
 
-def _drbd_all_pair(
+def drbd_all_pair(
     nodes: Mapping[str, NodeState],
     d: InstanceDemand,
     primary: str,
@@ -186,7 +186,7 @@ def drbd_change_all(
         for ts in avail:
             if tp == ts:
                 continue
-            r = _drbd_all_pair(nodes, d, primary, secondary, tp, ts, force)
+            r = drbd_all_pair(nodes, d, primary, secondary, tp, ts, force)
             if isinstance(r, str):
                 if not ok:
                     error = "Allocation failed: " + r

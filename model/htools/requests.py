@@ -124,7 +124,7 @@ def process(inp: IAllocatorInput, opts: AllocOptions) -> Answer:
             req.instances,
             ignore_soft_errors=opts.ignore_soft_errors,
         )
-        return _evac_answer("node-evacuate", state, sol, opts.ignore_soft_errors)
+        return evac_answer("node-evacuate", state, sol, opts.ignore_soft_errors)
     if isinstance(req, ChangeGroupRequest):
         return _change_group(state, req, opts)
     if isinstance(req, AllocateSecondaryRequest):
@@ -235,7 +235,7 @@ def _job(state: ClusterState, name: str, steps: Sequence[Step]) -> list[dict[str
     return ops
 
 
-def _evac_answer(
+def evac_answer(
     kind: str, state: ClusterState, sol: EvacSolution, ignore_soft_errors: bool
 ) -> Answer:
     """formatNodeEvac: moved (instance, group name, nodes), failed, jobs."""
@@ -282,7 +282,7 @@ def _change_group(state: ClusterState, req: ChangeGroupRequest, opts: AllocOptio
     sol = try_change_group(
         opts, state, req.target_group_uuids, req.instances, nics, _no_groups(state)
     )
-    return _evac_answer("change-group", state, sol, False)
+    return evac_answer("change-group", state, sol, False)
 
 
 def _allocate_secondary(

@@ -10,7 +10,6 @@ The independent checker (model/check.py) judges every answer before it is return
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,16 +17,16 @@ from model.backends.iallocator import (
     AllocateRequest,
     IAllocatorInput,
     MultiAllocateRequest,
+    NodeEvacuateRequest,
     response_json,
 )
-from model.check import CheckReport, Move, Violation, check_allocation, check_moves
 from model.htools.allocate import AllocOptions
 from model.htools.answer import HailAnswer
 from model.htools.capacity import CapacityCheck, NoCapacityCheck
 from model.htools.dedicated import is_dedicated
 from model.htools.global_n1 import GreedyGlobalN1
-from model.htools.requests import Answer, NewPlacement, process
-from model.state import ClusterState, node_states
+from model.htools.requests import Answer, process
+from model.htools.verify import check_answer
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies.dedicated import allocate, multi_allocate
 
@@ -40,6 +39,13 @@ class IAllocatorOptions:
     capacity_checks: str = "exact"  # exact | greedy | none
     ignore_soft_errors: bool = False
     restrict_to_nodes: tuple[str, ...] | None = None  # hail's --restrict-allocation-to
+
+    @property
+    def joint(self) -> bool:
+        """Batches placed or moved jointly (docs/placement.md) in exalloc's own mode; `greedy`
+        and `none` give hail's answers with its N+1 check or without, and
+        --ignore-soft-errors hail's relaxed walk."""
+        return self.capacity_checks == "exact" and not self.ignore_soft_errors
 
 
 def capacity_check(name: str, options: SolverOptions = DEFAULT_OPTIONS) -> CapacityCheck:
@@ -68,10 +74,21 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         group = names.pop() if len(names) == 1 else None
         if is_dedicated(cluster, group):
             return multi_allocate(cluster, req, opts.solver)
-    return _normal(inp, opts)
+        one_by_one = one_by_one_answer(inp, opts)
+        if not opts.joint:
+            return one_by_one
+        from solvers.strategies.joint import joint_multi_allocate
+
+        return joint_multi_allocate(inp, one_by_one, opts.solver)
+    if isinstance(req, NodeEvacuateRequest) and opts.joint:
+        # hail's node-evacuate checks no N+1: only the moves' strict adds bind
+        from solvers.strategies.joint import joint_node_evacuate
+
+        return joint_node_evacuate(inp, one_by_one_answer(inp, opts), opts.solver)
+    return one_by_one_answer(inp, opts)
 
 
-def _normal(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
+def one_by_one_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
     """htools' own answer on normal and shared-storage groups and for every non-allocation
     request."""
     ans, line, objectives = answer_normal(inp, opts)
@@ -110,43 +127,3 @@ def answer_normal(inp: IAllocatorInput, opts: IAllocatorOptions) -> tuple[Answer
         report.raise_if_failed()
         objectives = {k: v for k, v in report.objectives.items() if k in ("score", "moves")}
     return ans, response_json(ans.success, ans.info, ans.result), objectives
-
-
-def check_answer(inp: IAllocatorInput, ans: Answer) -> CheckReport:
-    """The independent checker on hail's answer: new instances with `check_allocation`
-    (on the nodes they use), moves one instance at a time with `check_moves`."""
-    states = node_states(inp.cluster)
-    if ans.kind == "allocate-secondary":
-        pl = ans.placements[0]
-        return _check_new(states.remove(pl.instance.name), ans.placements, ans, (pl.primary,))
-    if ans.placements:
-        return _check_new(states, ans.placements, ans)
-    violations: list[Violation] = []
-    for mv in ans.moves:
-        report = check_moves(
-            states,
-            [Move(mv.instance, mv.primary, mv.secondary)],
-            strict=not mv.forced,
-            evacuation=True,
-        )
-        violations += report.violations
-        states = states.relocated(mv.instance, mv.primary, mv.secondary)
-    return CheckReport(tuple(violations), {"moves": len(ans.moves)})
-
-
-def _check_new(
-    states: ClusterState,
-    placements: Sequence[NewPlacement],
-    ans: Answer,
-    hosting: Sequence[str] = (),
-) -> CheckReport:
-    used = {n for p in placements for n in (p.primary, p.secondary) if n is not None}
-    view = replace(states, nodes={n: st for n, st in states.nodes.items() if n in used})
-    report = check_allocation(
-        view,
-        [(p.instance, p.primary, p.secondary) for p in placements],
-        strict=ans.strict,
-        requested_group=ans.requested_group,
-        hosting=hosting,
-    )
-    return CheckReport(report.violations, {})

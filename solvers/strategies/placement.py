@@ -38,6 +38,10 @@ SCORE_GAP = 1e-6
 MAX_ROUNDS = 200
 #: Time cap of an early score round (doubled every 8 rounds).
 ROUND_SECONDS = 0.5
+#: Rounds in a row whose solution repeats a plan already scored without raising the bound:
+#: the planes no longer move, the rest of the gap is score the model does not carry
+#: (docs/placement.md "Limits"), and further rounds cannot close it.
+STALLED_ROUNDS = 5
 #: Beyond this many shared drbd pairs the reserve is summed on every pair (exact, larger).
 MAX_SHARED_PAIRS = 16
 
@@ -74,7 +78,8 @@ def true_score(
 ) -> tuple[float | None, list[str]]:
     """The checker's verdict on a plan: its score, and its violations (empty when valid)."""
     placements = [(demands[name], p, s) for name, (p, s) in plan.items()]
-    report = check_allocation(state, placements, group=group)
+    # a group the request names may be unallocable: hail places there when asked to
+    report = check_allocation(state, placements, group=group, requested_group=group)
     return report.objectives["score"], [str(v) for v in report.violations]
 
 
@@ -99,11 +104,20 @@ def place_jointly(
     options: SolverOptions = DEFAULT_OPTIONS,
     start: Plan | None = None,
     capacity_check: Callable[[ClusterState, Plan], Sequence[str] | None] | None = None,
+    judge: Callable[[Plan], tuple[float | None, list[str]]] | None = None,
 ) -> JointPlan:
     """Solve `problem` (its kinds' members named by `members`); `start` is a known plan (hail's
     one-by-one answer) whose point gets planes first and which the answer never falls behind;
     `capacity_check(state, plan)` returns the nodes of a group whose redundancy the plan breaks
-    (None or empty when it holds)."""
+    (None or empty when it holds). `judge(plan)` replaces the checker's verdict on new
+    instances (`true_score`) when the plan is something else (moves of existing instances):
+    a plan it rejects is cut off, not an error."""
+
+    def verdict(plan: Plan) -> tuple[float | None, list[str]]:
+        if judge is not None:
+            return judge(plan)
+        return true_score(state, demands, plan, group)
+
     began = time.perf_counter()
     deadline = None if options.time_limit is None else began + options.time_limit
     with Stopwatch() as sw:
@@ -151,7 +165,7 @@ def place_jointly(
             session.add_bound(*row)
         best: tuple[float, Plan] | None = None
         if start is not None and len(start) == placed_target:
-            score, bad = true_score(state, demands, start, group)
+            score, bad = verdict(start)
             if not bad and score is not None:
                 best = (score, dict(start))
         bound: float | None = None
@@ -159,6 +173,8 @@ def place_jointly(
         rounds = cuts = 0
         retry: tuple[frozenset[tuple[str, str]] | None] | None = None
         lower = -math.inf  # the best lower bound so far (planes only add: it only rises)
+        seen: set[frozenset] = set()
+        stalled = 0
         while rounds < MAX_ROUNDS:
             rounds += 1
             # a round need not be proven: its incumbent places the next planes, its dual bound
@@ -171,10 +187,27 @@ def place_jointly(
                 else:
                     status = res.status
                 break
+            raised = (
+                res.bound is not None
+                and math.isfinite(res.bound)
+                and res.bound
+                > lower + SCORE_GAP * max(abs(lower) if math.isfinite(lower) else 1.0, 1.0)
+            )
             if res.bound is not None and math.isfinite(res.bound):
                 lower = max(lower, res.bound)
             plan = _expand(members, form.solution(m, problem))
-            score, bad = true_score(state, demands, plan, group)
+            key = frozenset(plan.items())
+            stalled = 0 if raised or key not in seen else stalled + 1
+            seen.add(key)
+            if stalled >= STALLED_ROUNDS and best is not None:
+                status = Status.FEASIBLE
+                notes.append("the planes stalled: the gap is score outside the model")
+                break
+            score, bad = verdict(plan)
+            if bad and judge is not None:
+                cuts += 1
+                session.add_bound(*form.not_all_of(m, _held(members, plan, set(state.nodes))))
+                continue
             if bad:
                 shared = batch_form.shared_pairs_used(m)
                 modelled = problem.batch.shared_pairs
@@ -221,6 +254,7 @@ def place_jointly(
             options=options.within(left()),
             start=start if best is None else best[1],
             capacity_check=capacity_check,
+            judge=judge,
         )
         return replace(
             result,

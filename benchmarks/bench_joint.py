@@ -1,0 +1,165 @@
+"""Joint node-evacuate and multi-allocate on heterogeneous normal groups, beside the real hail.
+
+    python benchmarks/bench_joint.py [--nodes 200] [--evacuate 40] [--multi 10] [--seeds 3]
+
+Each case is one group of mixed machine sizes (tests/htools_gen.py shapes) with uneven fills of
+drbd, ext and rbd instances. node-evacuate: the two nodes with the most primaries (topped up from
+the next ones to `--evacuate` instances), mode `all`. multi-allocate: a batch of mixed drbd,
+ext and plain instances. Per case: the real hail's time and instances placed or moved; exalloc
+hail's (default `--capacity-checks exact`, so joint) time, count, status and gap as `info`
+reports them, and the score of the group after each answer, recomputed from the request.
+docs/placement.md quotes the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+import htools_gen as gen  # noqa: E402
+
+from model.backends.iallocator import load_request, new_instance  # noqa: E402
+from model.score import cluster_score  # noqa: E402
+from model.state import node_states  # noqa: E402
+from programs.reference import real_hail  # noqa: E402
+
+
+def _cluster(n_nodes: int, seed: int) -> dict:
+    return gen.cluster(
+        random.Random(seed),
+        n_nodes,
+        templates=("drbd", "drbd", "ext", "rbd"),
+        odd=False,
+        tags=False,
+        policies=False,
+        fills=(0.1, 0.2, 0.3, 0.4, 0.5),
+    )
+
+
+def evacuation(n_nodes: int, count: int, seed: int) -> dict:
+    data = _cluster(n_nodes, seed)
+    hosted: dict[str, list[str]] = {}
+    for name, inst in data["instances"].items():
+        hosted.setdefault(inst["nodes"][0], []).append(name)
+    busiest = sorted(hosted, key=lambda n: (-len(hosted[n]), n))
+    names: list[str] = []
+    for node in busiest:
+        if len(names) >= count:
+            break
+        names += hosted[node]
+    data["request"] = {"type": "node-evacuate", "instances": names[:count], "evac_mode": "all"}
+    return data
+
+
+def multi(n_nodes: int, count: int, seed: int) -> dict:
+    data = _cluster(n_nodes, seed)
+    rng = random.Random(seed + 1)
+    batch = []
+    for k in range(count):
+        template = rng.choice(("drbd", "ext", "plain"))
+        mem = rng.choice((2048, 4096, 8192, 16384))
+        disk = rng.choice((10240, 51200, 102400))
+        batch.append(
+            {
+                "name": f"new-{k}",
+                "required_nodes": 2 if template == "drbd" else 1,
+                "disk_template": template,
+                "disks": [{"mode": "rw", "size": disk}],
+                "disk_space_total": disk + (128 if template == "drbd" else 0),
+                "memory": mem,
+                "vcpus": rng.choice((1, 2, 4)),
+                "spindle_use": 1,
+                "tags": [],
+                "nics": [],
+                "os": "debian",
+            }
+        )
+    data["request"] = {"type": "multi-allocate", "instances": batch}
+    return data
+
+
+def _timed(cmd: list[str]) -> tuple[float, dict]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=True)
+    return time.perf_counter() - start, json.loads(proc.stdout)
+
+
+def _score_after(path: Path, response: dict) -> float | None:
+    """The group's score after the answer, recomputed from the request alone."""
+    if not response["success"]:
+        return None
+    inp = load_request(path)
+    state = node_states(inp.cluster)
+    after = state
+    if inp.request.type == "multi-allocate":
+        records = {r.name: new_instance(r) for r in inp.request.instances}
+        for name, nodes in response["result"][0]:
+            secondary = nodes[1] if len(nodes) > 1 else None
+            after = after.placed(state.demand(records[name]), nodes[0], secondary)
+    else:
+        for name, _group, nodes in response["result"][0]:
+            after = after.relocated(name, nodes[0], nodes[1] if len(nodes) > 1 else None)
+    return cluster_score(after, group="group1")
+
+
+def run_case(kind: str, data: dict, tmp: Path) -> dict:
+    path = tmp / f"{kind}.json"
+    path.write_text(json.dumps(data))
+    hail_s, hail = _timed([str(real_hail()), str(path)])
+    ours_s, ours = _timed([sys.executable, "-m", "cli", "hail", str(path)])
+    status = re.search(r"\[exalloc \w+: ([^\]]*)\]", ours["info"])
+    wanted = len(data["request"]["instances"])
+    return {
+        "kind": kind,
+        "instances": wanted,
+        "hail_s": hail_s,
+        "hail_done": len(hail["result"][0]) if hail["success"] else 0,
+        "hail_score": _score_after(path, hail),
+        "exalloc_s": ours_s,
+        "exalloc_done": len(ours["result"][0]) if ours["success"] else 0,
+        "exalloc_score": _score_after(path, ours),
+        "status": status.group(1) if status else "one by one (joint not better)",
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=200)
+    p.add_argument("--evacuate", type=int, default=40)
+    p.add_argument("--multi", type=int, default=10)
+    p.add_argument("--seeds", type=int, default=3)
+    args = p.parse_args()
+    print(
+        "| request | seed | instances | hail s | hail done | hail score | exalloc s |"
+        " exalloc done | exalloc score | exalloc status |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.seeds):
+            for kind, data in (
+                ("node-evacuate", evacuation(args.nodes, args.evacuate, seed)),
+                ("multi-allocate", multi(args.nodes, args.multi, seed)),
+            ):
+                r = run_case(kind, data, Path(tmp))
+                fmt = lambda x: "-" if x is None else f"{x:.6f}"  # noqa: E731
+                print(
+                    f"| {kind} | {seed} | {r['instances']} | {r['hail_s']:.2f} |"
+                    f" {r['hail_done']} | {fmt(r['hail_score'])} | {r['exalloc_s']:.2f} |"
+                    f" {r['exalloc_done']} | {fmt(r['exalloc_score'])} | {r['status']} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

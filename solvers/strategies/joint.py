@@ -1,0 +1,407 @@
+"""Joint multi-allocate on normal groups (docs/placement.md, docs/hail.md "Multi-allocate").
+
+hail places a batch one instance at a time. With `--capacity-checks exact`, exalloc places it
+jointly: its one-by-one answer (htools' algorithm with the exact N+1 check) is computed first
+and handed to the joint model as the plan to beat; the joint model maximises the instances
+placed, then minimises those on last-resort groups, then the cluster score after the whole
+batch (solvers/strategies/placement.py), and every plan it keeps leaves the groups it touches N+1
+redundant by the exact check. The better of the two plans, as the checker ranks them, is the
+answer, so it is never worse than the one-by-one batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from model.backends.iallocator import (
+    IAllocatorInput,
+    MultiAllocateRequest,
+    NodeEvacuateRequest,
+    multi_allocate_response,
+    new_instance,
+    response_json,
+)
+from model.check import Move, check_allocation, check_moves
+from model.cluster import NodeGroup
+from model.htools.answer import HailAnswer, SolverRun, run_note
+from model.htools.evacuate import (
+    CHANGE_ALL,
+    CHANGE_PRIMARY,
+    CHANGE_SECONDARY,
+    EvacSolution,
+    Evacuated,
+    Step,
+    apply_evacuated,
+    drbd_all_pair,
+    nodes_to_evacuate,
+    try_node_evac,
+)
+from model.htools.requests import EVAC_MODES, evac_answer
+from model.htools.verify import check_answer
+from model.placement import NO_PRIMARY, candidates, placement_problem
+from model.placement import new_instance as batch_item
+from model.resources import (
+    FailMode,
+    InstanceDemand,
+    MoveKind,
+    add_primary,
+    add_secondary,
+    apply_move,
+)
+from model.score import cluster_score
+from model.state import ClusterState, node_states
+from solvers.options import SolverOptions
+from solvers.strategies.n1 import decide, still_valid
+from solvers.strategies.placement import JointPlan, Plan, place_jointly
+
+#: Time the joint model gets when no --time-limit is given: an iallocator must answer.
+DEFAULT_SECONDS = 20.0
+
+
+@dataclass
+class GroupRedundancy:
+    """Exact N+1 of the groups a plan touches, re-deciding only what the plan can affect."""
+
+    base: ClusterState
+    options: SolverOptions
+
+    def __post_init__(self) -> None:
+        self._verdicts: dict = {}
+
+    def _base(self, node: str):  # noqa: ANN202
+        if node not in self._verdicts:
+            self._verdicts[node] = decide(self.base, node, options=self.options)
+        return self._verdicts[node]
+
+    def group_nodes(self, uuid: str) -> list[str]:
+        return [n for n, st in self.base.nodes.items() if st.group_uuid == uuid]
+
+    def redundant_group(self, uuid: str) -> bool:
+        return all(self._base(n).evacuable is True for n in self.group_nodes(uuid))
+
+    def breaks(self, after: ClusterState, changed: set[str]) -> list[str]:
+        """The nodes of the first group the change leaves non-redundant (empty: none)."""
+        for uuid in sorted({self.base.nodes[n].group_uuid for n in changed}):
+            for node in self.group_nodes(uuid):
+                v = self._base(node)
+                if node not in changed and still_valid(after, v, changed):
+                    continue
+                if decide(after, node, options=self.options).evacuable is not True:
+                    return self.group_nodes(uuid)
+        return []
+
+
+def _groups(inp: IAllocatorInput, req: MultiAllocateRequest) -> list[NodeGroup]:
+    cluster = inp.cluster
+    if req.group_name is not None:
+        return [g for g in cluster.groups if g.name == req.group_name]
+    return [g for g in cluster.groups if g.alloc_policy != "unallocable"]
+
+
+def _key(  # noqa: ANN202
+    state: ClusterState,
+    demands: Mapping[str, InstanceDemand],
+    plan: Plan,
+    last: set[str],
+    group: str | None,
+):
+    """How the checker ranks a plan: (−placed, on last-resort groups, score); None if it
+    fails the checker."""
+    placements = [(demands[n], p, s) for n, (p, s) in plan.items()]
+    report = check_allocation(state, placements, group=group, requested_group=group)
+    if report.violations:
+        return None
+    on_last = sum(1 for p, _ in plan.values() if p in last)
+    return (-len(plan), on_last, report.objectives["score"])
+
+
+def joint_multi_allocate(
+    inp: IAllocatorInput, one_by_one: HailAnswer, options: SolverOptions
+) -> HailAnswer:
+    """The joint answer, or `one_by_one` when the joint model finds nothing better; every
+    group the plan touches stays N+1 redundant by the exact check."""
+    req = inp.request
+    assert isinstance(req, MultiAllocateRequest)
+    state = node_states(inp.cluster)
+    if any(r.name in state.demands for r in req.instances):
+        return one_by_one  # hail's own words for clashing names
+    groups = _groups(inp, req)
+    redundancy = GroupRedundancy(state, options)
+    # a group that is not redundant refuses every placement (as hail's check does)
+    usable = [g for g in groups if redundancy.redundant_group(g.uuid)]
+    demands: dict[str, InstanceDemand] = {}
+    kinds = []
+    alone: set[str] = set()  # instances some node could take on its own
+    for order, r in enumerate(req.instances):
+        d = state.demand(new_instance(r))
+        demands[r.name] = d
+        prims, secs, forbidden = candidates(state, d, usable, r.restrict_to_nodes, r.nics)
+        item = batch_item(state, d, prims, secs, forbidden, order=order)
+        if item.primaries and (not item.drbd or item.secondaries):
+            kinds.append((d, item))
+            alone.add(r.name)
+    start = {
+        name: (nodes[0], nodes[1] if len(nodes) > 1 else None)
+        for name, nodes in one_by_one.placements
+    }
+    if not kinds:
+        return one_by_one
+    in_groups = {g.uuid for g in groups}
+    # hail scores over the whole cluster without group_name, over the group with it
+    scope = [
+        n for n, st in state.nodes.items() if req.group_name is None or st.group_uuid in in_groups
+    ]
+    last = {
+        n
+        for n, st in state.nodes.items()
+        if inp.cluster.group(st.group_uuid).alloc_policy == "last_resort"
+    }
+    problem = placement_problem(state, kinds, scope, last_resort=frozenset(last))
+    budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
+
+    def capacity(s: ClusterState, plan: Plan) -> list[str]:
+        after = s
+        for name, (p, sec) in plan.items():
+            after = after.placed(demands[name], p, sec)
+        changed = {n for p, sec in plan.values() for n in (p, sec) if n is not None}
+        return redundancy.breaks(after, changed)
+
+    group = None if req.group_name is None else groups[0].name if groups else None
+    joint: JointPlan = place_jointly(
+        state,
+        problem,
+        demands,
+        {k.name: [k.name] for _, k in kinds},
+        group=group,
+        options=budget,
+        start=start or None,
+        capacity_check=capacity,
+    )
+    mine = _key(state, demands, joint.placements, last, group) if joint.placements else None
+    theirs = _key(state, demands, start, last, group) if start else (0, 0, float("inf"))
+    if mine is None or theirs is None or not mine < theirs:
+        return one_by_one
+    allocated = [
+        (r.name, [x for x in joint.placements[r.name] if x])
+        for r in req.instances
+        if r.name in joint.placements
+    ]
+    crowded = "no room left by the joint plan, which places the most instances that fit together"
+    nowhere = "no node of the groups considered can take it, even alone"
+    failed = [
+        (r.name, crowded if r.name in alone else nowhere)
+        for r in req.instances
+        if r.name not in joint.placements
+    ]
+    info, result = multi_allocate_response(allocated, failed)
+    run = SolverRun(
+        solver=options.solver,
+        status=joint.status,
+        gap=joint.gap,
+        build_s=joint.build_s,
+        solve_s=joint.solve_s,
+        objective=(float(joint.placed), joint.score),
+        names=("placed", "score"),
+    )
+    note = f"; joint plan, score {joint.score:.8f} against {theirs[2]:.8f} one by one"
+    return HailAnswer(
+        response_json(True, info + run_note((run,), note), result),
+        "multi-allocate",
+        placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
+        runs=(run,),
+        objectives={"score": joint.score, "score_bound": joint.bound, "placed": joint.placed},
+    )
+
+
+# --- node-evacuate ---------------------------------------------------------------------------
+
+
+def _evacuation_targets(
+    base: ClusterState, d: InstanceDemand, avail: list[str], fixed_primary: str | None
+) -> tuple[list[str], list[str], set[tuple[str, str]]]:
+    """Where an evacuated instance may go, by htools' strict adds on the cluster without the
+    instances being moved: a new primary (shared storage), a new secondary beside a primary
+    that stays (drbd, secondary-only), or both (drbd, all). Moves are not held to the
+    instance policy: hail's moves are not."""
+    if fixed_primary is not None:
+        prims = [fixed_primary]
+    else:
+        prims = [t for t in avail if not isinstance(add_primary(base.nodes[t], d), FailMode)]
+    if not d.has_secondary:
+        return prims, [], set()
+    secs = [
+        t for t in avail if not isinstance(add_secondary(base.nodes[t], d, NO_PRIMARY), FailMode)
+    ]
+    forbidden = {
+        (p, s)
+        for s in secs
+        for p, _ in base.nodes[s].peers
+        if p in prims and p != s and isinstance(add_secondary(base.nodes[s], d, p), FailMode)
+    }
+    return prims, secs, forbidden
+
+
+def _evacuated(
+    cur: ClusterState, name: str, mode: str, target: tuple[str, str | None]
+) -> Evacuated | str:
+    """The instance moved to `target` by hail's own steps for its template and mode."""
+    d = cur.demands[name]
+    p, s = cur.locations[name]
+    tp, ts = target
+    if d.disk_template == "drbd" and mode == CHANGE_ALL:
+        assert s is not None and ts is not None
+        return drbd_all_pair(cur.nodes, d, p, s, tp, ts, False)
+    kind, to = (
+        (MoveKind.REPLACE_SECONDARY, ts)
+        if d.disk_template == "drbd"
+        else (MoveKind.FAILOVER_TO_ANY, tp)
+    )
+    r = apply_move(cur.nodes, d, p, s, kind, to, force=False)
+    if isinstance(r, FailMode):
+        return str(r)
+    return Evacuated(r.nodes, r.primary, r.secondary, (Step(kind, to),))
+
+
+def _replay(
+    state: ClusterState, mode: str, order: list[str], plan: Plan
+) -> tuple[ClusterState, list, list] | str:
+    """The plan's moves in request order through htools' moves: the cluster after, the moved
+    records and the jobs; or why a step fails."""
+    cur = state
+    moved, jobs = [], []
+    for name in order:
+        if name not in plan:
+            continue
+        ev = _evacuated(cur, name, mode, plan[name])
+        if isinstance(ev, str):
+            return f"{name}: {ev}"
+        cur = apply_evacuated(cur, name, ev)
+        nodes = (ev.primary,) if ev.secondary is None else (ev.primary, ev.secondary)
+        if cur.demands[name].disk_template != "drbd":
+            nodes = (ev.primary,)
+        moved.append((name, cur.nodes[ev.primary].group_uuid, nodes))
+        jobs.append((name, ev.steps))
+    return cur, moved, jobs
+
+
+def _group_score(state: ClusterState, groups: set[str]) -> float:
+    return sum(cluster_score(state, group=g) for g in sorted(groups))
+
+
+def joint_node_evacuate(
+    inp: IAllocatorInput, one_by_one: HailAnswer, options: SolverOptions
+) -> HailAnswer:
+    """Node-evacuate jointly: the most instances moved off the nodes (proven), then the least
+    score of their groups after all moves; `one_by_one` (hail's answer) when it is not
+    beaten. An instance never leaves its group, so each group is its own problem."""
+    req = inp.request
+    assert isinstance(req, NodeEvacuateRequest)
+    state = node_states(inp.cluster)
+    mode = EVAC_MODES[req.evac_mode]
+    names = list(req.instances)
+    hail = try_node_evac(state, mode, names)
+    excluded = nodes_to_evacuate(state, mode, names) | {
+        n for n, st in state.nodes.items() if st.offline
+    }
+    # drbd failovers (primary-only) have no choice: done first, as hail does them
+    fixed = [
+        n for n in names if state.demands[n].disk_template == "drbd" and mode == CHANGE_PRIMARY
+    ]
+    done = try_node_evac(state, mode, fixed) if fixed else None
+    state1 = done.state if done is not None and done.state is not None else state
+    chosen: dict[str, list[str]] = {}
+    for name in names:
+        t = state.demands[name].disk_template
+        if name in fixed or t in ("plain", "file") or (t != "drbd" and mode == CHANGE_SECONDARY):
+            continue  # no choice, or hail's own refusal
+        chosen.setdefault(state1.nodes[state1.locations[name][0]].group_uuid, []).append(name)
+    if not chosen:
+        return one_by_one
+    hail_plan = {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved}
+    budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
+    plan: Plan = {}
+    runs: list[SolverRun] = []
+    deadline = time.perf_counter() + (budget.time_limit or DEFAULT_SECONDS)
+    for uuid, members in chosen.items():
+        base = state1
+        for name in members:
+            base = base.remove(name)
+        group_nodes = [n for n, st in state1.nodes.items() if st.group_uuid == uuid]
+        kinds = []
+        for order, name in enumerate(members):
+            d = state1.demands[name]
+            p, _ = state1.locations[name]
+            avail = [n for n in group_nodes if n not in excluded and n != p]
+            keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
+            prims, secs, forbidden = _evacuation_targets(base, d, avail, keep)
+            item = batch_item(base, d, prims, secs, forbidden, order=order)
+            if item.primaries and (not item.drbd or item.secondaries):
+                kinds.append((d, item))
+        if not kinds:
+            continue
+        group_name = inp.cluster.group(uuid).name
+
+        def judge(p: Plan, uuid: str = uuid) -> tuple[float | None, list[str]]:
+            """The independent checker on the moves in request order, and the group's score."""
+            moves = [Move(n, *p[n]) for n in names if n in p]
+            report = check_moves(state1, moves, strict=True, evacuation=True)
+            if report.violations:
+                return None, [str(v) for v in report.violations]
+            after = state1
+            for mv in moves:
+                after = after.relocated(mv.instance, mv.primary, mv.secondary)
+            return cluster_score(after, group=uuid), []
+
+        problem = placement_problem(base, kinds, group_nodes)
+        start = {n: hail_plan[n] for n in members if n in hail_plan}
+        joint = place_jointly(
+            base,
+            problem,
+            {d.name: d for d, _ in kinds},
+            {k.name: [k.name] for _, k in kinds},
+            group=group_name,
+            options=budget.within(max(deadline - time.perf_counter(), 0.1)),
+            start=start or None,
+            judge=judge,
+        )
+        plan.update(joint.placements)
+        runs.append(
+            SolverRun(
+                solver=options.solver,
+                status=joint.status,
+                gap=joint.gap,
+                build_s=joint.build_s,
+                solve_s=joint.solve_s,
+                objective=(float(joint.placed), joint.score),
+                names=("placed", "score"),
+            )
+        )
+    replay = _replay(state1, mode, names, plan)
+    if isinstance(replay, str):
+        return one_by_one  # the model's plan cannot be made of hail's steps
+    after, moved, jobs = replay
+    if done is not None:
+        moved = [*done.moved, *moved]
+        jobs = [*done.jobs, *jobs]
+    touched = {g for _, g, _ in moved} | {g for _, g, _ in hail.moved}
+    mine = (-len(moved), _group_score(after, touched))
+    theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
+    if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
+        return one_by_one
+    reasons = dict(hail.failed)
+    crowded = "no room left by the joint plan, which moves the most instances that fit together"
+    moved_names = {n for n, _, _ in moved}
+    failed = tuple((n, reasons.get(n, crowded)) for n in names if n not in moved_names)
+    sol = EvacSolution(tuple(moved), failed, tuple(jobs), after)
+    ans = evac_answer("node-evacuate", state, sol, False)
+    check_answer(inp, ans).raise_if_failed()
+    note = f"; joint plan, score {mine[1]:.8f} against {theirs[1]:.8f} one by one"
+    return HailAnswer(
+        response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
+        "node-evacuate",
+        placements=tuple((n, tuple(nodes)) for n, _, nodes in moved),
+        runs=tuple(runs),
+        objectives={"score": mine[1], "moved": len(moved)},
+    )

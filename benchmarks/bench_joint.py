@@ -89,15 +89,27 @@ def multi(n_nodes: int, count: int, seed: int) -> dict:
     return data
 
 
-def _timed(cmd: list[str]) -> tuple[float, dict]:
+def _timed(cmd: list[str], timeout: float | None = None) -> tuple[float, dict | None]:
+    """Wall time and the answer; (inf, None) when `timeout` seconds pass first."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=True)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO, check=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return float("inf"), None
     return time.perf_counter() - start, json.loads(proc.stdout)
 
 
-def _score_after(path: Path, response: dict) -> float | None:
+def _done(response: dict | None) -> int | None:
+    if response is None:
+        return None
+    return len(response["result"][0]) if response["success"] else 0
+
+
+def _score_after(path: Path, response: dict | None) -> float | None:
     """The group's score after the answer, recomputed from the request alone."""
-    if not response["success"]:
+    if response is None or not response["success"]:
         return None
     inp = load_request(path)
     state = node_states(inp.cluster)
@@ -113,21 +125,28 @@ def _score_after(path: Path, response: dict) -> float | None:
     return cluster_score(after, group="group1")
 
 
-def run_case(kind: str, data: dict, tmp: Path) -> dict:
+def _cell(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+
+def run_case(kind: str, data: dict, tmp: Path, hail_timeout: float) -> dict:
     path = tmp / f"{kind}.json"
     path.write_text(json.dumps(data))
-    hail_s, hail = _timed([str(real_hail()), str(path)])
+    hail_s, hail = _timed([str(real_hail()), str(path)], hail_timeout)
     ours_s, ours = _timed([sys.executable, "-m", "cli", "hail", str(path)])
+    assert ours is not None
     status = re.search(r"\[exalloc \w+: ([^\]]*)\]", ours["info"])
     wanted = len(data["request"]["instances"])
     return {
         "kind": kind,
         "instances": wanted,
         "hail_s": hail_s,
-        "hail_done": len(hail["result"][0]) if hail["success"] else 0,
+        "hail_done": _done(hail),
         "hail_score": _score_after(path, hail),
         "exalloc_s": ours_s,
-        "exalloc_done": len(ours["result"][0]) if ours["success"] else 0,
+        "exalloc_done": _done(ours),
         "exalloc_score": _score_after(path, ours),
         "status": status.group(1) if status else "one by one (joint not better)",
     }
@@ -139,26 +158,38 @@ def main() -> None:
     p.add_argument("--evacuate", type=int, default=40)
     p.add_argument("--multi", type=int, default=10)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--hail-timeout", type=float, default=120.0, help="seconds")
     args = p.parse_args()
     print(
         "| request | seed | instances | hail s | hail done | hail score | exalloc s |"
         " exalloc done | exalloc score | exalloc status |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
             for kind, data in (
                 ("node-evacuate", evacuation(args.nodes, args.evacuate, seed)),
                 ("multi-allocate", multi(args.nodes, args.multi, seed)),
             ):
-                r = run_case(kind, data, Path(tmp))
-                fmt = lambda x: "-" if x is None else f"{x:.6f}"  # noqa: E731
-                print(
-                    f"| {kind} | {seed} | {r['instances']} | {r['hail_s']:.2f} |"
-                    f" {r['hail_done']} | {fmt(r['hail_score'])} | {r['exalloc_s']:.2f} |"
-                    f" {r['exalloc_done']} | {fmt(r['exalloc_score'])} | {r['status']} |",
-                    flush=True,
+                r = run_case(kind, data, Path(tmp), args.hail_timeout)
+                hail_s = (
+                    f"{r['hail_s']:.2f}"
+                    if r["hail_s"] != float("inf")
+                    else f"> {args.hail_timeout:.0f}"
                 )
+                cells = [
+                    kind,
+                    seed,
+                    r["instances"],
+                    hail_s,
+                    _cell(r["hail_done"]),
+                    _cell(r["hail_score"]),
+                    f"{r['exalloc_s']:.2f}",
+                    _cell(r["exalloc_done"]),
+                    _cell(r["exalloc_score"]),
+                    r["status"],
+                ]
+                print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from solvers.strategies.iallocator import (  # noqa: E402
     one_by_one_answer,
 )
 
-KINDS = ("multi-allocate", "node-evacuate")
+KINDS = ("multi-allocate", "node-evacuate", "change-group")
 
 
 def acted(response: dict) -> int:

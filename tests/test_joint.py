@@ -191,7 +191,9 @@ def _seeds(kind: str, count: int) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    "seed", _seeds("multi-allocate", 12) + _seeds("node-evacuate", 12), ids=lambda s: f"seed{s}"
+    "seed",
+    _seeds("multi-allocate", 12) + _seeds("node-evacuate", 12) + _seeds("change-group", 8),
+    ids=lambda s: f"seed{s}",
 )
 def test_joint_never_worse_than_one_by_one(seed):
     """Same or more instances than htools' one-by-one walk (with the same exact N+1 check);

@@ -15,6 +15,7 @@ from typing import Any
 
 from model.backends.iallocator import (
     AllocateRequest,
+    ChangeGroupRequest,
     IAllocatorInput,
     MultiAllocateRequest,
     NodeEvacuateRequest,
@@ -85,13 +86,21 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         from solvers.strategies.joint import joint_node_evacuate
 
         return joint_node_evacuate(inp, one_by_one_answer(inp, opts), opts.solver)
+    if isinstance(req, ChangeGroupRequest) and opts.joint:
+        from solvers.strategies.joint import joint_change_group
+
+        ans, line, objectives = answer_normal(inp, opts)
+        return joint_change_group(inp, _as_hail(ans, line, objectives), ans, opts.solver)
     return one_by_one_answer(inp, opts)
 
 
 def one_by_one_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
     """htools' own answer on normal and shared-storage groups and for every non-allocation
     request."""
-    ans, line, objectives = answer_normal(inp, opts)
+    return _as_hail(*answer_normal(inp, opts))
+
+
+def _as_hail(ans: Answer, line: str, objectives: dict) -> HailAnswer:
     placements = tuple(
         (p.name, (p.primary,) if p.secondary is None else (p.primary, p.secondary))
         for p in ans.placements

@@ -12,10 +12,11 @@ answer, so it is never worse than the one-by-one batch.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from model.backends.iallocator import (
+    ChangeGroupRequest,
     IAllocatorInput,
     MultiAllocateRequest,
     NodeEvacuateRequest,
@@ -38,7 +39,7 @@ from model.htools.evacuate import (
     nodes_to_evacuate,
     try_node_evac,
 )
-from model.htools.requests import EVAC_MODES, evac_answer
+from model.htools.requests import EVAC_MODES, Answer, evac_answer
 from model.htools.verify import check_answer
 from model.placement import NO_PRIMARY, candidates, placement_problem
 from model.placement import new_instance as batch_item
@@ -343,17 +344,6 @@ def joint_node_evacuate(
             continue
         group_name = inp.cluster.group(uuid).name
 
-        def judge(p: Plan, uuid: str = uuid) -> tuple[float | None, list[str]]:
-            """The independent checker on the moves in request order, and the group's score."""
-            moves = [Move(n, *p[n]) for n in names if n in p]
-            report = check_moves(state1, moves, strict=True, evacuation=True)
-            if report.violations:
-                return None, [str(v) for v in report.violations]
-            after = state1
-            for mv in moves:
-                after = after.relocated(mv.instance, mv.primary, mv.secondary)
-            return cluster_score(after, group=uuid), []
-
         problem = placement_problem(base, kinds, group_nodes)
         start = {n: hail_plan[n] for n in members if n in hail_plan}
         joint = place_jointly(
@@ -364,20 +354,10 @@ def joint_node_evacuate(
             group=group_name,
             options=budget.within(max(deadline - time.perf_counter(), 0.1)),
             start=start or None,
-            judge=judge,
+            judge=_moves_judge(state1, names, uuid),
         )
         plan.update(joint.placements)
-        runs.append(
-            SolverRun(
-                solver=options.solver,
-                status=joint.status,
-                gap=joint.gap,
-                build_s=joint.build_s,
-                solve_s=joint.solve_s,
-                objective=(float(joint.placed), joint.score),
-                names=("placed", "score"),
-            )
-        )
+        runs.append(_run_of(options, joint))
     replay = _replay(state1, mode, names, plan)
     if isinstance(replay, str):
         return one_by_one  # the model's plan cannot be made of hail's steps
@@ -385,7 +365,26 @@ def joint_node_evacuate(
     if done is not None:
         moved = [*done.moved, *moved]
         jobs = [*done.jobs, *jobs]
+    return _better_moves(
+        inp, state, names, "node-evacuate", (moved, jobs, after), hail, runs, one_by_one
+    )
+
+
+def _better_moves(
+    inp: IAllocatorInput,
+    state: ClusterState,
+    names: list[str],
+    kind: str,
+    joint: tuple[list, list, ClusterState],
+    hail: EvacSolution,
+    runs: list[SolverRun],
+    one_by_one: HailAnswer,
+) -> HailAnswer:
+    """The joint moves as hail's answer when they beat hail's (more instances moved, or as
+    many and a lower score of the groups either touches), else `one_by_one`."""
+    moved, jobs, after = joint
     touched = {g for _, g, _ in moved} | {g for _, g, _ in hail.moved}
+    touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
     mine = (-len(moved), _group_score(after, touched))
     theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
     if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
@@ -395,13 +394,131 @@ def joint_node_evacuate(
     moved_names = {n for n, _, _ in moved}
     failed = tuple((n, reasons.get(n, crowded)) for n in names if n not in moved_names)
     sol = EvacSolution(tuple(moved), failed, tuple(jobs), after)
-    ans = evac_answer("node-evacuate", state, sol, False)
+    ans = evac_answer(kind, state, sol, False)
     check_answer(inp, ans).raise_if_failed()
     note = f"; joint plan, score {mine[1]:.8f} against {theirs[1]:.8f} one by one"
     return HailAnswer(
         response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
-        "node-evacuate",
+        kind,
         placements=tuple((n, tuple(nodes)) for n, _, nodes in moved),
         runs=tuple(runs),
         objectives={"score": mine[1], "moved": len(moved)},
+    )
+
+
+def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
+    return SolverRun(
+        solver=options.solver,
+        status=joint.status,
+        gap=joint.gap,
+        build_s=joint.build_s,
+        solve_s=joint.solve_s,
+        objective=(float(joint.placed), joint.score),
+        names=("placed", "score"),
+    )
+
+
+def _moves_judge(
+    state: ClusterState, names: list[str], uuid: str
+) -> Callable[[Plan], tuple[float | None, list[str]]]:
+    """The independent checker on a plan's moves in request order (htools' strict moves), and
+    the score of group `uuid` after them."""
+
+    def judge(plan: Plan) -> tuple[float | None, list[str]]:
+        moves = [Move(n, *plan[n]) for n in names if n in plan]
+        report = check_moves(state, moves, strict=True, evacuation=True)
+        if report.violations:
+            return None, [str(v) for v in report.violations]
+        after = state
+        for mv in moves:
+            after = after.relocated(mv.instance, mv.primary, mv.secondary)
+        return cluster_score(after, group=uuid), []
+
+    return judge
+
+
+# --- change-group ------------------------------------------------------------------------------
+
+
+def joint_change_group(
+    inp: IAllocatorInput, one_by_one: HailAnswer, hail_answer: Answer, options: SolverOptions
+) -> HailAnswer:
+    """Change-group into one target group, jointly: the most instances moved there (proven),
+    then the least score of that group, which stays N+1 redundant by the exact check (each
+    moving instance counted at its new place only). With several target groups hail's answer
+    stands (docs/placement.md)."""
+    req = inp.request
+    assert isinstance(req, ChangeGroupRequest)
+    state = node_states(inp.cluster)
+    names = list(req.instances)
+    sources = {state.nodes[state.locations[n][0]].group_uuid for n in names}
+    pool = [u for u in (req.target_group_uuids or [g.uuid for g in inp.cluster.groups])]
+    pool = [u for u in dict.fromkeys(pool) if u not in sources]
+    if len(pool) != 1:
+        return one_by_one
+    target = inp.cluster.group(pool[0])
+    if target.alloc_policy == "unallocable":
+        return one_by_one
+    hail = _evac_solution(hail_answer, state)
+    movable = [n for n in names if state.demands[n].disk_template not in ("plain", "file")]
+    base = state
+    for name in movable:
+        base = base.remove(name)
+    redundancy = GroupRedundancy(base, options)
+    if not redundancy.redundant_group(target.uuid):
+        return one_by_one
+    nics = {i.name: i.nics for i in inp.cluster.instances if i.name in set(movable)}
+    kinds = []
+    for order, name in enumerate(movable):
+        d = state.demands[name]
+        prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
+        item = batch_item(base, d, prims, secs, forbidden, order=order)
+        if item.primaries and (not item.drbd or item.secondaries):
+            kinds.append((d, item))
+    if not kinds:
+        return one_by_one
+    demands = {d.name: d for d, _ in kinds}
+
+    def capacity(s: ClusterState, plan: Plan) -> list[str]:
+        after = s
+        for name, (p, sec) in plan.items():
+            after = after.placed(demands[name], p, sec)
+        changed = {n for p, sec in plan.values() for n in (p, sec) if n is not None}
+        return redundancy.breaks(after, changed)
+
+    group_nodes = [n for n, st in state.nodes.items() if st.group_uuid == target.uuid]
+    start = {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved}
+    budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
+    joint = place_jointly(
+        base,
+        placement_problem(base, kinds, group_nodes),
+        demands,
+        {k.name: [k.name] for _, k in kinds},
+        group=target.name,
+        options=budget,
+        start=start or None,
+        capacity_check=capacity,
+        judge=_moves_judge(state, names, target.uuid),
+    )
+    replay = _replay(state, CHANGE_ALL, names, joint.placements)
+    if isinstance(replay, str):
+        return one_by_one
+    after, moved, jobs = replay
+    runs = [_run_of(options, joint)]
+    return _better_moves(
+        inp, state, names, "change-group", (moved, jobs, after), hail, runs, one_by_one
+    )
+
+
+def _evac_solution(ans: Answer, state: ClusterState) -> EvacSolution:
+    """hail's answer (with the exact N+1 check) as the plan to beat."""
+    if not ans.success:
+        return EvacSolution(state=state)
+    moved, failed, _jobs = ans.result
+    uuid = {g.name: g.uuid for g in state.cluster.groups}
+    return EvacSolution(
+        tuple((name, uuid[group], tuple(nodes)) for name, group, nodes in moved),
+        tuple((name, why) for name, why in failed),
+        (),
+        ans.state,
     )

@@ -20,6 +20,7 @@ Objectives (`objectives`): placed (max), [instances on last-resort groups (min)]
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 import pyomo.environ as pyo
 
@@ -28,6 +29,7 @@ from model.placement import (
     SD_METRICS,
     TAGS,
     PlacementProblem,
+    sd_of,
     sd_weights,
     sum_weights,
     tangent,
@@ -272,6 +274,39 @@ def solution(
 ) -> dict[str, list[tuple[str, str | None]]]:
     """kind -> its placements (primary, secondary), as the batch model reads them."""
     return batch_solution(m, problem.batch)
+
+
+def load_plan(
+    m: pyo.ConcreteModel,
+    problem: PlacementProblem,
+    plan: Mapping[str, tuple[str, str | None]],
+    members: Mapping[str, Sequence[str]],
+) -> None:
+    """A known plan (instance -> (primary, secondary)) as the placement variables' values, for
+    a solver's first incumbent: x[j,n] = members of kind j on n, y[j,s] likewise; the other
+    variables are left for the solver to complete."""
+    x_count: dict[tuple[str, str], int] = defaultdict(int)
+    y_count: dict[tuple[str, str], int] = defaultdict(int)
+    for kind, names in members.items():
+        for name in names:
+            if name in plan:
+                primary, secondary = plan[name]
+                x_count[kind, primary] += 1
+                if secondary is not None:
+                    y_count[kind, secondary] += 1
+    for index in m.x:
+        m.x[index].set_value(x_count.get(index, 0), skip_validation=True)
+    for index in m.y:
+        m.y[index].set_value(y_count.get(index, 0), skip_validation=True)
+
+
+def lift_spread(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
+    """σ_k := sd_k and σ_res := sd(p_rem) at the loaded point: a solution on or above every
+    tangent plane, present or later (sd is convex), so a start stays feasible as planes come."""
+    values, rem = point(m, problem)
+    for k in m.K:
+        m.sigma[k].set_value(sd_of(values[k]))
+    m.sigma_res.set_value(sd_of(rem))
 
 
 def not_all_of(

@@ -179,6 +179,7 @@ class HighsSession:
             "raise_exception_on_nonoptimal_result": False,
         }
         self._instance_ready = False
+        self._warm = False
         self._objective: ObjectiveData | None = None
         self._scratch: pyo.Block | None = None
         self._deactivated: list[ObjectiveData] = []
@@ -222,6 +223,11 @@ class HighsSession:
             with _model_errors():
                 self._opt.add_constraints([con])
 
+    def warm_start(self) -> None:
+        """The variables' current values are a known solution (possibly partial): the next
+        solve hands them to HiGHS as its first incumbent, which it completes or drops."""
+        self._warm = True
+
     def close(self) -> None:
         """Leave the model as it was given (apart from loaded variable values)."""
         if self._scratch is not None:
@@ -263,8 +269,11 @@ class HighsSession:
         t0 = time.perf_counter()
         if self._objective is None:
             self._objective = self._single_objective()
+        if self._warm and not self._instance_ready:
+            self._run(0.0)  # HiGHS's copy of the model exists only after a first solve call
         if self._instance_ready:
             self._start_from_loaded()
+        self._warm = False
         res = self._run(time_limit)
         tc = res.termination_condition
         has_solution = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)

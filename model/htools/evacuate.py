@@ -11,6 +11,7 @@ moves shared-storage instances in the greedy global N+1 simulation (`global_n1`)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -281,14 +282,23 @@ def apply_evacuated(state: ClusterState, name: str, ev: Evacuated) -> ClusterSta
 
 
 def try_node_evac(
-    state: ClusterState, mode: str, names: Sequence[str], *, ignore_soft_errors: bool = False
-) -> EvacSolution:
-    """tryNodeEvac: each instance within its group, off the nodes being evacuated."""
+    state: ClusterState,
+    mode: str,
+    names: Sequence[str],
+    *,
+    ignore_soft_errors: bool = False,
+    deadline: float | None = None,
+) -> EvacSolution | None:
+    """tryNodeEvac: each instance within its group, off the nodes being evacuated. None when
+    `deadline` (time.perf_counter) passes first: drbd in mode `all` tries every ordered pair
+    of nodes, minutes on a few hundred nodes (as in hail)."""
     excluded = nodes_to_evacuate(state, mode, names)
     excluded |= {n for n, st in state.nodes.items() if st.offline}
     cache = RowCache()
     moved, failed, jobs = [], [], []
     for name in names:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         primary, secondary = state.locations[name]
         group = state.nodes[primary].group_uuid
         members = group_nodes_of(state, group)

@@ -85,7 +85,7 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
         from solvers.strategies.joint import joint_node_evacuate
 
-        return joint_node_evacuate(inp, one_by_one_answer(inp, opts), opts.solver)
+        return joint_node_evacuate(inp, lambda: one_by_one_answer(inp, opts), opts.solver)
     if isinstance(req, ChangeGroupRequest) and opts.joint:
         from solvers.strategies.joint import joint_change_group
 

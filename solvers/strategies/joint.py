@@ -36,6 +36,7 @@ from model.htools.evacuate import (
     Step,
     apply_evacuated,
     drbd_all_pair,
+    node_evac_instance,
     nodes_to_evacuate,
     try_node_evac,
 )
@@ -206,7 +207,7 @@ def joint_multi_allocate(
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
     )
-    note = f"; joint plan, score {joint.score:.8f} against {theirs[2]:.8f} one by one"
+    note = _note(len(joint.placements), joint.score, len(start), theirs[2])
     return HailAnswer(
         response_json(True, info + run_note((run,), note), result),
         "multi-allocate",
@@ -291,18 +292,25 @@ def _group_score(state: ClusterState, groups: set[str]) -> float:
     return sum(cluster_score(state, group=g) for g in sorted(groups))
 
 
+#: Above this many (instance, target) trials hail's own walk is slow (drbd in mode `all` tries
+#: every ordered pair of nodes: 40 instances on 200 nodes take minutes, in hail as in its port),
+#: so it is run only when the joint plan is not proven optimal.
+EAGER_TRIALS = 20_000
+
+
 def joint_node_evacuate(
-    inp: IAllocatorInput, one_by_one: HailAnswer, options: SolverOptions
+    inp: IAllocatorInput, one_by_one: Callable[[], HailAnswer], options: SolverOptions
 ) -> HailAnswer:
     """Node-evacuate jointly: the most instances moved off the nodes (proven), then the least
-    score of their groups after all moves; `one_by_one` (hail's answer) when it is not
-    beaten. An instance never leaves its group, so each group is its own problem."""
+    score of their groups after all moves; hail's answer (`one_by_one()`) when it is not
+    beaten. An instance never leaves its group, so each group is its own problem. hail's plan
+    is the starting point when it is cheap to find; a proven optimal joint plan needs no
+    comparison with it."""
     req = inp.request
     assert isinstance(req, NodeEvacuateRequest)
     state = node_states(inp.cluster)
     mode = EVAC_MODES[req.evac_mode]
     names = list(req.instances)
-    hail = try_node_evac(state, mode, names)
     excluded = nodes_to_evacuate(state, mode, names) | {
         n for n, st in state.nodes.items() if st.offline
     }
@@ -313,18 +321,44 @@ def joint_node_evacuate(
     done = try_node_evac(state, mode, fixed) if fixed else None
     state1 = done.state if done is not None and done.state is not None else state
     chosen: dict[str, list[str]] = {}
+    refused: dict[str, str] = dict(done.failed) if done is not None else {}
+    avail_of: dict[str, list[str]] = {}
     for name in names:
         t = state.demands[name].disk_template
-        if name in fixed or t in ("plain", "file") or (t != "drbd" and mode == CHANGE_SECONDARY):
-            continue  # no choice, or hail's own refusal
-        chosen.setdefault(state1.nodes[state1.locations[name][0]].group_uuid, []).append(name)
+        if name in fixed:
+            continue
+        if t in ("plain", "file") or (t != "drbd" and mode == CHANGE_SECONDARY):
+            p, sec = state1.locations[name]
+            why = node_evac_instance(
+                state1.nodes, state1.demands[name], p, sec, mode, [], [], False
+            )
+            refused[name] = why if isinstance(why, str) else "cannot be moved"
+            continue
+        p = state1.locations[name][0]
+        uuid = state1.nodes[p].group_uuid
+        chosen.setdefault(uuid, []).append(name)
+        avail_of[name] = [
+            n for n, st in state1.nodes.items() if st.group_uuid == uuid and n not in excluded
+        ]
+        avail_of[name] = [n for n in avail_of[name] if n != p]
     if not chosen:
-        return one_by_one
-    hail_plan = {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved}
+        return one_by_one()
+    trials = sum(
+        len(a) ** 2 if state.demands[n].disk_template == "drbd" and mode == CHANGE_ALL else len(a)
+        for n, a in avail_of.items()
+    )
+    hail = try_node_evac(state, mode, names) if trials <= EAGER_TRIALS else None
+    if hail is not None:
+        hail_plan = {
+            n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved
+        }
+    else:  # a quick start instead: each instance to the first target that takes it
+        hail_plan = _first_fit(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
     budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
     plan: Plan = {}
     runs: list[SolverRun] = []
-    deadline = time.perf_counter() + (budget.time_limit or DEFAULT_SECONDS)
+    max_seconds = budget.time_limit or DEFAULT_SECONDS
+    deadline = time.perf_counter() + max_seconds
     for uuid, members in chosen.items():
         base = state1
         for name in members:
@@ -334,24 +368,20 @@ def joint_node_evacuate(
         for order, name in enumerate(members):
             d = state1.demands[name]
             p, _ = state1.locations[name]
-            avail = [n for n in group_nodes if n not in excluded and n != p]
             keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
-            prims, secs, forbidden = _evacuation_targets(base, d, avail, keep)
+            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], keep)
             item = batch_item(base, d, prims, secs, forbidden, order=order)
             if item.primaries and (not item.drbd or item.secondaries):
                 kinds.append((d, item))
         if not kinds:
             continue
-        group_name = inp.cluster.group(uuid).name
-
-        problem = placement_problem(base, kinds, group_nodes)
         start = {n: hail_plan[n] for n in members if n in hail_plan}
         joint = place_jointly(
             base,
-            problem,
+            placement_problem(base, kinds, group_nodes),
             {d.name: d for d, _ in kinds},
             {k.name: [k.name] for _, k in kinds},
-            group=group_name,
+            group=inp.cluster.group(uuid).name,
             options=budget.within(max(deadline - time.perf_counter(), 0.1)),
             start=start or None,
             judge=_moves_judge(state1, names, uuid),
@@ -360,14 +390,61 @@ def joint_node_evacuate(
         runs.append(_run_of(options, joint))
     replay = _replay(state1, mode, names, plan)
     if isinstance(replay, str):
-        return one_by_one  # the model's plan cannot be made of hail's steps
+        return one_by_one()  # the model's plan cannot be made of hail's steps
     after, moved, jobs = replay
     if done is not None:
         moved = [*done.moved, *moved]
         jobs = [*done.jobs, *jobs]
+    proven = all(r.status == "optimal" for r in runs)
+    unfinished = False
+    if hail is None and not proven:
+        # hail's walk for the comparison, within as much time again as the joint solve had
+        hail = try_node_evac(state, mode, names, deadline=time.perf_counter() + max_seconds)
+        unfinished = hail is None
     return _better_moves(
-        inp, state, names, "node-evacuate", (moved, jobs, after), hail, runs, one_by_one
+        inp,
+        state,
+        names,
+        "node-evacuate",
+        (moved, jobs, after),
+        hail,
+        runs,
+        one_by_one,
+        refused,
+        why_alone="hail's walk did not finish in as much time again" if unfinished else "proven",
     )
+
+
+def _first_fit(
+    state: ClusterState, mode: str, names: list[str], avail_of: Mapping[str, list[str]]
+) -> Plan:
+    """Each instance, in order, to the first target (or pair) htools' moves accept: a plan
+    found in linear time, to start the joint model from."""
+    cur, plan = state, {}
+    for name in names:
+        d = cur.demands[name]
+        avail = avail_of[name]
+        k = len(avail)
+        pairs = (
+            # each primary with the next few nodes as secondary: linear, not every pair
+            ((avail[i], avail[(i + j) % k]) for i in range(k) for j in range(1, min(4, k)))
+            if d.disk_template == "drbd" and mode == CHANGE_ALL
+            else ((t, t) for t in avail)
+        )
+        for tp, ts in pairs:
+            p, s = cur.locations[name]
+            target = (
+                (tp, ts)
+                if d.disk_template == "drbd" and mode == CHANGE_ALL
+                else ((p, ts) if d.disk_template == "drbd" else (tp, None))
+            )
+            ev = _evacuated(cur, name, mode, target)
+            if isinstance(ev, str):
+                continue
+            cur = apply_evacuated(cur, name, ev)
+            plan[name] = (ev.primary, ev.secondary if d.disk_template == "drbd" else None)
+            break
+    return plan
 
 
 def _better_moves(
@@ -376,27 +453,37 @@ def _better_moves(
     names: list[str],
     kind: str,
     joint: tuple[list, list, ClusterState],
-    hail: EvacSolution,
+    hail: EvacSolution | None,
     runs: list[SolverRun],
-    one_by_one: HailAnswer,
+    one_by_one: Callable[[], HailAnswer],
+    refused: Mapping[str, str] = {},
+    *,
+    why_alone: str = "proven",
 ) -> HailAnswer:
     """The joint moves as hail's answer when they beat hail's (more instances moved, or as
-    many and a lower score of the groups either touches), else `one_by_one`."""
+    many and a lower score of the groups either touches), else `one_by_one()`. `hail` None:
+    the joint plan is proven optimal, nothing to compare; `refused` gives the reasons of
+    instances no plan could move."""
     moved, jobs, after = joint
-    touched = {g for _, g, _ in moved} | {g for _, g, _ in hail.moved}
+    touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
     touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
     mine = (-len(moved), _group_score(after, touched))
-    theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
-    if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
-        return one_by_one
-    reasons = dict(hail.failed)
+    if hail is not None:
+        theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
+        if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
+            return one_by_one()
+    reasons = {**refused, **(dict(hail.failed) if hail else {})}
     crowded = "no room left by the joint plan, which moves the most instances that fit together"
     moved_names = {n for n, _, _ in moved}
     failed = tuple((n, reasons.get(n, crowded)) for n in names if n not in moved_names)
     sol = EvacSolution(tuple(moved), failed, tuple(jobs), after)
     ans = evac_answer(kind, state, sol, False)
     check_answer(inp, ans).raise_if_failed()
-    note = f"; joint plan, score {mine[1]:.8f} against {theirs[1]:.8f} one by one"
+    note = (
+        _note(-mine[0], mine[1], -theirs[0], theirs[1])
+        if hail is not None
+        else f"; joint plan {-mine[0]}, score {mine[1]:.8f}; not compared: {why_alone}"
+    )
     return HailAnswer(
         response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
         kind,
@@ -404,6 +491,15 @@ def _better_moves(
         runs=tuple(runs),
         objectives={"score": mine[1], "moved": len(moved)},
     )
+
+
+def _note(done: int, score: float | None, hail_done: int, hail_score: float | None) -> str:
+    """What `info` adds: both plans' counts and scores (the scores of different counts are
+    not comparable: more instances come first)."""
+    mine = f"; joint plan {done}, score {score:.8f}"
+    if not hail_done or hail_score is None or hail_score == float("inf"):
+        return f"{mine}; one by one 0"
+    return f"{mine}; one by one {hail_done}, score {hail_score:.8f}"
 
 
 def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
@@ -506,7 +602,7 @@ def joint_change_group(
     after, moved, jobs = replay
     runs = [_run_of(options, joint)]
     return _better_moves(
-        inp, state, names, "change-group", (moved, jobs, after), hail, runs, one_by_one
+        inp, state, names, "change-group", (moved, jobs, after), hail, runs, lambda: one_by_one
     )
 
 

@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from formulations import batch as batch_form
 from formulations import placement as form
@@ -123,7 +124,13 @@ def place_jointly(
     with Stopwatch() as sw:
         m = form.build(problem)
         objs = form.objectives(m, problem)
+    # HiGHS starts from a known plan (CP-SAT hints only between its own stages)
+    warm = (
+        bool(start) and options.solver == "highs" and _complete(m, problem, start, members, options)
+    )
     session = open_session(options.solver, m, options.gap, options.threads, seed=0)
+    if warm:
+        session.warm_start()
     solve_s = 0.0
     notes: list[str] = []
 
@@ -148,10 +155,31 @@ def place_jointly(
         # lexicographic stages before the score: placed, then on_last_resort
         reached: dict[str, float] = {}
         proven = True  # every stage so far solved to optimality
+        everyone = sum(k.count for k in problem.batch.instances)
+        start_score, start_bad = verdict(start) if start else (None, ["no start"])
+        start_ok = start is not None and len(start) == everyone and not start_bad
         for k, obj in enumerate(objs[:-1]):
+            if obj.name == "placed" and start_ok:
+                # a valid known plan places every instance: the stage's optimum, proven
+                reached[obj.name] = float(everyone)
+                session.add_bound(obj.expr, *fixing_bounds(obj, float(everyone)))
+                continue
             session.set_objective(obj.expr, obj.sense)
             res = run(build_s=sw.seconds if k == 0 else 0.0)
             if not res.has_solution or res.objective is None:
+                if start and not start_bad:  # the known plan stands, unproven
+                    note = f"{obj.name} stage without a solution ({res.status})"
+                    return JointPlan(
+                        dict(start),
+                        len(start),
+                        start_score,
+                        None,
+                        str(Status.FEASIBLE),
+                        0,
+                        sw.seconds,
+                        solve_s,
+                        notes=(note,),
+                    )
                 return JointPlan({}, 0, None, None, str(res.status), 0, sw.seconds, solve_s)
             reached[obj.name] = res.objective
             proven = proven and res.status is Status.OPTIMAL
@@ -175,12 +203,18 @@ def place_jointly(
         lower = -math.inf  # the best lower bound so far (planes only add: it only rises)
         seen: set[frozenset] = set()
         stalled = 0
+        boost = 1.0  # grows when a round's cap ends it before any solution
         while rounds < MAX_ROUNDS:
             rounds += 1
             # a round need not be proven: its incumbent places the next planes, its dual bound
             # (of a relaxation) bounds the least score from below; only the bound must meet
-            res = run(round_cap(rounds))
+            cap = round_cap(rounds) * boost
+            res = run(cap)
             if not res.has_solution:
+                remaining = left()
+                if res.status is Status.TIME_LIMIT and (remaining is None or remaining > cap):
+                    boost *= 4  # the round's cap, not the deadline, stopped it: a longer one
+                    continue
                 if res.status is Status.TIME_LIMIT and best is not None:
                     status = Status.FEASIBLE
                     notes.append("time limit during the score rounds")
@@ -197,7 +231,12 @@ def place_jointly(
                 lower = max(lower, res.bound)
             plan = _expand(members, form.solution(m, problem))
             key = frozenset(plan.items())
-            stalled = 0 if raised or key not in seen else stalled + 1
+            if raised or key not in seen:
+                stalled = 0
+            elif res.status is Status.OPTIMAL:
+                stalled += 1  # solved to the end and no new plan, no higher bound
+            else:
+                boost *= 2  # the cap cut the round short of a new plan: a longer one
             seen.add(key)
             if stalled >= STALLED_ROUNDS and best is not None:
                 status = Status.FEASIBLE
@@ -279,6 +318,34 @@ def place_jointly(
         cuts,
         tuple(notes),
     )
+
+
+def _complete(
+    m: Any,
+    problem: PlacementProblem,
+    plan: Plan,
+    members: Mapping[str, list[str]],
+    options: SolverOptions,
+) -> bool:
+    """Load a known plan as a complete solution of the model: the placements as given, the
+    other variables by a solve with the placements fixed, the spreads lifted onto the sd so
+    that every tangent plane holds. True when it worked (the solver then starts from it)."""
+    form.load_plan(m, problem, plan, members)
+    placement = [*m.x.values(), *m.y.values()]
+    for v in placement:
+        v.fix()
+    session = open_session(options.solver, m, 0.0, options.threads, seed=0)
+    try:
+        session.set_objective(m.score, "min")
+        res = session.solve(time_limit=min(options.time_limit or 5.0, 5.0), build_s=0.0)
+    finally:
+        session.close()
+        for v in placement:
+            v.unfix()
+    if not res.has_solution:
+        return False
+    form.lift_spread(m, problem)
+    return True
 
 
 def _held(

@@ -42,16 +42,17 @@ ALLOW_MIGRATION_PREFIX = "htools:allowmigration:"
 
 
 class FailMode(StrEnum):
-    """htools' failure modes (Types.FailMode), named as hail prints them."""
+    """htools' failure modes (Types.FailMode), named as hail prints them and in Ganeti's
+    order, the order hail lists failure counts in."""
 
     MEM = "FailMem"
     DISK = "FailDisk"
     CPU = "FailCPU"
     N1 = "FailN1"
     TAGS = "FailTags"
-    SPINDLES = "FailSpindles"
-    DISK_COUNT = "FailDiskCount"
     MIG = "FailMig"
+    DISK_COUNT = "FailDiskCount"
+    SPINDLES = "FailSpindles"
     INTERNAL = "FailInternal"
 
 

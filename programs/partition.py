@@ -97,8 +97,6 @@ def _yaml(document: Any) -> str:
 
 def run(args: Any) -> PartitionReport:
     """The `partition` command: see cli.py for the arguments."""
-    if not args.schema:
-        raise InputError("--schema is required")
     output_format = args.output_format
     if output_format not in OVERHEADS_BY_FORMAT:
         raise InputError(f"unknown format {output_format!r}")

@@ -38,22 +38,13 @@ from model.cluster import (
     NodeGroup,
 )
 from model.errors import InputError
+from model.resources import FailMode
 
 ADMIN_STATE_STATUS = {"up": "running", "down": "ADMIN_down", "offline": "ADMIN_offline"}
 EVAC_MODES = ("primary-only", "secondary-only", "all")
 NIC_MODES = ("bridged", "routed", "openvswitch")
 NIC_KEYS = ("mac", "ip", "mode", "link", "bridge", "network")
-FAILURE_MODES = (
-    "FailMem",
-    "FailDisk",
-    "FailCPU",
-    "FailN1",
-    "FailTags",
-    "FailMig",
-    "FailDiskCount",
-    "FailSpindles",
-    "FailInternal",
-)
+FAILURE_MODES = tuple(mode.value for mode in FailMode)  # hail's order of failure counts
 
 # ---------------------------------------------------------------------------------------------
 # Typed requests.

@@ -39,8 +39,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "allocate": ("placed, slots lost", "max"),
     "multi-allocate": ("placed, slots lost", "max"),
     "partition": ("MiB lost", "min"),
+    "node-evacuate": ("moved, score after", "max"),
+    "change-group": ("moved, score after", "max"),
 }
 ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
+MOVE_PROBLEMS = ("node-evacuate", "change-group")
 SOLVER_KEYS = ("status", "objective", "bound", "gap", "build_s", "solve_s")
 
 
@@ -308,6 +311,33 @@ def judge_allocation(path: str, where: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
+def judge_moves(path: str, response: dict[str, Any]) -> dict[str, Any]:
+    """A node-evacuate or change-group answer as exalloc's checker sees it: the instances
+    moved (htools' strict moves, in the answer's order) and the score of the groups touched
+    after them."""
+    from model.backends.iallocator import load_request
+    from model.check import Move, check_moves
+    from model.score import cluster_score
+    from model.state import node_states
+
+    state = node_states(load_request(path).cluster)
+    moved = (response.get("result") or [[]])[0] if response.get("success") else []
+    moves = [Move(name, nodes[0], (nodes[1:] or [None])[0]) for name, _group, nodes in moved]
+    report = check_moves(state, moves, strict=True, evacuation=True)
+    after = state
+    for mv in moves:
+        after = after.relocated(mv.instance, mv.primary, mv.secondary)
+    groups = {state.nodes[state.locations[mv.instance][0]].group_uuid for mv in moves}
+    groups |= {after.nodes[mv.primary].group_uuid for mv in moves}
+    return {
+        "answer": {"placements": {name: list(nodes) for name, _group, nodes in moved}},
+        "value": len(moves),
+        "score": round(sum(cluster_score(after, group=g) for g in sorted(groups)), 8),
+        "violations": len(report.violations),
+        **({"broken": [str(v) for v in report.violations[:5]]} if report.violations else {}),
+    }
+
+
 def response_placements(path: str, response: dict[str, Any]) -> dict[str, list[str]]:
     """An IAllocator response's placements by instance name (allocate or multi-allocate)."""
     if not response.get("success"):
@@ -331,7 +361,10 @@ def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
     runs = [r.__dict__ for r in ans.runs]
     statuses = {str(r.get("status")) for r in runs}
     gaps = [r["gap"] for r in runs if isinstance(r.get("gap"), int | float)]
-    judged = judge_allocation(path, {k: list(v) for k, v in ans.placements})
+    if task.problem in MOVE_PROBLEMS:
+        judged = judge_moves(path, json.loads(ans.response))
+    else:
+        judged = judge_allocation(path, {k: list(v) for k, v in ans.placements})
     if not runs:  # hail's screening found no node at all: nothing to optimise
         statuses = {"optimal" if judged["value"] else "infeasible"}
     status = statuses.pop() if len(statuses) == 1 else ",".join(sorted(statuses))
@@ -425,7 +458,10 @@ def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
     path = task.input
     out, wall = _call([_tool(o.hail, HAIL), path], o.greedy_timeout)
     response = json.loads(out)
-    judged = judge_allocation(path, response_placements(path, response))
+    if task.problem in MOVE_PROBLEMS:
+        judged = judge_moves(path, response)
+    else:
+        judged = judge_allocation(path, response_placements(path, response))
     return {"tool": "hail", **judged, "info": response.get("info"), "wall_s": round(wall, 6)}
 
 
@@ -468,6 +504,8 @@ PROBLEMS: dict[str, Problem] = {
     "squeeze": Problem(_exact_squeeze, lambda t, o, _e: _greedy_squeeze(t, o), "hsqueeze"),
     "allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "multi-allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
+    "node-evacuate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
+    "change-group": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "partition": Problem(_exact_partition, _greedy_partition, "lp-floor"),
 }
 
@@ -557,6 +595,9 @@ def verdict(record: dict[str, Any]) -> str:
     if record["problem"] in ALLOCATION_PROBLEMS:  # more placed, then fewer slots lost
         a = (a, [-x for x in record.get("lost") or ()])
         b = (b, [-x for x in greedy.get("lost") or ()])
+    elif record["problem"] in MOVE_PROBLEMS:  # more moved, then a lower score after
+        a = (a, -(record.get("score") or 0.0))
+        b = (b, -(greedy.get("score") or 0.0))
     elif record["problem"] == "squeeze":  # more nodes freed, then fewer moves
         a = (a, -((record.get("answer") or {}).get("moves") or 0))
         b = (b, -((greedy.get("answer") or {}).get("moves") or 0))
@@ -574,6 +615,9 @@ def metric_value(problem: str, part: dict[str, Any]) -> float | None:
     if problem in ALLOCATION_PROBLEMS:
         lost = part.get("lost")
         return float(sum(lost)) if isinstance(lost, list) and lost else None
+    if problem in MOVE_PROBLEMS:
+        score = part.get("score")
+        return float(score) if isinstance(score, int | float) else None
     value = part.get("value")
     return float(value) if isinstance(value, int | float) else None
 
@@ -616,8 +660,9 @@ def value_cell(part: dict[str, Any]) -> str:
     lost = f" lost {_fmt(part['lost'])}" if part.get("lost") else ""
     moves = (part.get("answer") or {}).get("moves")
     moved = f", {moves} moves" if isinstance(moves, int) else ""
+    score = f", score {part['score']:.6f}" if isinstance(part.get("score"), float) else ""
     broken = f" ({part['violations']} broken)" if part.get("violations") else ""
-    return _fmt(part["value"]) + lost + moved + broken
+    return _fmt(part["value"]) + lost + moved + score + broken
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,10 @@ class SolverRun:
     names: tuple[str, ...] = ()
 
     def summary(self) -> str:
-        gap = "gap 0" if not self.gap else f"gap {self.gap:.3g}"
+        if self.gap is None and self.status != "optimal":
+            gap = "no bound yet"
+        else:
+            gap = "gap 0" if not self.gap else f"gap {self.gap:.3g}"
         return f"{self.status}, {gap}"
 
 

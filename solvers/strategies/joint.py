@@ -418,12 +418,13 @@ def joint_node_evacuate(
 def _first_fit(
     state: ClusterState, mode: str, names: list[str], avail_of: Mapping[str, list[str]]
 ) -> Plan:
-    """Each instance, in order, to the first target (or pair) htools' moves accept: a plan
-    found in linear time, to start the joint model from."""
+    """Each instance, in order, to the first target (or pair) htools' moves accept, the
+    nodes with the largest free share of memory first (its spread weighs most in the score): a
+    plan found in n·log n time, to start the joint model from."""
     cur, plan = state, {}
     for name in names:
         d = cur.demands[name]
-        avail = avail_of[name]
+        avail = sorted(avail_of[name], key=lambda n: -cur.nodes[n].p_mem)
         k = len(avail)
         pairs = (
             # each primary with the next few nodes as secondary: linear, not every pair

@@ -40,6 +40,7 @@ from model.htools.evacuate import (
     nodes_to_evacuate,
     try_node_evac,
 )
+from model.htools.metrics import RowCache
 from model.htools.requests import EVAC_MODES, Answer, evac_answer
 from model.htools.verify import check_answer
 from model.placement import NO_PRIMARY, candidates, placement_problem
@@ -352,8 +353,8 @@ def joint_node_evacuate(
         hail_plan = {
             n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved
         }
-    else:  # a quick start instead: each instance to the first target that takes it
-        hail_plan = _first_fit(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
+    else:  # a quicker start instead
+        hail_plan = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
     budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
     plan: Plan = {}
     runs: list[SolverRun] = []
@@ -415,36 +416,31 @@ def joint_node_evacuate(
     )
 
 
-def _first_fit(
+#: hail's walk for a start, with drbd pairs (mode `all`) drawn from this many nodes only
+NARROW_NODES = 20
+
+
+def _narrow_walk(
     state: ClusterState, mode: str, names: list[str], avail_of: Mapping[str, list[str]]
 ) -> Plan:
-    """Each instance, in order, to the first target (or pair) htools' moves accept, the
-    nodes with the largest free share of memory first (its spread weighs most in the score): a
-    plan found in n·log n time, to start the joint model from."""
+    """hail's own walk (each instance, in order, to the target its group scores best) with the
+    drbd pairs of mode `all` drawn from the NARROW_NODES nodes with the largest free share of
+    memory instead of every ordered pair: near hail's plan in a fraction of its time, to start
+    the joint model from."""
     cur, plan = state, {}
+    cache = RowCache()
     for name in names:
         d = cur.demands[name]
-        avail = sorted(avail_of[name], key=lambda n: -cur.nodes[n].p_mem)
-        k = len(avail)
-        pairs = (
-            # each primary with the next few nodes as secondary: linear, not every pair
-            ((avail[i], avail[(i + j) % k]) for i in range(k) for j in range(1, min(4, k)))
-            if d.disk_template == "drbd" and mode == CHANGE_ALL
-            else ((t, t) for t in avail)
-        )
-        for tp, ts in pairs:
-            p, s = cur.locations[name]
-            target = (
-                (tp, ts)
-                if d.disk_template == "drbd" and mode == CHANGE_ALL
-                else ((p, ts) if d.disk_template == "drbd" else (tp, None))
-            )
-            ev = _evacuated(cur, name, mode, target)
-            if isinstance(ev, str):
-                continue
-            cur = apply_evacuated(cur, name, ev)
-            plan[name] = (ev.primary, ev.secondary if d.disk_template == "drbd" else None)
-            break
+        p, s = cur.locations[name]
+        avail = avail_of[name]
+        if d.disk_template == "drbd" and mode == CHANGE_ALL:
+            avail = sorted(avail, key=lambda n: -cur.nodes[n].p_mem)[:NARROW_NODES]
+        group_nodes = [n for n, st in cur.nodes.items() if st.group_uuid == cur.nodes[p].group_uuid]
+        ev = node_evac_instance(cur.nodes, d, p, s, mode, group_nodes, avail, False, cache)
+        if isinstance(ev, str):
+            continue
+        cur = apply_evacuated(cur, name, ev)
+        plan[name] = (ev.primary, ev.secondary if d.disk_template == "drbd" else None)
     return plan
 
 

@@ -328,6 +328,8 @@ TOTALS = {
     "allocate": "slots lost",
     "multi-allocate": "slots lost",
     "partition": "MiB lost",
+    "node-evacuate": "instances moved",
+    "change-group": "instances moved",
 }
 
 

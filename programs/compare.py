@@ -615,9 +615,6 @@ def metric_value(problem: str, part: dict[str, Any]) -> float | None:
     if problem in ALLOCATION_PROBLEMS:
         lost = part.get("lost")
         return float(sum(lost)) if isinstance(lost, list) and lost else None
-    if problem in MOVE_PROBLEMS:
-        score = part.get("score")
-        return float(score) if isinstance(score, int | float) else None
     value = part.get("value")
     return float(value) if isinstance(value, int | float) else None
 

@@ -109,7 +109,10 @@ def report_of(
 
 
 def _save(cluster: Cluster, path: str, message: str) -> None:
-    save_text(cluster, path)
+    try:
+        save_text(cluster, path)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}") from None
     print(message, file=sys.stderr)
 
 

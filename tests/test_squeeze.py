@@ -342,3 +342,27 @@ def test_request_refuses_bad_factors_and_moves() -> None:
         SqueezeRequest(minimal_resources=float("inf"))
     with pytest.raises(InputError, match="--move"):
         SqueezeRequest(move="plain")
+
+
+def test_unwritable_save_is_a_one_line_error(tmp_path, capsys) -> None:  # noqa: ANN001
+    base = tmp_path / "no-such-dir" / "snap"
+    code, out, err = run_cli(
+        capsys, "squeeze", "-t", str(DATA / "greedy-gap.data"), "-S", str(base)
+    )
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"exalloc: error: cannot write {base}.original: No such file or directory"
+    ]
+
+
+def test_empty_cluster_is_no_action_like_hsqueeze(ganeti, capsys) -> None:  # noqa: ANN001
+    """A cluster without nodes: nothing to power down, as the real hsqueeze says."""
+    path = ganeti.data_dir / "empty-cluster.data"
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(path), "-C", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "-C", "-v")
+    assert code == 0 and out == real

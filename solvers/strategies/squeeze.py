@@ -421,7 +421,8 @@ def plan(
     if not sol.assignment.on:
         if sol.status == "infeasible" and not expand:
             sol = replace(sol, assignment=SqueezeAssignment())
-        elif sol.status != "infeasible":
+        elif sol.status not in ("infeasible", "optimal", "feasible"):
+            # optimal or feasible without power states: a cluster without nodes, nothing to do
             raise SolverError(f"no plan found ({sol.status}); allow more time with --time-limit")
 
     names = built.node_names

@@ -106,14 +106,17 @@ def _program(name: str) -> Callable[[argparse.Namespace], object]:
     return run
 
 
-def _static_kvm_option(parser: argparse.ArgumentParser) -> None:
+def _static_kvm_option(
+    parser: argparse.ArgumentParser,
+    text: str = "node memory assumed on kvm nodes (default 4096, as htools)",
+) -> None:
     parser.add_argument(
         "--static-kvm-node-memory",
         dest="static_kvm_node_memory",
         type=int,
         default=4096,
         metavar="MIB",
-        help="node memory assumed on kvm nodes (default 4096, as htools)",
+        help=text,
     )
 
 
@@ -382,7 +385,11 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
     )
-    _static_kvm_option(p)
+    _static_kvm_option(
+        p,
+        "node memory assumed on kvm nodes (default 4096, as hsqueeze); text snapshots (-t)"
+        " name no hypervisor, so it has no effect on them",
+    )
     _solver_options(p)
     _json_option(p)
     p.set_defaults(run=_program("squeeze"))

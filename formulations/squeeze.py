@@ -1,13 +1,13 @@
 """Exact hsqueeze as a Pyomo MIP: which nodes to power down (or standby nodes to power up).
 
-The program turns a cluster into a `SqueezeProblem`: every node's *room* (memory and VCPUs the
-movable instances may use while the probe instance, the N+1 reserve and the fixed load still
-fit) and the movable instances grouped into *shapes* (same memory and VCPUs, no exclusion tags).
-Instances of one shape are interchangeable, so the model counts them per node (`y[s, n]`)
-instead of placing each one: thousands of instances come in a few dozen shapes. An instance
-with exclusion tags is a shape of its own (count 1), which keeps its identity where it matters.
-DRBD instances (`--move drbd`) keep their identity too: one binary per pair they may end on,
-since their N+1 reserve depends on the (primary, secondary) pair.
+The data come from `model.squeeze.build_problem` (docs/squeeze.md): every node's *room*
+(memory and VCPUs the movable instances may use while the probe instance, the N+1 reserve and
+the fixed load still fit) and the movable instances grouped into *shapes* (same memory and
+VCPUs, no exclusion tags). Instances of one shape are interchangeable, so the model counts them
+per node (`y[s, n]`) instead of placing each one: thousands of instances come in a few dozen
+shapes. An instance with exclusion tags is a shape of its own (count 1), which keeps its
+identity where it matters. DRBD instances (`--move drbd`) keep their identity too: one binary
+per pair they may end on, since their N+1 reserve depends on the (primary, secondary) pair.
 
 Sets
     N          nodes that may host instances after the plan (on, candidates, standby)
@@ -25,115 +25,45 @@ Variables
     y[s, n] ∈ ℤ≥0              instances of shape s on node n after the plan
     out[s, n] ≥ 0              instances of shape s that leave node n (one move each)
     x[i, k] ∈ {0,1}            DRBD instance i ends on its k-th (primary, secondary) choice
+    host[n] ∈ {0,1}            (expand fallback) node n can still host the probe
     util ∈ ℤ≥0                 the largest memory utilisation of a powered-on node (%)
+
+Two models, each with the contract of formulations/__init__.py: the per-node model (`build`,
+`objectives`, `solution`) and the node-type aggregate that bounds it and starts the
+decomposition of very large clusters (`build_type_aggregate`, `type_aggregate_objectives`,
+`type_aggregate_solution`). `evenness_cut` is a row the solve strategy adds once the node
+count is fixed.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable
 from typing import Any
 
 import pyomo.environ as pyo
 
+from model.squeeze import (
+    SHRINK,
+    Shape,
+    SqueezeAssignment,
+    SqueezeNode,
+    SqueezeProblem,
+    TypeShares,
+)
 from solvers import Objective
 
 #: The utilisation objective counts in 1/UTIL_SCALE steps (per cent): an integer stage is
 #: fixed exactly and proven optimal far sooner than a continuous min-max.
 UTIL_SCALE = 100
-SHRINK = "shrink"
-EXPAND = "expand"
 
-#: Node states: "on" stays on, "candidate" may be powered down (shrink), "standby" may be
-#: powered up (expand). Nodes that stay off are not part of the problem.
-NODE_STATES = ("on", "candidate", "standby")
-
-
-@dataclass(frozen=True, slots=True)
-class SqueezeNode:
-    """One node as the model sees it; `room_*` already subtracts fixed load and the probe."""
-
-    name: str
-    state: str
-    room_memory_mib: int  # Σ counted mem of movable primaries allowed, probe + N+1 kept
-    room_memory_forth_mib: int  # Σ mem (any status) allowed by htools' *_forth counters
-    room_vcpus: int  # Σ VCPUs of movable primaries allowed here, probe kept
-    total_memory_mib: float  # for the utilisation objective
-    fixed_used_memory_mib: float  # memory used with no movable instance on the node
-    min_memory_mib: int = 0  # Σ counted mem must stay ≥ this (an N+1-failing node stays so)
-    bare_room_memory_mib: int = 0  # the rooms without the probe (soft mode)
-    bare_room_memory_forth_mib: int = 0
-    bare_room_vcpus: int = 0
-    group: str = ""  # instances move within their node group only
-    # DRBD (--move drbd): memory before any N+1 reserve, disk and spindle rooms, fixed peers
-    n1_room_memory_mib: int = 0  # unallocated − probe − 1, with every movable instance gone
-    room_disk_mib: int = 0
-    room_spindles: float = 0.0
-    fixed_peers: tuple[tuple[int, int], ...] = ()  # (primary node index, reserve MiB)
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Interchangeable movable instances: same counted memory and VCPUs, same tags."""
-
-    key: str
-    memory_mib: int  # memory counted on the primary (0 for stopped instances)
-    memory_forth_mib: int  # memory as the *_forth counters count it (any status)
-    vcpus: int  # VCPUs counted (0 for ADMIN_offline)
-    exclusion_tags: tuple[str, ...] = ()
-    counts: tuple[tuple[int, int], ...] = ()  # (node index, instances there now)
-    homeless: int = 0  # instances on nodes outside the problem (offline): they must move
-    group: str = ""
-
-    @property
-    def total(self) -> int:
-        return sum(c for _, c in self.counts) + self.homeless
-
-
-@dataclass(frozen=True, slots=True)
-class PairChoice:
-    """A DRBD instance's (primary, secondary) after the plan and what getting there costs:
-    1 per live migration or failover, 2 per disk replacement (a full resync)."""
-
-    primary: int
-    secondary: int
-    cost: int
-
-
-@dataclass(frozen=True, slots=True)
-class MirroredInstance:
-    """A DRBD instance that may move: identity matters (its pair, the N+1 reserve it puts on
-    its secondary for its primary), so it gets one binary per pair it may end on."""
-
-    name: str
-    memory_mib: int  # counted on the primary
-    memory_forth_mib: int
-    vcpus: int
-    reserve_mib: int  # memory its secondary keeps for a failover
-    disk_mib: int  # on both nodes
-    spindle_use: float  # instance spindles on both nodes
-    exclusion_tags: tuple[str, ...]
-    choices: tuple[PairChoice, ...]
-    current: tuple[int, int]  # the pair now (node indices, -1 outside the problem)
-
-
-@dataclass(frozen=True)
-class SqueezeProblem:
-    """Everything the model needs; node indices refer to `nodes`."""
-
-    mode: str  # SHRINK or EXPAND
-    nodes: tuple[SqueezeNode, ...]
-    shapes: tuple[Shape, ...]
-    # (node index, exclusion tag) -> instances with that tag that cannot move off the node
-    fixed_tag_counts: Mapping[tuple[int, str], int] = field(default_factory=dict)
-    # nodes whose placement-relevant data and current content are equal: interchangeable
-    soft_probe: bool = False  # expand fallback: maximise the nodes that host the probe
-    mirrored: tuple[MirroredInstance, ...] = ()  # DRBD instances that may move (--move drbd)
-
-    def decided(self) -> list[int]:
-        wanted = "candidate" if self.mode == SHRINK else "standby"
-        return [i for i, n in enumerate(self.nodes) if n.state == wanted]
+#: The three rows every node has: (row name, size attribute of shapes and DRBD instances,
+#: room attribute of the node, the same room without the probe).
+_ROWS = (
+    ("memory", "memory_mib", "room_memory_mib", "bare_room_memory_mib"),
+    ("memory_forth", "memory_forth_mib", "room_memory_forth_mib", "bare_room_memory_forth_mib"),
+    ("vcpus", "vcpus", "room_vcpus", "bare_room_vcpus"),
+)
 
 
 def interchangeable_runs(problem: SqueezeProblem) -> list[list[int]]:
@@ -192,67 +122,70 @@ def capacity(node: SqueezeNode, shape: Shape, soft: bool) -> int:
     return max(best, 0)
 
 
-def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
-    """The per-node model with aggregated instance counts (see the module docstring)."""
-    m = pyo.ConcreteModel(name=f"squeeze_{problem.mode}")
-    nodes, shapes = problem.nodes, problem.shapes
-    decided = set(problem.decided())
-    count = {(s, n): c for s, sh in enumerate(shapes) for n, c in sh.counts}
+def _load(m: pyo.ConcreteModel, problem: SqueezeProblem, n: int, size: str) -> Any:
+    """Σ_s size[s]·y[s,n] + Σ_{(i,k): n primary of choice k} size[i]·x[i,k]: what the movable
+    instances take from one of node n's rows (`size` names the attribute of both kinds)."""
+    mirrored = problem.mirrored
+    drbd = sum(
+        getattr(mirrored[i], size) * m.x[i, k] for i, k in problem.choices_as_primary.get(n, ())
+    )
+    return sum(getattr(problem.shapes[s], size) * m.y[s, n] for s in m.S) + drbd
 
-    m.N = pyo.Set(initialize=range(len(nodes)), ordered=True)
-    m.NC = pyo.Set(initialize=sorted(decided), ordered=True)
-    m.S = pyo.Set(initialize=range(len(shapes)), ordered=True)
+
+# -- the per-node model ------------------------------------------------------------------------
+
+
+def define_sets(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """N, NC, S and the (shape, node) pairs with instances now; total[s] and c[s,n]."""
+    count = problem.counts
+    m.N = pyo.Set(initialize=range(len(problem.nodes)), ordered=True)
+    m.NC = pyo.Set(initialize=sorted(problem.decided()), ordered=True)
+    m.S = pyo.Set(initialize=range(len(problem.shapes)), ordered=True)
     m.SN_now = pyo.Set(initialize=sorted(count), dimen=2)  # (s, n) with c[s, n] > 0
-
-    m.total = pyo.Param(m.S, initialize={s: shapes[s].total for s in m.S})
+    m.total = pyo.Param(m.S, initialize={s: problem.shapes[s].total for s in m.S})
     m.c = pyo.Param(m.SN_now, initialize=count)
+
+
+def define_placement(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """Σ_n y[s,n] = total[s] and 0 ≤ y[s,n] ≤ cap[s,n]·on[n]: every movable instance ends on a
+    node that stays on (or is powered on), at most as many as fit there alone; on[n] = 1
+    outside NC."""
+    decided = set(problem.decided())
 
     def on_bounds(_m: pyo.ConcreteModel, n: int) -> tuple[int, int]:
         return (0, 1) if n in decided else (1, 1)
 
     m.on = pyo.Var(m.N, domain=pyo.Binary, bounds=on_bounds)
-    cap = {(s, n): capacity(nodes[n], shapes[s], problem.soft_probe) for s in m.S for n in m.N}
+    soft = problem.soft_probe
+    cap = {(s, n): capacity(problem.nodes[n], problem.shapes[s], soft) for s in m.S for n in m.N}
     # 0 ≤ y[s,n] ≤ cap[s,n] = min(total[s], room[n] / size[s] over memory, memory_forth, VCPUs)
     m.cap = pyo.Param(m.S, m.N, initialize=cap)
     m.y = pyo.Var(m.S, m.N, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, n: (0, cap[s, n]))
-    m.out = pyo.Var(
-        m.SN_now, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, n: (0, count[s, n])
-    )
-    m.util = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, UTIL_SCALE))
 
-    # place: Σ_n y[s,n] = total[s]   (every movable instance ends on some node)
     def place_rule(m: pyo.ConcreteModel, s: int) -> object:
         if not len(m.N):
-            return pyo.Constraint.Feasible if shapes[s].total == 0 else pyo.Constraint.Infeasible
+            total = problem.shapes[s].total
+            return pyo.Constraint.Feasible if total == 0 else pyo.Constraint.Infeasible
         return sum(m.y[s, n] for n in m.N) == m.total[s]
 
+    # place: Σ_n y[s,n] = total[s]
     m.place = pyo.Constraint(m.S, rule=place_rule)
-
-    # link: y[s,n] ≤ cap[s,n] · on[n]   (nothing on a powered-down node)
+    # link: y[s,n] ≤ cap[s,n] · on[n]
     m.link = pyo.Constraint(m.S, m.NC, rule=lambda m, s, n: m.y[s, n] <= m.cap[s, n] * m.on[n])
 
-    # DRBD pairs (--move drbd): x[i,k] = 1 when instance i ends on its k-th pair choice
+
+def define_pairs(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """Σ_k x[i,k] = 1 and x[i,k] ≤ on[n] for both nodes n of choice k: every DRBD instance
+    ends on exactly one of its pairs, both of whose nodes stay on."""
     mirrored = problem.mirrored
-    m.IC = pyo.Set(
-        initialize=[(i, k) for i, mi in enumerate(mirrored) for k in range(len(mi.choices))],
-        dimen=2,
-    )
+    decided = set(problem.decided())
+    m.IC = pyo.Set(initialize=list(problem.choices), dimen=2)
     m.x = pyo.Var(m.IC, domain=pyo.Binary)
-    as_primary: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    touching: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    peer_terms: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for i, k in m.IC:
-        ch = mirrored[i].choices[k]
-        as_primary[ch.primary].append((i, k))
-        touching[ch.primary].append((i, k))
-        touching[ch.secondary].append((i, k))
-        peer_terms[ch.secondary, ch.primary].append((i, k))
-    # choose: Σ_k x[i,k] = 1
     m.I = pyo.Set(initialize=range(len(mirrored)), ordered=True)
+    # choose: Σ_k x[i,k] = 1
     m.choose = pyo.Constraint(
         m.I, rule=lambda m, i: sum(m.x[i, k] for k in range(len(mirrored[i].choices))) == 1
     )
-    # pair_on: x[i,k] ≤ on[n] for both nodes n of the pair
     m.ICN = pyo.Set(
         initialize=[
             (i, k, n)
@@ -262,65 +195,73 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
         ],
         dimen=3,
     )
+    # pair_on: x[i,k] ≤ on[n]
     m.pair_on = pyo.Constraint(m.ICN, rule=lambda m, i, k, n: m.x[i, k] <= m.on[n])
 
-    def load(m: pyo.ConcreteModel, n: int, per_shape: Mapping[int, int], attr: str) -> object:
-        drbd = sum(getattr(mirrored[i], attr) * m.x[i, k] for i, k in as_primary.get(n, ()))
-        return sum(per_shape[s] * m.y[s, n] for s in m.S) + drbd
 
-    mem_of = {s: shapes[s].memory_mib for s in m.S}
-    forth_of = {s: shapes[s].memory_forth_mib for s in m.S}
-    cpu_of = {s: shapes[s].vcpus for s in m.S}
-    rows = (
-        ("memory", mem_of, "memory_mib", "room_memory_mib", "bare_room_memory_mib"),
-        (
-            "memory_forth",
-            forth_of,
-            "memory_forth_mib",
-            "room_memory_forth_mib",
-            "bare_room_memory_forth_mib",
-        ),
-        ("vcpus", cpu_of, "vcpus", "room_vcpus", "bare_room_vcpus"),
-    )
+def define_capacity(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """load[n] ≤ room[n]·on[n] for memory, memory_forth and VCPUs: the probe, the N+1 reserve
+    and the fixed load still fit on every node that stays on.
+
+    Expand fallback (soft probe): load[n] ≤ room[n] + (bare[n] − room[n])·(1 − host[n]) and
+    load[n] ≤ bare[n]·on[n], host[n] ≤ on[n]: the probe fits where host[n] = 1, the instances
+    themselves everywhere.
+    """
+    nodes = problem.nodes
     if problem.soft_probe:
-        # host[n] = 1: node n can still host the probe; host[n] ≤ on[n]
         m.host = pyo.Var(m.N, domain=pyo.Binary)
+        # host_on: host[n] ≤ on[n]
         m.host_on = pyo.Constraint(m.N, rule=lambda m, n: m.host[n] <= m.on[n])
-    for row, per_shape, attr, room, bare in rows:
+    for row, size, room, bare in _ROWS:
         if problem.soft_probe:
-            # row: load[n] ≤ room[n] + (bare[n] − room[n])·(1 − host[n])   (probe if host)
-            # row_bare: load[n] ≤ bare[n] · on[n]   (the instances themselves always fit)
-            def soft(m, n, per_shape=per_shape, attr=attr, room=room, bare=bare):  # noqa: ANN001, ANN202
+
+            def soft(m, n, size=size, room=room, bare=bare):  # noqa: ANN001, ANN202
                 r, b = getattr(nodes[n], room), getattr(nodes[n], bare)
-                return load(m, n, per_shape, attr) <= r + (b - r) * (1 - m.host[n])
+                return _load(m, problem, n, size) <= r + (b - r) * (1 - m.host[n])
 
-            def hard(m, n, per_shape=per_shape, attr=attr, bare=bare):  # noqa: ANN001, ANN202
-                return load(m, n, per_shape, attr) <= getattr(nodes[n], bare) * m.on[n]
+            def hard(m, n, size=size, bare=bare):  # noqa: ANN001, ANN202
+                return _load(m, problem, n, size) <= getattr(nodes[n], bare) * m.on[n]
 
+            # row: load[n] ≤ room[n] + (bare[n] − room[n])·(1 − host[n])
             m.add_component(row, pyo.Constraint(m.N, rule=soft))
+            # row_bare: load[n] ≤ bare[n] · on[n]
             m.add_component(row + "_bare", pyo.Constraint(m.N, rule=hard))
         else:
-            # row: load[n] ≤ room[n] · on[n]   (probe, N+1 reserve and fixed load still fit)
-            def fit(m, n, per_shape=per_shape, attr=attr, room=room):  # noqa: ANN001, ANN202
-                return load(m, n, per_shape, attr) <= getattr(nodes[n], room) * m.on[n]
 
+            def fit(m, n, size=size, room=room):  # noqa: ANN001, ANN202
+                return _load(m, problem, n, size) <= getattr(nodes[n], room) * m.on[n]
+
+            # row: load[n] ≤ room[n] · on[n]
             m.add_component(row, pyo.Constraint(m.N, rule=fit))
 
-    # n1: load[n] + fixed_peer[n,P] + Σ_{i,k: pair (P,n)} reserve[i]·x[i,k] ≤ n1_room[n]·on[n]
-    #   for every primary P that may lean on n (the probe fits beside every failover)
+
+def define_n1(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """load[n] + fixed_peer[n,P] + Σ_{(i,k): pair (P,n)} reserve[i]·x[i,k] ≤ n1_room[n]·on[n]
+    for every primary P that may lean on n: the probe still fits beside every failover onto n
+    (DRBD moves)."""
+    nodes, mirrored = problem.nodes, problem.mirrored
+    peer_terms = problem.choices_by_pair
     fixed_peer = {(n, pn): r for n in m.N for pn, r in nodes[n].fixed_peers}
     m.NP = pyo.Set(initialize=sorted(peer_terms), dimen=2)
+    # n1: load[n] + fixed_peer[n,P] + Σ reserve[i]·x[i,k] ≤ n1_room[n] · on[n]
     m.n1 = pyo.Constraint(
         m.NP,
         rule=lambda m, n, pn: (
-            load(m, n, mem_of, "memory_mib")
+            _load(m, problem, n, "memory_mib")
             + fixed_peer.get((n, pn), 0)
             + sum(mirrored[i].reserve_mib * m.x[i, k] for i, k in peer_terms[n, pn])
             <= nodes[n].n1_room_memory_mib * m.on[n]
         ),
     )
-    # disk: Σ_{i,k touching n} disk[i]·x[i,k] ≤ room_disk[n]·on[n]; spindles likewise
+
+
+def define_storage(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """Σ_{(i,k) touching n} disk[i]·x[i,k] ≤ room_disk[n]·on[n], and the same for spindle use:
+    the disks of DRBD instances that move fit on both nodes of their pair."""
+    nodes, mirrored = problem.nodes, problem.mirrored
+    touching = problem.choices_touching
     m.ND = pyo.Set(initialize=sorted(touching), ordered=True)
+    # disk: Σ disk[i]·x[i,k] ≤ max(room_disk[n], 0) · on[n]
     m.disk = pyo.Constraint(
         m.ND,
         rule=lambda m, n: (
@@ -328,6 +269,7 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
             <= max(nodes[n].room_disk_mib, 0) * m.on[n]
         ),
     )
+    # spindles: Σ spindle_use[i]·x[i,k] ≤ max(room_spindles[n], 0) · on[n]
     m.spindles = pyo.Constraint(
         m.ND,
         rule=lambda m, n: (
@@ -336,24 +278,43 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
         ),
     )
 
-    # still_failing: Σ_s mem[s]·y[s,n] ≥ min_mem[n]   (an N+1-failing node keeps its exemption
-    #   only while it keeps failing)
+
+def define_still_failing(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """Σ_s mem[s]·y[s,n] ≥ min_mem[n]·on[n]: a node that fails N+1 keeps htools' exemption only
+    while it keeps failing."""
+    nodes = problem.nodes
     m.NF = pyo.Set(initialize=[n for n in m.N if nodes[n].min_memory_mib > 0], ordered=True)
+    # still_failing: load[n] ≥ min_mem[n] · on[n]
     m.still_failing = pyo.Constraint(
         m.NF,
-        rule=lambda m, n: load(m, n, mem_of, "memory_mib") >= nodes[n].min_memory_mib * m.on[n],
+        rule=lambda m, n: _load(m, problem, n, "memory_mib") >= nodes[n].min_memory_mib * m.on[n],
     )
 
-    # moved: out[s,n] ≥ c[s,n] − y[s,n]   (each instance leaving its node is one migration)
+
+def define_moves(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """out[s,n] ≥ c[s,n] − y[s,n] and out[s,n] ≥ c[s,n]·(1 − on[n]), 0 ≤ out[s,n] ≤ c[s,n]:
+    each instance that leaves its node is one migration (the second row is implied but
+    tightens the relaxation)."""
+    count = problem.counts
+    decided = set(problem.decided())
+    m.out = pyo.Var(
+        m.SN_now, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, n: (0, count[s, n])
+    )
+    # moved: out[s,n] ≥ c[s,n] − y[s,n]
     m.moved = pyo.Constraint(m.SN_now, rule=lambda m, s, n: m.out[s, n] >= m.c[s, n] - m.y[s, n])
-    # emptied: out[s,n] ≥ c[s,n] · (1 − on[n])   (implied, but tightens the relaxation)
     m.SN_dec = pyo.Set(initialize=[(s, n) for (s, n) in sorted(count) if n in decided], dimen=2)
+    # emptied: out[s,n] ≥ c[s,n] · (1 − on[n])
     m.emptied = pyo.Constraint(
         m.SN_dec, rule=lambda m, s, n: m.out[s, n] >= m.c[s, n] * (1 - m.on[n])
     )
 
-    # excl: K·Σ(arriving tagged e at n) + Σ(staying tagged e at n) + fixed[n,e] ≤ max(K, 1)
-    #   with K = instances tagged e on n now: no tagged instance moves next to a namesake
+
+def _exclusion_rows(m: pyo.ConcreteModel, problem: SqueezeProblem) -> list[tuple]:
+    """(tag, node, K, arriving terms, staying terms, fixed count) for every node where an
+    instance carrying the tag may arrive; K = instances with the tag on the node now."""
+    shapes, mirrored = problem.shapes, problem.mirrored
+    count = problem.counts
+    as_primary = problem.choices_as_primary
     tags = sorted(
         {e for sh in shapes for e in sh.exclusion_tags}
         | {e for mi in mirrored for e in mi.exclusion_tags}
@@ -378,6 +339,14 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
                         (staying if same else arriving).append(m.x[i, kk])
             if arriving:
                 rows.append((e, n, k, arriving, staying, problem.fixed_tag_counts.get((n, e), 0)))
+    return rows
+
+
+def define_exclusion(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """K·Σ(arriving tagged e at n) + Σ(staying tagged e at n) + fixed[n,e] ≤ max(K, 1), with
+    K = instances tagged e on n now: no instance with exclusion tag e moves next to a primary
+    that carries e."""
+    rows = _exclusion_rows(m, problem)
     m.EN = pyo.Set(initialize=[(r[0], r[1]) for r in rows], dimen=2)
     by_en = {(r[0], r[1]): r for r in rows}
 
@@ -386,46 +355,76 @@ def build_model(problem: SqueezeProblem) -> pyo.ConcreteModel:
         kk = max(k, 1)
         return kk * sum(arriving) + sum(staying) + fixed <= kk
 
+    # excl: max(K,1)·Σ arriving + Σ staying + fixed[n,e] ≤ max(K,1)
     m.excl = pyo.Constraint(m.EN, rule=excl_rule)
 
-    # util ≥ K·(fixed_used[n]·on[n] + Σ_s mem[s]·y[s,n]) / t_mem[n],  K = UTIL_SCALE
-    #   (evenness: the largest memory utilisation of a powered-on node; no big-M needed, as a
-    #   powered-down node has y = 0 and on = 0)
+
+def define_evenness(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """util ≥ K·(fixed_used[n]·on[n] + Σ_s mem[s]·y[s,n]) / t_mem[n] with K = UTIL_SCALE and
+    0 ≤ util ≤ K: util is the largest memory utilisation of a powered-on node (no big-M
+    needed, as a powered-down node has y = 0 and on = 0)."""
+    nodes = problem.nodes
+    m.util = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, UTIL_SCALE))
+
     def util_rule(m: pyo.ConcreteModel, n: int) -> object:
         node = nodes[n]
         if node.total_memory_mib <= 0:
             return pyo.Constraint.Skip
-        used = node.fixed_used_memory_mib * m.on[n] + load(m, n, mem_of, "memory_mib")
+        used = node.fixed_used_memory_mib * m.on[n] + _load(m, problem, n, "memory_mib")
         return m.util >= UTIL_SCALE / node.total_memory_mib * used
 
+    # util_def: util ≥ K / t_mem[n] · (fixed_used[n]·on[n] + load[n])
     m.util_def = pyo.Constraint(m.N, rule=util_rule)
 
-    # symmetry: on[a] ≥ on[b] for interchangeable nodes a before b
+
+def define_symmetry(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+    """on[a] ≥ on[b] for interchangeable nodes a before b (`interchangeable_runs`)."""
     pairs = [(r[k], r[k + 1]) for r in interchangeable_runs(problem) for k in range(len(r) - 1)]
     m.SYM = pyo.Set(initialize=pairs, dimen=2)
+    # symmetry: on[a] ≥ on[b]
     m.symmetry = pyo.Constraint(m.SYM, rule=lambda m, a, b: m.on[a] >= m.on[b])
+
+
+def build(problem: SqueezeProblem) -> pyo.ConcreteModel:
+    """The per-node model with aggregated instance counts (see the module docstring).
+
+    The families are added in this order because the solvers number rows and columns as they
+    meet them: another order is the same model, but may break ties differently.
+    """
+    m = pyo.ConcreteModel(name=f"squeeze_{problem.mode}")
+    define_sets(m, problem)
+    define_placement(m, problem)
+    define_pairs(m, problem)
+    define_capacity(m, problem)
+    define_n1(m, problem)
+    define_storage(m, problem)
+    define_still_failing(m, problem)
+    define_moves(m, problem)
+    define_exclusion(m, problem)
+    define_evenness(m, problem)
+    define_symmetry(m, problem)
     return m
 
 
-def objectives(model: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:
+def objectives(m: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:
     """Stage order: node count, then moves, then evenness (soft mode: probe hosts first).
 
     Stages whose expression is a constant (no candidates, nothing placed) are left out.
     """
-    nodes_expr = sum(model.on[n] for n in model.NC)
+    nodes_expr = sum(m.on[n] for n in m.NC)
     drbd_cost = sum(
-        mi.choices[k].cost * model.x[i, k]
+        mi.choices[k].cost * m.x[i, k]
         for i, mi in enumerate(problem.mirrored)
         for k in range(len(mi.choices))
         if mi.choices[k].cost
     )
-    moves = Objective("moves", sum(model.out[k] for k in model.SN_now) + drbd_cost, "min")
-    util = Objective("max_memory_percent", model.util, "min")
+    moves = Objective("moves", sum(m.out[k] for k in m.SN_now) + drbd_cost, "min")
+    util = Objective("max_memory_percent", m.util, "min")
     if problem.mode == SHRINK:
-        first = Objective("nodes_freed", len(model.NC) - nodes_expr, "max")
+        first = Objective("nodes_freed", len(m.NC) - nodes_expr, "max")
         stages = [first, moves, util]
     elif problem.soft_probe:
-        host = Objective("nodes_hosting_probe", sum(model.host[n] for n in model.N), "max")
+        host = Objective("nodes_hosting_probe", sum(m.host[n] for n in m.N), "max")
         stages = [host, util, moves]
     else:
         stages = [Objective("nodes_powered_on", nodes_expr, "min"), moves, util]
@@ -436,98 +435,27 @@ def _constant(expr: object) -> bool:
     return isinstance(expr, (int, float)) or bool(getattr(expr, "is_fixed", lambda: False)())
 
 
-# -- the type aggregate: the volume bound and the decomposition's first step -----------------
+def stage_value(objective: Objective) -> float:
+    """An objective's value at the solution loaded in the model."""
+    return float(pyo.value(objective.expr))
 
 
-def node_types(problem: SqueezeProblem) -> list[list[int]]:
-    """Nodes with equal state and rooms, in first-appearance order (tags are ignored)."""
-    types: dict[Hashable, list[int]] = {}
-    for n, node in enumerate(problem.nodes):
-        key = (
-            node.state == "on",
-            node.room_memory_mib,
-            node.room_memory_forth_mib,
-            node.room_vcpus,
-            node.min_memory_mib,
-        )
-        types.setdefault(key, []).append(n)
-    return list(types.values())
-
-
-def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
-    """A relaxation over node types: capacities pooled per type.
-
-    Sets T (node types), S; w[t] ∈ ℤ = type-t nodes powered on, Y[s,t] ∈ ℤ≥0 = shape-s
-    instances on type t. Its first stage bounds the per-node optimum (nodes freed from above,
-    nodes powered on from below) and solves in well under a second at thousands of nodes;
-    its second stage (instances that must change type) bounds the moves from below.
-    `m.stages` holds the two objectives for `solve_lexicographic`.
-    """
-    types = node_types(problem)
-    shapes, nodes = problem.shapes, problem.nodes
-    m = pyo.ConcreteModel(name=f"squeeze_types_{problem.mode}")
-    m.T = pyo.Set(initialize=range(len(types)), ordered=True)
-    m.S = pyo.Set(initialize=range(len(shapes)), ordered=True)
-    first = {t: nodes[types[t][0]] for t in m.T}
-    fixed_on = {t: sum(1 for n in types[t] if nodes[n].state == "on") for t in m.T}
-    type_of = {n: t for t in m.T for n in types[t]}
-
-    # fixed_on[t] ≤ w[t] ≤ |t|
-    m.w = pyo.Var(
-        m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, t: (fixed_on[t], len(types[t]))
-    )
-    m.Y = pyo.Var(
-        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, shapes[s].total)
-    )
-    # place: Σ_t Y[s,t] = total[s]
-    m.place = pyo.Constraint(m.S, rule=lambda m, s: sum(m.Y[s, t] for t in m.T) == shapes[s].total)
-    # mem: Σ_s mem[s]·Y[s,t] ≤ room_mem[t] · w[t]
-    m.memory = pyo.Constraint(
-        m.T,
-        rule=lambda m, t: (
-            sum(shapes[s].memory_mib * m.Y[s, t] for s in m.S) <= first[t].room_memory_mib * m.w[t]
-        ),
-    )
-    # mem_forth: Σ_s mem_forth[s]·Y[s,t] ≤ room_mem_forth[t] · w[t]
-    m.memory_forth = pyo.Constraint(
-        m.T,
-        rule=lambda m, t: (
-            sum(shapes[s].memory_forth_mib * m.Y[s, t] for s in m.S)
-            <= first[t].room_memory_forth_mib * m.w[t]
-        ),
-    )
-    # cpu: Σ_s cpu[s]·Y[s,t] ≤ room_cpu[t] · w[t]
-    m.vcpus = pyo.Constraint(
-        m.T,
-        rule=lambda m, t: (
-            sum(shapes[s].vcpus * m.Y[s, t] for s in m.S) <= first[t].room_vcpus * m.w[t]
-        ),
-    )
-    # leave[s,t] ≥ c[s,t] − Y[s,t]: instances that must leave type t (a bound on moves)
-    now = defaultdict(int)
-    for s, sh in enumerate(shapes):
-        for n, c in sh.counts:
-            now[s, type_of[n]] += c
-    m.leave = pyo.Var(
-        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, now[s, t])
-    )
-    m.leaving = pyo.Constraint(
-        m.S, m.T, rule=lambda m, s, t: m.leave[s, t] >= now[s, t] - m.Y[s, t]
-    )
-    decided = sum(len(types[t]) - fixed_on[t] for t in m.T)
-    powered = sum(m.w[t] - fixed_on[t] for t in m.T)
-    if problem.mode == SHRINK:
-        first = Objective("nodes_freed", decided - powered, "max")
-    else:
-        first = Objective("nodes_powered_on", powered, "min")
-    homeless = sum(sh.homeless for sh in shapes)
-    m.stages = [first, Objective("moves", homeless + sum(m.leave[k] for k in m.leave), "min")]
-    m.types = types
-    return m
+def solution(m: pyo.ConcreteModel, problem: SqueezeProblem) -> SqueezeAssignment:
+    """Power states, the counts y[s,n] > 0 and each DRBD instance's chosen pair."""
+    on = {n: bool(round(pyo.value(m.on[n]))) for n in m.N}
+    pairs = {i: k for i, k in m.IC if (m.x[i, k].value or 0) > 0.5}
+    counts = {}
+    for s in m.S:
+        for n in m.N:
+            v = m.y[s, n].value
+            k = int(round(v)) if v is not None else 0
+            if k:
+                counts[s, n] = k
+    return SqueezeAssignment(on, counts, pairs)
 
 
 def evenness_cut(
-    model: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on: int
+    m: pyo.ConcreteModel, problem: SqueezeProblem, nodes_on: int
 ) -> tuple[Any, float, None] | None:
     """A valid row (expr, lb, ub) for the utilisation stage once at most `nodes_on` nodes are on.
 
@@ -546,6 +474,144 @@ def evenness_cut(
     movable = sum(sh.memory_mib * sh.total for sh in problem.shapes) + sum(
         mi.memory_mib for mi in problem.mirrored
     )
-    used = sum(nd.fixed_used_memory_mib * model.on[n] for n, nd in enumerate(nodes))
+    used = sum(nd.fixed_used_memory_mib * m.on[n] for n, nd in enumerate(nodes))
     # evenness_cut: util − K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) / T ≥ 0
-    return (model.util - UTIL_SCALE / cap * (used + movable), 0.0, None)
+    return (m.util - UTIL_SCALE / cap * (used + movable), 0.0, None)
+
+
+# -- the type aggregate: the volume bound and the decomposition's first step -----------------
+#
+# Sets T (node types: nodes of equal state and rooms), S. Variables w[t] ∈ ℤ = type-t nodes
+# powered on, Y[s,t] ∈ ℤ≥0 = shape-s instances on type t, leave[s,t] ∈ ℤ≥0 = instances that
+# must leave type t. Capacities are pooled per type, so the model is a relaxation of the
+# per-node one: its first stage bounds the per-node optimum (nodes freed from above, nodes
+# powered on from below) and solves in well under a second at thousands of nodes; its second
+# stage (instances that must change type) bounds the moves from below.
+
+
+def node_types(problem: SqueezeProblem) -> list[list[int]]:
+    """Nodes with equal state and rooms, in first-appearance order (tags are ignored)."""
+    types: dict[Hashable, list[int]] = {}
+    for n, node in enumerate(problem.nodes):
+        key = (
+            node.state == "on",
+            node.room_memory_mib,
+            node.room_memory_forth_mib,
+            node.room_vcpus,
+            node.min_memory_mib,
+        )
+        types.setdefault(key, []).append(n)
+    return list(types.values())
+
+
+def _fixed_on(problem: SqueezeProblem, types: list[list[int]]) -> list[int]:
+    """Per type: its nodes that stay on whatever the plan."""
+    return [sum(1 for n in members if problem.nodes[n].state == "on") for members in types]
+
+
+def _now_by_type(problem: SqueezeProblem, types: list[list[int]]) -> dict[tuple[int, int], int]:
+    """(shape, type) -> instances of the shape on nodes of the type now."""
+    type_of = {n: t for t, members in enumerate(types) for n in members}
+    now: dict[tuple[int, int], int] = defaultdict(int)
+    for s, sh in enumerate(problem.shapes):
+        for n, c in sh.counts:
+            now[s, type_of[n]] += c
+    return now
+
+
+def define_type_placement(
+    m: pyo.ConcreteModel, problem: SqueezeProblem, types: list[list[int]]
+) -> None:
+    """fixed_on[t] ≤ w[t] ≤ |t|, 0 ≤ Y[s,t] ≤ total[s] and Σ_t Y[s,t] = total[s]: every
+    instance goes to some type, and each type keeps its always-on nodes on."""
+    shapes = problem.shapes
+    m.T = pyo.Set(initialize=range(len(types)), ordered=True)
+    m.S = pyo.Set(initialize=range(len(shapes)), ordered=True)
+    fixed_on = _fixed_on(problem, types)
+    m.w = pyo.Var(
+        m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, t: (fixed_on[t], len(types[t]))
+    )
+    m.Y = pyo.Var(
+        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, shapes[s].total)
+    )
+    # place: Σ_t Y[s,t] = total[s]
+    m.place = pyo.Constraint(m.S, rule=lambda m, s: sum(m.Y[s, t] for t in m.T) == shapes[s].total)
+
+
+def define_type_capacity(
+    m: pyo.ConcreteModel, problem: SqueezeProblem, types: list[list[int]]
+) -> None:
+    """Σ_s size[s]·Y[s,t] ≤ room[t]·w[t] for memory, memory_forth and VCPUs: a type's
+    powered-on nodes pool their rooms."""
+    shapes = problem.shapes
+    first = {t: problem.nodes[types[t][0]] for t in m.T}
+    # memory: Σ_s mem[s]·Y[s,t] ≤ room_mem[t] · w[t]
+    m.memory = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].memory_mib * m.Y[s, t] for s in m.S) <= first[t].room_memory_mib * m.w[t]
+        ),
+    )
+    # memory_forth: Σ_s mem_forth[s]·Y[s,t] ≤ room_mem_forth[t] · w[t]
+    m.memory_forth = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].memory_forth_mib * m.Y[s, t] for s in m.S)
+            <= first[t].room_memory_forth_mib * m.w[t]
+        ),
+    )
+    # vcpus: Σ_s cpu[s]·Y[s,t] ≤ room_cpu[t] · w[t]
+    m.vcpus = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            sum(shapes[s].vcpus * m.Y[s, t] for s in m.S) <= first[t].room_vcpus * m.w[t]
+        ),
+    )
+
+
+def define_type_moves(
+    m: pyo.ConcreteModel, problem: SqueezeProblem, types: list[list[int]]
+) -> None:
+    """leave[s,t] ≥ c[s,t] − Y[s,t], 0 ≤ leave[s,t] ≤ c[s,t]: instances that must leave type t
+    (c[s,t]: instances of shape s on type t now), a lower bound on the moves."""
+    now = _now_by_type(problem, types)
+    m.leave = pyo.Var(
+        m.S, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda m, s, t: (0, now[s, t])
+    )
+    # leaving: leave[s,t] ≥ c[s,t] − Y[s,t]
+    m.leaving = pyo.Constraint(
+        m.S, m.T, rule=lambda m, s, t: m.leave[s, t] >= now[s, t] - m.Y[s, t]
+    )
+
+
+def build_type_aggregate(problem: SqueezeProblem) -> pyo.ConcreteModel:
+    """A relaxation over node types: capacities pooled per type (see above)."""
+    types = node_types(problem)
+    m = pyo.ConcreteModel(name=f"squeeze_types_{problem.mode}")
+    define_type_placement(m, problem, types)
+    define_type_capacity(m, problem, types)
+    define_type_moves(m, problem, types)
+    return m
+
+
+def type_aggregate_objectives(m: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:
+    """Node count (nodes freed, or nodes powered on), then instances that must change type
+    (plus those on nodes outside the problem, which move anyway)."""
+    types = node_types(problem)
+    fixed_on = _fixed_on(problem, types)
+    decided = sum(len(types[t]) - fixed_on[t] for t in m.T)
+    powered = sum(m.w[t] - fixed_on[t] for t in m.T)
+    if problem.mode == SHRINK:
+        first = Objective("nodes_freed", decided - powered, "max")
+    else:
+        first = Objective("nodes_powered_on", powered, "min")
+    homeless = sum(sh.homeless for sh in problem.shapes)
+    return [first, Objective("moves", homeless + sum(m.leave[k] for k in m.leave), "min")]
+
+
+def type_aggregate_solution(m: pyo.ConcreteModel, problem: SqueezeProblem) -> TypeShares:
+    """The types, how many nodes of each stay on, and each type's share of every shape."""
+    types = node_types(problem)
+    share = {(s, t): int(round(m.Y[s, t].value or 0)) for s in m.S for t in m.T}
+    powered_on = tuple(int(round(m.w[t].value or 0)) for t in m.T)
+    return TypeShares(tuple(tuple(ts) for ts in types), powered_on, share)

@@ -167,7 +167,12 @@ def _warm_up() -> None:
     """Import the solver stack once per worker, so the first input's time is its own."""
     import importlib
 
-    for name in ("pyomo.environ", "programs.squeeze", "programs.hail", "programs.partition"):
+    for name in (
+        "pyomo.environ",
+        "solvers.strategies.squeeze",
+        "programs.hail",
+        "programs.partition",
+    ):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the task's own import reports it, as a failed input

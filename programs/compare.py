@@ -17,7 +17,6 @@ import subprocess
 import tempfile
 import time
 import traceback
-from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,18 +211,23 @@ def _solver_args(o: Options) -> dict[str, Any]:
     }
 
 
-def _program(name: str) -> Any:
-    """The program module, or a clear failure when this build does not have it yet."""
+def _module(name: str) -> Any:
+    """A module of exalloc, or a clear failure when this build does not have it yet."""
     import importlib
 
     try:
-        return importlib.import_module(f"programs.{name}")
+        return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name and err.name.startswith(("programs", "model", "formulations", "solvers")):
             raise ExallocError(
                 f"problem needs {err.name}, which this build does not have"
             ) from None
         raise
+
+
+def _program(name: str) -> Any:
+    """The program module, or a clear failure when this build does not have it yet."""
+    return _module(f"programs.{name}")
 
 
 SQUEEZE_FACTOR = 2.0  # hsqueeze's default --minimal-resources and --target-resources
@@ -268,23 +272,28 @@ def judge_squeeze(
 
 
 def _exact_squeeze(task: Task, o: Options) -> dict[str, Any]:
+    """exalloc's plan with hsqueeze's defaults, through the squeeze strategy."""
+    from model.backends.text import load_text
+    from model.squeeze import SqueezeRequest
+    from model.state import node_states
+    from solvers.options import SolverOptions
+
+    strategy = _module("solvers.strategies.squeeze")
     path = task.input
-    args = Namespace(
-        text_data=path,
-        minimal_resources=2.0,
-        target_resources=2.0,
-        move="ext",
-        print_commands=None,
-        save=None,
-        verbose=1,
-        no_headers=False,
-        static_kvm_node_memory=4096,
-        **_solver_args(o),
-    )
-    out = _program("squeeze").run(args).to_json()
-    moves = [(m["instance"], m["to"]) for m in out.get("moves") or ()]
-    judged = judge_squeeze(path, str(out.get("mode")), list(out.get("nodes") or ()), moves)
-    return {**{k: out.get(k) for k in SOLVER_KEYS}, **judged}
+    request = SqueezeRequest(SQUEEZE_FACTOR, SQUEEZE_FACTOR, "ext")
+    options = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
+    result = strategy.plan(node_states(load_text(path)), request, options)
+    moves = [(m.instance, m.target) for m in result.moves]
+    judged = judge_squeeze(path, result.mode, list(result.nodes), moves)
+    figures = {  # SOLVER_KEYS, in order
+        "status": result.status,
+        "objective": list(result.objective),
+        "bound": list(result.bound),
+        "gap": list(result.gap),
+        "build_s": result.build_s,
+        "solve_s": result.solve_s,
+    }
+    return {**figures, **judged}
 
 
 def judge_allocation(path: str, where: dict[str, list[str]]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from squeeze_gen import SqueezeSpec, ext_cluster
 
 import cli
 import programs.squeeze as squeeze
+import solvers.strategies.squeeze as strategy
 from model.backends.text import load_text
 from model.check import Move, check_squeeze
 from model.resources import probe_demand
@@ -209,7 +210,7 @@ def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatc
     save_text(ext_cluster(SqueezeSpec(nodes=24, instances=80, seed=5)), path)
     _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
     mip = json.loads(out)
-    monkeypatch.setattr(squeeze, "DECOMPOSE_NODES", 0)
+    monkeypatch.setattr(strategy, "DECOMPOSE_NODES", 0)
     _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
     dec = json.loads(out)
     assert dec["method"] == "decomposed" and dec["checker"]["ok"]
@@ -270,9 +271,8 @@ def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
 
 
 def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
-    """hsqueeze's quirk (docs/htools-facts.md §4): an offline `?` node cannot host the probe,
-    so the mode is expand; exalloc then needs no node (capacity after the plan counts online
-    nodes)."""
+    """hsqueeze's quirk (docs/squeeze.md): an offline `?` node cannot host the probe, so the
+    mode is expand; exalloc then needs no node (capacity after the plan counts online nodes)."""
     text = (ganeti.data_dir / "hsqueeze-underutilized.data").read_text()
     text = text.replace(
         "node-01-005|512|0|385|1052|1052|9|N|fake-uuid-01|1\n",
@@ -293,10 +293,13 @@ def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, caps
 def test_random_mixed_clusters_give_checked_plans(seed: int) -> None:
     """DRBD pairs, plain instances, tags, standby nodes, every move mode and random factors:
     a plan always comes out, and `plan` only returns plans the checker accepted."""
-    import argparse
     import random
 
     from squeeze_gen import mixed_cluster
+
+    from model.squeeze import SqueezeRequest
+    from model.state import node_states
+    from solvers.options import SolverOptions
 
     rng = random.Random(seed)
     spec = SqueezeSpec(
@@ -308,20 +311,58 @@ def test_random_mixed_clusters_give_checked_plans(seed: int) -> None:
     )
     cluster = mixed_cluster(spec)
     for move in ("ext", "drbd", "all"):
-        args = argparse.Namespace(
+        request = SqueezeRequest(
             minimal_resources=float(rng.choice((0, 1, 2, 3, 6))),
             target_resources=float(rng.choice((0, 1, 2, 3))),
             move=move,
-            print_commands="-",
-            save=None,
-            verbose=2,
-            no_headers=False,
-            solver="highs",
-            time_limit=30.0,
-            gap=0.0,
-            threads=1,
-            json=False,
         )
-        report = squeeze.plan(cluster, args)
-        assert report.mode in ("offline", "online", "none")
+        result = strategy.plan(node_states(cluster), request, SolverOptions(time_limit=30.0))
+        report = squeeze.report_of(cluster, result, verbose=2, print_commands="-")
+        assert result.mode in ("offline", "online", "none")
         assert report.text() and report.to_json()["status"] in ("optimal", "feasible", "infeasible")
+
+
+def test_static_kvm_node_memory_has_no_effect_on_text_snapshots(capsys) -> None:  # noqa: ANN001
+    """A text snapshot names no hypervisor, so the option (kept for hsqueeze's command line)
+    changes nothing, as its help says."""
+    path = str(DATA / "mixed-standby.data")
+    _, default, _ = run_cli(capsys, "squeeze", "-t", path, "-C", "-v")
+    for mib in ("0", "16384"):
+        code, out, _ = run_cli(
+            capsys, "squeeze", "-t", path, "-C", "-v", "--static-kvm-node-memory", mib
+        )
+        assert code == 0 and out == default
+
+
+def test_request_refuses_bad_factors_and_moves() -> None:
+    from model.errors import InputError
+    from model.squeeze import SqueezeRequest
+
+    with pytest.raises(InputError, match="--minimal-resources"):
+        SqueezeRequest(minimal_resources=float("inf"))
+    with pytest.raises(InputError, match="--move"):
+        SqueezeRequest(move="plain")
+
+
+def test_unwritable_save_is_a_one_line_error(tmp_path, capsys) -> None:  # noqa: ANN001
+    base = tmp_path / "no-such-dir" / "snap"
+    code, out, err = run_cli(
+        capsys, "squeeze", "-t", str(DATA / "greedy-gap.data"), "-S", str(base)
+    )
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"exalloc: error: cannot write {base}.original: No such file or directory"
+    ]
+
+
+def test_empty_cluster_is_no_action_like_hsqueeze(ganeti, capsys) -> None:  # noqa: ANN001
+    """A cluster without nodes: nothing to power down, as the real hsqueeze says."""
+    path = ganeti.data_dir / "empty-cluster.data"
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(path), "-C", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "-C", "-v")
+    assert code == 0 and out == real

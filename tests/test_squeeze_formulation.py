@@ -5,15 +5,15 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from formulations.squeeze import (
-    SHRINK,
-    Shape,
-    SqueezeNode,
-    SqueezeProblem,
-    build_model,
+    build,
     build_type_aggregate,
     interchangeable_runs,
     objectives,
+    solution,
+    type_aggregate_objectives,
+    type_aggregate_solution,
 )
+from model.squeeze import SHRINK, Shape, SqueezeNode, SqueezeProblem
 from solvers import Status, solve, solve_lexicographic
 
 
@@ -34,7 +34,7 @@ def shape(key: str, counts: tuple[tuple[int, int], ...], tags: tuple[str, ...] =
 
 
 def solved(problem: SqueezeProblem) -> tuple[pyo.ConcreteModel, tuple]:
-    model = build_model(problem)
+    model = build(problem)
     res = solve_lexicographic(model, objectives(model, problem))
     assert res.status is Status.OPTIMAL
     return model, res.objective
@@ -80,7 +80,7 @@ def test_aggregate_bounds_the_node_count() -> None:
     )
     _, objective = solved(problem)
     agg = build_type_aggregate(problem)
-    res = solve_lexicographic(agg, agg.stages)
+    res = solve_lexicographic(agg, type_aggregate_objectives(agg, problem))
     assert res.objective[0] >= objective[0] == 2.0  # 6 × 1 GiB, two per 3000 MiB node
 
 
@@ -91,6 +91,33 @@ def test_symmetry_only_between_equal_content() -> None:
         (shape("s", ((1, 1), (2, 1), (3, 2))),),
     )
     assert interchangeable_runs(problem) == [[1, 2]]
-    model = build_model(problem)
+    model = build(problem)
     model.obj = pyo.Objective(expr=objectives(model, problem)[0].expr, sense=pyo.maximize)
     assert solve(model).status is Status.OPTIMAL
+
+
+def test_solution_reads_back_power_counts_and_pairs() -> None:
+    problem = SqueezeProblem(
+        SHRINK,
+        (node("a", "on", 4096), node("b", "candidate", 4096), node("c", "candidate", 4096)),
+        (shape("s", ((1, 2), (2, 1))),),
+    )
+    model, _ = solved(problem)
+    plan = solution(model, problem)
+    assert dict(plan.on) == {0: True, 1: False, 2: False}
+    assert dict(plan.counts) == {(0, 0): 3} and dict(plan.pairs) == {}
+
+
+def test_type_aggregate_solution_shares_every_instance() -> None:
+    problem = SqueezeProblem(
+        SHRINK,
+        (node("a", "on", 3000), *(node(f"n{k}", "candidate", 3000) for k in range(4))),
+        (shape("s", ((1, 2), (2, 2), (3, 1), (4, 1))),),
+    )
+    agg = build_type_aggregate(problem)
+    res = solve_lexicographic(agg, type_aggregate_objectives(agg, problem))
+    shares = type_aggregate_solution(agg, problem)
+    assert shares.types == ((0,), (1, 2, 3, 4))
+    assert sum(shares.share.values()) == problem.shapes[0].total
+    assert shares.powered_on[0] == 1
+    assert shares.powered_on[1] == 4 - res.objective[0]

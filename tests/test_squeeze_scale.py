@@ -2,30 +2,26 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pytest
 from squeeze_gen import LARGE_NODE_TYPES, SqueezeSpec, ext_cluster
 
-from programs.squeeze import plan
+from model.cluster import Cluster
+from model.squeeze import SqueezeRequest
+from model.state import node_states
+from solvers.options import SolverOptions
+from solvers.strategies.squeeze import SqueezePlan
+from solvers.strategies.squeeze import plan as strategy_plan
 
 
-def args(time_limit: float) -> argparse.Namespace:
-    return argparse.Namespace(
-        minimal_resources=2.0,
-        target_resources=2.0,
-        move="ext",
-        print_commands=None,
-        save=None,
-        verbose=1,
-        no_headers=False,
-        solver="highs",
-        time_limit=time_limit,
-        gap=0.0,
-        threads=1,
-        json=False,
-    )
+def plan(cluster: Cluster, options: SolverOptions) -> SqueezePlan:
+    """hsqueeze's defaults: both factors 2.0, ext instances move."""
+    return strategy_plan(node_states(cluster), SqueezeRequest(2.0, 2.0, "ext"), options)
+
+
+def args(time_limit: float) -> SolverOptions:
+    return SolverOptions(time_limit=time_limit)
 
 
 @pytest.mark.slow

@@ -503,8 +503,13 @@ def parse_text(text: str, source: str = "<text>") -> Cluster:
     )
 
 
-def load_text(path: str | os.PathLike[str]) -> Cluster:
-    """Read a text-backend file (UTF-8, undecodable bytes kept as surrogates)."""
+def load_text(path: str | os.PathLike[str], *, static_kvm_node_memory: int = 4096) -> Cluster:
+    """Read a text-backend file (UTF-8, undecodable bytes kept as surrogates).
+
+    `static_kvm_node_memory` (htools' `--static-kvm-node-memory`) replaces the node memory of
+    nodes whose hypervisor is kvm; the text format names no hypervisor, so, as in htools, it
+    changes nothing here. It is taken so that every loader accepts the same options.
+    """
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")

@@ -1,0 +1,476 @@
+"""hsqueeze's plan, solved exactly (docs/squeeze.md).
+
+`plan` decides the mode as hsqueeze does (expand when some node, offline ones included, cannot
+host the minimal probe), builds the problem (`model.squeeze.build_problem`), solves it, turns
+the counts into named migrations ordered into jobsets, and has the independent checker
+(`model.check.check_squeeze`) judge the plan: a plan the checker refuses is an error, never an
+answer. In expand mode, when even every standby node does not give enough capacity, the
+fallback powers all of them on and maximises the nodes that host the probe.
+
+Two ways to solve a problem:
+
+* `solve_mip`: the per-node model of formulations/squeeze.py, lexicographic (nodes, moves,
+  evenness). With DRBD pairs, nodes and moves are one blended stage (`_blended`, split back
+  by `_unblend`); once the node count is fixed, the `stage_rows` hook adds the formulation's
+  `evenness_cut`.
+* `solve_decomposed` (above DECOMPOSE_NODES nodes, no DRBD pairs): the node-type aggregate
+  gives the bound and each type's share, then one small packing MIP per type (`_pack_type`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from formulations import squeeze as form
+from model.check import Move, check_squeeze
+from model.errors import CheckFailedError, SolverError
+from model.resources import probe_demand
+from model.squeeze import (
+    EXPAND,
+    SHRINK,
+    BuiltProblem,
+    Migration,
+    SqueezeAssignment,
+    SqueezeProblem,
+    SqueezeRequest,
+    build_problem,
+    fits,
+    migrations,
+    movable,
+    not_preexisting,
+    offline_candidates,
+    online_candidates,
+    order_moves,
+)
+from model.state import ClusterState
+from solvers import LexResult, Objective, SolveResult, Status, Stopwatch, solve_lexicographic
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.result import relative_gap
+
+#: Above this many nodes the single MIP is replaced by the node-type decomposition: one MIP
+#: over every node stalls at that scale (docs/squeeze.md, "Scale: decomposition").
+DECOMPOSE_NODES = 1200
+#: The decomposition's time budget when no --time-limit is given (seconds).
+DECOMPOSE_DEFAULT_BUDGET_S = 110.0
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solved problem (empty assignment when there is no plan) with the run's figures."""
+
+    assignment: SqueezeAssignment
+    status: str
+    objective: tuple[float | None, ...]
+    bound: tuple[float | None, ...]
+    gap: tuple[float | None, ...]
+    names: tuple[str, ...]
+    build_s: float
+    solve_s: float
+    method: str = "mip"
+
+
+@dataclass(frozen=True)
+class SqueezePlan:
+    """hsqueeze's answer, checked: the nodes to power off (mode "offline") or on ("online"),
+    or nothing ("none"); the migrations in the jobsets they run in; the solver's figures per
+    stage; the checker's verdict."""
+
+    mode: str  # "offline", "online" or "none"
+    nodes: tuple[str, ...]
+    moves: tuple[Migration, ...]
+    jobsets: tuple[tuple[Migration, ...], ...]
+    offline_candidates: tuple[str, ...]
+    online_candidates: tuple[str, ...]
+    status: str
+    objective: tuple[float | None, ...]
+    bound: tuple[float | None, ...]
+    gap: tuple[float | None, ...]
+    stage_names: tuple[str, ...]
+    build_s: float
+    solve_s: float
+    method: str
+    not_enough_capacity: bool = False
+    checker: Mapping[str, Any] = field(default_factory=dict)  # "ok", "objectives"
+
+
+# -- the single MIP ----------------------------------------------------------------------------
+
+
+def _moves_cap(problem: SqueezeProblem) -> int:
+    """An upper bound on the moves objective: every instance moves, DRBD at its dearest."""
+    return sum(sh.total for sh in problem.shapes) + sum(
+        max(c.cost for c in mi.choices) for mi in problem.mirrored if mi.choices
+    )
+
+
+def _blended(problem: SqueezeProblem, nodes: Objective, moves: Objective) -> Objective:
+    """Nodes then moves as one objective, W·nodes ∓ moves with W above any moves value: the
+    same optimum as the two stages, in one solve (a second stage with DRBD pair binaries
+    starts without an incumbent and can stall)."""
+    weight = _moves_cap(problem) + 1
+    sign = -1 if nodes.sense == "max" else 1
+    return Objective("nodes_then_moves", weight * nodes.expr + sign * moves.expr, nodes.sense)
+
+
+def _unblend(
+    problem: SqueezeProblem, res: LexResult, nodes: Objective, moves: Objective
+) -> LexResult:
+    """Split a blended first stage back into its two stages (values read off the plan)."""
+    stage = res.stages[0]
+    cap = _moves_cap(problem)
+    weight = cap + 1
+    n_val = float(round(form.stage_value(nodes)))
+    m_val = float(round(form.stage_value(moves)))
+    if stage.status is Status.OPTIMAL:
+        n_bound, m_bound = n_val, m_val
+    elif stage.bound is None:
+        n_bound, m_bound = None, None
+    elif nodes.sense == "max":
+        n_bound, m_bound = float(math.floor((stage.bound + cap) / weight)), None
+    else:
+        n_bound, m_bound = float(max(math.ceil((stage.bound - cap) / weight), 0)), None
+    split = tuple(
+        replace(stage, objective=v, bound=b, gap=relative_gap(v, b), solve_s=t)
+        for v, b, t in ((n_val, n_bound, stage.solve_s), (m_val, m_bound, 0.0))
+    )
+    names = (nodes.name, moves.name, *res.names[1:])
+    return LexResult.from_stages(names, split + res.stages[1:], res.build_s)
+
+
+def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> Solution:
+    """The single per-node MIP, solved lexicographically.
+
+    With DRBD pairs, nodes and moves are one blended stage (same optimum). Once the node
+    count is fixed, it bounds how many nodes are on, which makes the formulation's evenness
+    cut valid for the later stages (same optimum, faster proof).
+    """
+    problem = built.problem
+    with Stopwatch() as sw:
+        model = form.build(problem)
+        objs = form.objectives(model, problem)
+    node_stage = bool(objs) and objs[0].name in ("nodes_freed", "nodes_powered_on")
+    blend = node_stage and bool(problem.mirrored) and len(objs) > 1 and objs[1].name == "moves"
+    stages = [_blended(problem, objs[0], objs[1]), *objs[2:]] if blend else objs
+
+    def evenness_after_node_stage(k: int, _value: float) -> list:
+        if k != 0 or not node_stage:
+            return []
+        count = round(form.stage_value(objs[0]))  # the fixed stage's plan is loaded
+        decided = len(problem.decided())
+        n_fixed = len(problem.nodes) - decided
+        nodes_on = n_fixed + (decided - count if problem.mode == SHRINK else count)
+        row = form.evenness_cut(model, problem, nodes_on)
+        return [row] if row is not None else []
+
+    res = solve_lexicographic(
+        model,
+        stages,
+        **options.kwargs(),
+        build_s=sw.seconds,
+        stage_rows=evenness_after_node_stage,
+    )
+    if blend and res.has_solution:
+        res = _unblend(problem, res, objs[0], objs[1])
+    if not res.has_solution:
+        return Solution(
+            SqueezeAssignment(),
+            str(res.status),
+            res.objective,
+            res.bound,
+            res.gap,
+            res.names,
+            res.build_s,
+            res.solve_s,
+        )
+    assignment = form.solution(model, problem)
+    moves_const = sum(sh.homeless for sh in problem.shapes)
+    obj = tuple(
+        (v + moves_const) if (v is not None and name == "moves") else v
+        for name, v in zip(res.names, res.objective, strict=True)
+    )
+    bound = tuple(
+        (v + moves_const) if (v is not None and name == "moves") else v
+        for name, v in zip(res.names, res.bound, strict=True)
+    )
+    return Solution(
+        assignment, str(res.status), obj, bound, res.gap, res.names, res.build_s, res.solve_s
+    )
+
+
+# -- decomposition for very large clusters -----------------------------------------------------
+
+
+def solve_decomposed(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> Solution:
+    """Aggregate by node type, then pack each type with its own small MIP.
+
+    1. The type aggregate (lexicographic: node count, then instances changing type) gives
+       the bound on the node count and each type's number of powered-on nodes and instances
+       of every shape.
+    2. Within a type the nodes are interchangeable but for their content, so the ones with
+       the most movable instances stay on; a per-type MIP without power variables then places
+       the type's share with the fewest moves. If that packing does not fit (the aggregate
+       pools capacity), the next node of the type is kept on as well.
+    The first stage's gap is to the aggregate's bound.
+    """
+    t0 = time.perf_counter()
+    problem = built.problem
+    with Stopwatch() as sw:
+        agg = form.build_type_aggregate(problem)
+        agg_objectives = form.type_aggregate_objectives(agg, problem)
+    agg_res = solve_lexicographic(
+        agg,
+        agg_objectives,
+        options.solver,
+        time_limit=options.time_limit,
+        threads=options.threads,
+        build_s=sw.seconds,
+    )
+    names = ("nodes_freed" if problem.mode == SHRINK else "nodes_powered_on", "moves")
+    if not agg_res.has_solution:
+        return Solution(
+            SqueezeAssignment(),
+            str(agg_res.status),
+            (None, None),
+            (None, None),
+            (None, None),
+            names,
+            sw.seconds,
+            agg_res.solve_s,
+            "decomposed",
+        )
+    stage0 = agg_res.stages[0]
+    bound = float(stage0.bound if stage0.bound is not None else stage0.objective)
+    moves_bound = agg_res.bound[1] if len(agg_res.bound) > 1 else None
+    shares = form.type_aggregate_solution(agg, problem)
+    budget = options.time_limit if options.time_limit is not None else DECOMPOSE_DEFAULT_BUDGET_S
+    budget = max(budget - (time.perf_counter() - t0), 1.0)
+    total_nodes = sum(len(ns) for ns in shares.types)
+    content: dict[int, int] = defaultdict(int)
+    for sh in problem.shapes:
+        for n, c in sh.counts:
+            content[n] += c
+    on: dict[int, bool] = {}
+    y: dict[tuple[int, int], int] = {}
+    build_s, solve_s, all_optimal = agg_res.build_s, agg_res.solve_s, True
+    moves = float(sum(sh.homeless for sh in problem.shapes))
+    shape_range = range(len(problem.shapes))
+    for t, members in enumerate(shares.types):
+        fixed = [n for n in members if problem.nodes[n].state == "on"]
+        free = sorted(
+            (n for n in members if problem.nodes[n].state != "on"),
+            key=lambda n: (-content[n], n),
+        )
+        k = shares.powered_on[t] - len(fixed)
+        limit = max(budget * len(members) / total_nodes, 1.0)
+        packed: tuple[SolveResult, SqueezeAssignment] | None = None
+        keep: list[int] = []
+        if not fixed and k <= 0 and not any(shares.share[s, t] for s in shape_range):
+            for n in members:
+                on[n] = False
+                moves += content[n]
+            continue
+        while k <= len(free):
+            keep = fixed + free[:k]
+            res, local, sub_s = _pack_type(problem, keep, shares.share, t, options, limit)
+            packed = (res, local)
+            build_s += sub_s
+            solve_s += res.solve_s
+            if res.has_solution:
+                break
+            k += 1
+        if packed is None or not packed[0].has_solution:
+            return Solution(
+                SqueezeAssignment(),
+                "infeasible",
+                (None, None),
+                (bound, None),
+                (None, None),
+                names,
+                build_s,
+                solve_s,
+                "decomposed",
+            )
+        res, local = packed
+        all_optimal &= res.status is Status.OPTIMAL
+        kept = set(keep)
+        for n in members:
+            on[n] = n in kept
+            if n not in kept:
+                moves += content[n]
+        for (s, j), v in local.counts.items():
+            y[s, keep[j]] = v
+        moves += float(res.objective or 0.0)
+    decided = problem.decided()
+    if problem.mode == SHRINK:
+        first = float(sum(1 for n in decided if not on[n]))
+    else:
+        first = float(sum(1 for n in decided if on[n]))
+    gap = abs(first - bound) / max(abs(first), 1.0)
+    status = "optimal" if gap <= 1e-9 and all_optimal else "feasible"
+    moves_gap = None if moves_bound is None else abs(moves - moves_bound) / max(moves, 1.0)
+    return Solution(
+        SqueezeAssignment(on, y, {}),
+        status,
+        (first, moves),
+        (bound, moves_bound),
+        (gap, moves_gap),
+        names,
+        build_s,
+        solve_s,
+        "decomposed",
+    )
+
+
+def _pack_type(
+    problem: SqueezeProblem,
+    keep: list[int],
+    share: Mapping[tuple[int, int], int],
+    t: int,
+    options: SolverOptions,
+    time_limit: float,
+) -> tuple[SolveResult, SqueezeAssignment, float]:
+    """Place type t's share of every shape on the kept nodes with the fewest moves: the
+    per-node model over the kept nodes, all on (their local indices in the assignment)."""
+    local = {n: j for j, n in enumerate(keep)}
+    shapes = []
+    for s, sh in enumerate(problem.shapes):
+        counts = tuple((local[n], c) for n, c in sh.counts if n in local)
+        shapes.append(replace(sh, counts=counts, homeless=share[s, t] - sum(c for _, c in counts)))
+    sub = SqueezeProblem(
+        mode=problem.mode,
+        nodes=tuple(replace(problem.nodes[n], state="on") for n in keep),
+        shapes=tuple(shapes),
+        fixed_tag_counts={
+            (local[n], e): c for (n, e), c in problem.fixed_tag_counts.items() if n in local
+        },
+    )
+    with Stopwatch() as sw:
+        model = form.build(sub)
+        objs = form.objectives(model, sub)
+        moves = [o for o in objs if o.name == "moves"]
+    # nothing can move (no moves stage): any placement of the share will do, the least
+    # utilisation picks one; the moves are then 0
+    stage = moves[0] if moves else next(o for o in objs if o.name == "max_memory_percent")
+    lex = solve_lexicographic(
+        model,
+        [stage],
+        options.solver,
+        time_limit=time_limit,
+        mip_gap=options.gap,
+        threads=options.threads,
+        build_s=sw.seconds,
+    )
+    res = lex.stages[0]
+    if res.has_solution and not moves:
+        res = replace(res, objective=0.0)
+    assignment = form.solution(model, sub) if res.has_solution else SqueezeAssignment()
+    return res, assignment, sw.seconds
+
+
+# -- hsqueeze's plan ---------------------------------------------------------------------------
+
+
+def _solve(built: BuiltProblem, options: SolverOptions) -> Solution:
+    if len(built.node_names) > DECOMPOSE_NODES and not built.problem.mirrored:
+        return solve_decomposed(built, options)
+    return solve_mip(built, options)
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The checker's figures as JSON numbers (ints and strings kept, the rest as floats)."""
+    return {
+        k: (v if isinstance(v, (int, str)) or v is None else float(v)) for k, v in values.items()
+    }
+
+
+def plan(
+    state: ClusterState, request: SqueezeRequest, options: SolverOptions = DEFAULT_OPTIONS
+) -> SqueezePlan:
+    """Decide the mode, solve, order and check: hsqueeze's answer for the cluster `state`."""
+    cluster = state.cluster
+    std = cluster.cluster_policy.std
+    min_probe = probe_demand(std, request.minimal_resources)
+    target_probe = probe_demand(std, request.target_resources)
+    move = request.move
+    off_cands = offline_candidates(cluster, move)
+    on_cands = online_candidates(cluster)
+    expand = not all(fits(st, min_probe) for st in state.nodes.values())
+    not_enough = False
+    if expand:
+        probe = min_probe
+        built = build_problem(state, EXPAND, probe, move, decided=on_cands)
+        sol = _solve(built, options)
+        if sol.status == "infeasible":
+            not_enough = True
+            built = build_problem(
+                state, EXPAND, probe, move, decided=(), always_on=on_cands, soft_probe=True
+            )
+            sol = _solve(built, options)
+    else:
+        probe = target_probe
+        # candidates holding instances that may not move cannot be emptied
+        fixed_nodes = {i.primary for i in cluster.instances if not movable(i, move)}
+        decided = [n for n in off_cands if n not in fixed_nodes]
+        built = build_problem(state, SHRINK, probe, move, decided=decided)
+        sol = _solve(built, options)
+    if not sol.assignment.on:
+        if sol.status == "infeasible" and not expand:
+            sol = replace(sol, assignment=SqueezeAssignment())
+        elif sol.status not in ("infeasible", "optimal", "feasible"):
+            # optimal or feasible without power states: a cluster without nodes, nothing to do
+            raise SolverError(f"no plan found ({sol.status}); allow more time with --time-limit")
+
+    names = built.node_names
+    power = sol.assignment.on
+    if expand:
+        decided_on = [names[n] for n in built.problem.decided() if power.get(n)]
+        nodes = on_cands if not_enough else decided_on
+        off: list[str] = []
+        on = list(nodes)
+        mode = "online"
+    else:
+        freed = {names[n] for n in built.problem.decided() if power and not power[n]}
+        nodes = [n for n in off_cands if n in freed]
+        off, on = list(nodes), []
+        mode = "offline" if nodes else "none"
+    moves = migrations(cluster, built, sol.assignment) if (power and (expand or nodes)) else []
+    jobsets = order_moves(state.powered(off=off, on=on), moves)
+    moves = [mv for js in jobsets for mv in js]
+
+    report = check_squeeze(
+        state,
+        off,
+        [Move(m.instance, m.target, m.secondary) for m in moves],
+        probe,
+        powered_on_nodes=on,
+    )
+    violations = not_preexisting(cluster, report.violations, moves)
+    if not_enough:  # the probe cannot fit everywhere: only the plan itself must hold
+        violations = tuple(v for v in violations if v.kind != "probe")
+    if violations and mode != "none":
+        raise CheckFailedError("independent check failed: " + "; ".join(str(v) for v in violations))
+
+    objective = sol.objective if (mode != "none" or power) else ()
+    return SqueezePlan(
+        mode=mode,
+        nodes=tuple(nodes),
+        moves=tuple(moves),
+        jobsets=tuple(tuple(js) for js in jobsets),
+        offline_candidates=tuple(off_cands),
+        online_candidates=tuple(on_cands),
+        status=sol.status,
+        objective=tuple(objective),
+        bound=tuple(sol.bound),
+        gap=tuple(sol.gap),
+        stage_names=sol.names,
+        build_s=sol.build_s,
+        solve_s=sol.solve_s,
+        method=sol.method,
+        not_enough_capacity=not_enough,
+        checker={"ok": not violations, "objectives": _plain(report.objectives)},
+    )

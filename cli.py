@@ -171,6 +171,27 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also run the real hail and show both answers side by side",
     )
+    p.add_argument(
+        "--capacity-checks",
+        dest="capacity_checks",
+        choices=("exact", "greedy", "none"),
+        default="exact",
+        help="global N+1 check of allocations on normal groups: greedy = hail's own, "
+        "none = hail's --no-capacity-checks (default exact; for now the greedy check)",
+    )
+    p.add_argument(
+        "--ignore-soft-errors",
+        dest="ignore_soft_errors",
+        action="store_true",
+        help="like hail: ignore soft errors (N+1 reserve, vCPU ratio, tags, min disk)",
+    )
+    p.add_argument(
+        "--restrict-allocation-to",
+        dest="restrict_allocation_to",
+        type=lambda text: tuple(n for n in text.split(",") if n),
+        metavar="NODE,NODE",
+        help="like hail: allocate only on these nodes (wins over restrict-to-nodes)",
+    )
     _static_kvm_option(p)
     _solver_options(p)
     p.set_defaults(run=_program("hail"))

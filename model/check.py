@@ -200,8 +200,12 @@ def _place(
     primary: str,
     secondary: str | None,
     strict: bool,
+    unchecked: frozenset[str] = frozenset(),
+    disk_unchecked: frozenset[str] = frozenset(),
 ) -> tuple[ClusterState, list[Violation]]:
-    """Add an instance on its nodes, listing every failed check; apply it regardless."""
+    """Add an instance on its nodes, listing every failed check; apply it regardless.
+    Roles in `unchecked` (a node keeping its role in a move) are not checked again, roles in
+    `disk_unchecked` not for disk (htools' failover off an offline primary)."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
         return state, []
     if secondary == primary or not d.has_secondary:
@@ -209,7 +213,11 @@ def _place(
     found = state.placement_shortfalls(d, primary, secondary, strict=strict)
     out: list[Violation] = []
     for role in (PRIMARY, SECONDARY):
+        if role in unchecked:
+            continue
         shortfalls = [s for r, _, s in found if r == role and s.kind != "template"]
+        if role in disk_unchecked:
+            shortfalls = [s for s in shortfalls if s.kind not in ("disk", "disk_reserve")]
         node = primary if role == PRIMARY else secondary
         out += [_shortfall_violation(x, node, d.name, role) for x in _distinct(shortfalls)]
     return state.placed(d, primary, secondary), out
@@ -232,11 +240,17 @@ def check_allocation(
     *,
     strict: bool = True,
     group: str | None = None,
+    requested_group: str | None = None,
+    hosting: Iterable[str] = (),
 ) -> CheckReport:
     """Check new instances placed on chosen nodes, in order (hail allocate/multi-allocate).
 
     `placements` holds `Placement`s or `(instance, primary, secondary)` tuples. `group`
     (name or uuid) restricts the score to that group, as hail's score with `group_name`.
+    An unallocable group is allowed when it is `requested_group` (name or uuid): the policy
+    keeps hail from *choosing* a group, a request naming it is served there (docs/hail.md).
+    Nodes in `hosting` already host the instance (allocate-secondary's primary): whether
+    they are online is not this placement's choice, so only their resources are checked.
 
     Objectives: `score` (after) and `score_before`; per placement, hail's dedicated metric
     `placement_metrics` = [(lost vector, remaining f_dsk of its nodes)] taken in sequence;
@@ -260,13 +274,17 @@ def check_allocation(
                 Violation("duplicate_instance", "instance name already in use", None, d.name)
             )
         seen.add(d.name)
-        violations += _target_violations(states, pl.primary, d.name, "primary")
-        violations += _target_violations(states, pl.secondary, d.name, "secondary")
+        kept = set(hosting)
+        if pl.primary not in kept:
+            violations += _target_violations(states, pl.primary, d.name, "primary")
+        if pl.secondary not in kept:
+            violations += _target_violations(states, pl.secondary, d.name, "secondary")
         violations += _pair_violations(states, d, pl.primary, pl.secondary)
         violations += _policy_violations(states, d, pl.primary)
         if pl.primary in state.nodes:
             owner = states.cluster.group(state.nodes[pl.primary].group_uuid)
-            if owner.alloc_policy == "unallocable":
+            named = requested_group is not None and requested_group in (owner.name, owner.uuid)
+            if owner.alloc_policy == "unallocable" and not named:
                 violations.append(
                     Violation(
                         "unallocable_group",
@@ -321,6 +339,23 @@ def _resolve_move(inst: Instance, mv: Move) -> tuple[str, str | None]:
     return mv.primary, inst.secondary
 
 
+def _offline_failover(
+    evacuation: bool,
+    inst: Instance,
+    primary: str,
+    secondary: str | None,
+    nodes: Mapping[str, Any],
+) -> bool:
+    """An evacuation's drbd failover off an offline primary (which becomes the secondary)."""
+    return (
+        evacuation
+        and inst.mirrored
+        and (primary, secondary) == (inst.secondary, inst.primary)
+        and inst.primary in nodes
+        and nodes[inst.primary].offline
+    )
+
+
 def check_moves(
     cluster: Cluster | ClusterState,
     moves: Sequence[Move | tuple],
@@ -330,8 +365,14 @@ def check_moves(
     probe: InstanceDemand | None = None,
     probe_offline_nodes: bool = False,
     strict: bool = True,
+    evacuation: bool = False,
 ) -> CheckReport:
     """Check a plan of instance moves with nodes powered off or on (hbal / hsqueeze).
+
+    `evacuation`: the moves of hail's relocate, node-evacuate or change-group (Evacuate.hs):
+    every instance with a mirror may move (diskless too, by migration to any node), and a node
+    that keeps its role (a drbd primary whose secondary is replaced) is not checked again, as
+    htools re-adds it without checks; instances not moved may stay on offline nodes.
 
     Powered-off nodes become offline before the moves, powered-on ones online. Afterwards
     no instance may keep its primary (or secondary) on an offline node, and with `probe`
@@ -387,14 +428,23 @@ def check_moves(
         if (primary, secondary) == (inst.primary, inst.secondary):
             continue
         d = states.demands[inst.name]
-        if not inst.movable:
+        movable = inst.movable or (evacuation and inst.disk_template == "diskless")
+        if not movable:
             violations.append(
                 Violation(
                     "not_movable", f"{inst.disk_template} instances cannot move", None, d.name
                 )
             )
-        violations += _target_violations(powered, primary, d.name, "primary")
-        violations += _target_violations(powered, secondary, d.name, "secondary")
+        # an evacuation's failover makes the secondary the primary: hail (like Ganeti's
+        # failover) does not ask whether that node is online
+        keeps_primary = evacuation and primary in (inst.primary, inst.secondary)
+        keeps_secondary = evacuation and secondary is not None and secondary == inst.secondary
+        # a failover off an offline primary leaves it the secondary, disks not checked
+        keeps_secondary |= _offline_failover(evacuation, inst, primary, secondary, nodes)
+        if not keeps_primary:
+            violations += _target_violations(powered, primary, d.name, "primary")
+        if not keeps_secondary:
+            violations += _target_violations(powered, secondary, d.name, "secondary")
         violations += _pair_violations(powered, d, primary, secondary)
         if primary != inst.primary and primary in nodes:
             if check_migration(nodes[inst.primary], nodes[primary]) is not None:
@@ -412,13 +462,27 @@ def check_moves(
     state = powered
     for inst, _, _, _ in resolved:
         state = state.remove(inst.name)
-    for _, d, primary, secondary in resolved:
-        state, found = _place(state, d, primary, secondary, strict)
+    for inst, d, primary, secondary in resolved:
+        kept = frozenset()
+        no_disk = frozenset()
+        if _offline_failover(evacuation, inst, primary, secondary, nodes):
+            no_disk = frozenset({SECONDARY})
+        if evacuation:
+            kept = frozenset(
+                role
+                for role, old, new in (
+                    (PRIMARY, inst.primary, primary),
+                    (SECONDARY, inst.secondary, secondary),
+                )
+                if old is not None and old == new
+            )
+        state, found = _place(state, d, primary, secondary, strict, kept, no_disk)
         violations += found
     nodes = state.nodes
 
     final_of = {inst.name: (p, s) for inst, _, p, s in resolved}
-    for inst in c.instances:
+    # an evacuation moves the requested instances only; others may stay on offline nodes
+    for inst in () if evacuation else c.instances:
         p, s = final_of.get(inst.name, (inst.primary, inst.secondary))
         if p in nodes and nodes[p].offline:
             violations.append(

@@ -64,12 +64,6 @@ DELEGATE_ENV = "EXALLOC_HAIL_DELEGATE"
 # multi-allocate with drbd: rounds of adding shared (primary, secondary) pairs before the
 # model sums the failover reservation on every pair
 MAX_PAIR_ROUNDS = 4
-REQUEST_TYPES = {
-    "RelocateRequest": "relocate",
-    "NodeEvacuateRequest": "node-evacuate",
-    "ChangeGroupRequest": "change-group",
-    "AllocateSecondaryRequest": "allocate-secondary",
-}
 
 
 # --------------------------------------------------------------------------------------
@@ -195,6 +189,10 @@ class Options:
     time_limit: float | None = None
     gap: float = 0.0
     threads: int = 1
+    # hail's options for normal groups and evacuations (programs/hail_normal.py)
+    capacity_checks: str = "exact"  # exact | greedy | none (exact: greedy until it exists)
+    ignore_soft_errors: bool = False
+    restrict_to_nodes: tuple[str, ...] | None = None
 
 
 def run(args: Any) -> HailReport:
@@ -204,6 +202,9 @@ def run(args: Any) -> HailReport:
         time_limit=getattr(args, "time_limit", None),
         gap=getattr(args, "gap", 0.0),
         threads=getattr(args, "threads", 1),
+        capacity_checks=getattr(args, "capacity_checks", "exact"),
+        ignore_soft_errors=getattr(args, "ignore_soft_errors", False),
+        restrict_to_nodes=getattr(args, "restrict_allocation_to", None),
     )
     kvm = getattr(args, "static_kvm_node_memory", 4096)
     request_path = args.request
@@ -237,29 +238,38 @@ def run(args: Any) -> HailReport:
 
 
 def answer(inp: IAllocatorInput, opts: Options = Options()) -> HailReport:
-    """The exalloc answer to a parsed request (checked before it is returned)."""
+    """The exalloc answer to a parsed request (checked before it is returned): dedicated
+    allocations exactly (below), everything else with htools' algorithms (hail_normal)."""
     req = inp.request
     cluster = inp.cluster
-    if isinstance(req, AllocateRequest):
-        if not is_dedicated(cluster, req.group_name):
-            return _unsupported("allocate on a group without exclusive storage")
+    if isinstance(req, AllocateRequest) and is_dedicated(cluster, req.group_name):
+        if opts.restrict_to_nodes is not None:  # hail: the option wins over the request's
+            req = replace(req, restrict_to_nodes=opts.restrict_to_nodes)
         return allocate(cluster, req, opts)
     if isinstance(req, MultiAllocateRequest):
         names = {i.group_name for i in req.instances}
         group = names.pop() if len(names) == 1 else None
-        if not is_dedicated(cluster, group):
-            return _unsupported("multi-allocate on a group without exclusive storage")
-        return multi_allocate(cluster, req, opts)
-    kind = REQUEST_TYPES.get(type(req).__name__, type(req).__name__)
-    return _unsupported(f"{kind} requests")
+        if is_dedicated(cluster, group):
+            return multi_allocate(cluster, req, opts)
+    return _normal(inp, opts)
 
 
-def _unsupported(what: str) -> HailReport:
-    info = (
-        f"exalloc handles only allocate and multi-allocate on dedicated (exclusive-storage) "
-        f"groups yet, not {what}; use hail for it"
+def _normal(inp: IAllocatorInput, opts: Options) -> HailReport:
+    """htools' own answer on normal and shared-storage groups and for every non-allocation
+    request (`--capacity-checks` chooses the global N+1 check)."""
+    from programs.hail_normal import answer_normal
+
+    ans, line, objectives = answer_normal(
+        inp, opts.capacity_checks, opts.ignore_soft_errors, opts.restrict_to_nodes
     )
-    return HailReport(response_json(False, info, []), "unsupported")
+    placements = tuple(
+        (p.name, (p.primary,) if p.secondary is None else (p.primary, p.secondary))
+        for p in ans.placements
+    ) + tuple(
+        (m.instance, (m.primary,) if m.secondary is None else (m.primary, m.secondary))
+        for m in ans.moves
+    )
+    return HailReport(line, ans.kind, placements=placements, objectives=objectives)
 
 
 def delegated(

@@ -898,3 +898,68 @@ def migrate_opcode(instance: str, target_node: str | None = None) -> dict[str, A
         }
     )
     return op
+
+
+def failover_opcode(instance: str, target_node: str | None = None) -> dict[str, Any]:
+    """OP_INSTANCE_FAILOVER as hail emits it for forthcoming instances (instead of a migrate)."""
+    op: dict[str, Any] = {
+        "OP_ID": "OP_INSTANCE_FAILOVER",
+        "instance_name": instance,
+        "shutdown_timeout": 120,
+        "ignore_consistency": False,
+    }
+    if target_node is not None:
+        op["target_node"] = target_node
+    op.update({"ignore_ipolicy": False, "cleanup": False})
+    return op
+
+
+_HASKELL_TEMPLATE = {
+    "diskless": "DTDiskless",
+    "file": "DTFile",
+    "sharedfile": "DTSharedFile",
+    "plain": "DTPlain",
+    "blockdev": "DTBlock",
+    "drbd": "DTDrbd8",
+    "rbd": "DTRbd",
+    "ext": "DTExt",
+    "gluster": "DTGluster",
+}
+_HASKELL_POLICY = {
+    "preferred": "AllocPreferred",
+    "last_resort": "AllocLastResort",
+    "unallocable": "AllocUnallocable",
+}
+
+
+def _show_ispec(spec: ISpec) -> str:
+    return (
+        f"ISpec {{iSpecMemorySize = {spec.memory_size}, iSpecCpuCount = {spec.cpu_count}, "
+        f"iSpecDiskSize = {spec.disk_size}, iSpecDiskCount = {spec.disk_count}, "
+        f"iSpecNicCount = {spec.nic_count}, iSpecSpindleUse = {spec.spindle_use}}}"
+    )
+
+
+def show_group(group: NodeGroup, index: int) -> str:
+    """Haskell `show` of htools' Group record (hail prints it in one change-group error)."""
+    from model.backends.text import show_double
+
+    policy = group.ipolicy
+    minmax = ",".join(
+        f"MinMaxISpecs {{minMaxISpecsMinSpec = {_show_ispec(mm.min)}, "
+        f"minMaxISpecsMaxSpec = {_show_ispec(mm.max)}}}"
+        for mm in policy.minmax
+    )
+    templates = ",".join(_HASKELL_TEMPLATE[t] for t in policy.disk_templates)
+    ipolicy = (
+        f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], iPolicyStdSpec = {_show_ispec(policy.std)}, "
+        f"iPolicyDiskTemplates = [{templates}], "
+        f"iPolicyVcpuRatio = {show_double(policy.vcpu_ratio)}, "
+        f"iPolicySpindleRatio = {show_double(policy.spindle_ratio)}}}"
+    )
+    return (
+        f"Group {{name = {show_string(group.name)}, uuid = {show_string(group.uuid)}, "
+        f"idx = {index}, allocPolicy = {_HASKELL_POLICY[group.alloc_policy]}, "
+        f"networks = {show_list(group.networks)}, iPolicy = {ipolicy}, "
+        f"allTags = {show_list(group.tags)}}}"
+    )

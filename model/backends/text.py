@@ -217,6 +217,26 @@ def printf_0f(x: float) -> str:
     return sign + (whole or "0")
 
 
+def printf_fixed(x: float, precision: int) -> str:
+    """Haskell `printf "%.Nf"` (showFFloat): rounds the shortest decimal digits, halves to
+    even, which can differ from C's rounding of the binary value (hail's `score: %.8f`)."""
+    special = _non_finite(x)
+    if special is not None:
+        return special
+    sign = "-" if x < 0 or (x == 0 and math.copysign(1.0, x) < 0) else ""
+    text, e = _float_digits(x)
+    digits = [int(c) for c in text]
+    if e >= 0:
+        carry, out = _round_to(precision + e, digits)
+        whole = "".join(map(str, out[: e + carry])) or "0"
+        frac = "".join(map(str, out[e + carry :]))
+    else:
+        carry, out = _round_to(precision, [0] * (-e) + digits)
+        out = out if carry else [0, *out]
+        whole, frac = str(out[0]), "".join(map(str, out[1:]))
+    return sign + whole + ("." + frac if frac else "")
+
+
 def show_string(s: str) -> str:
     """Haskell `show :: String -> String`, used verbatim in htools' error messages."""
     names = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", '"': '\\"', "\a": "\\a"}

@@ -189,7 +189,7 @@ def define_capacities(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> 
             continue
         m.reserve.add(m.r[t] >= expr)
 
-    m.cap = pyo.ConstraintList()
+    rows: dict[tuple[str, str], object] = {}
     for t in m.R:
         node = p.nodes[t]
         for row in node.rows:
@@ -214,8 +214,10 @@ def define_capacities(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> 
             expr = expr + sum(arrivals)
             if k == N1:
                 expr = expr + m.r[t]
-            # cap: Σ use·(stay + arrive) [+ r[t]] ≤ cap[t,k]
-            m.cap.add(expr <= row.cap)
+            rows[t, k] = expr <= row.cap
+    m.CAP = pyo.Set(dimen=2, initialize=list(rows), doc="(node, row kind) strict rows kept")
+    # cap: Σ use·(stay + arrive) [+ r[t]] ≤ cap[t,k]
+    m.cap = pyo.Constraint(m.CAP, rule=lambda _m, t, k: rows[t, k])
 
 
 def define_exclusion(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model.check import Violation
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES, MEMORY_USING_STATUSES
@@ -281,6 +281,47 @@ def apply_relocations(
         locations[r.instance] = (r.primary, r.secondary)
     after = ClusterState(state.cluster, state.rules, nodes, state.demands, locations, state.added)
     return after, out
+
+
+def placed_state(
+    base: ClusterState,
+    removed: Iterable[str],
+    placed: Iterable[Relocation],
+    relaxed: frozenset[str] = frozenset(),
+) -> ClusterState:
+    """`base` without the `removed` instances and with the `placed` relocations (every placed
+    instance first leaves its nodes), no checks; `relaxed` instances arrive diskless on their
+    primary alone (see `Cutter._state`)."""
+    placed = list(placed)
+    nodes = dict(base.nodes)
+    locations = dict(base.locations)
+    demands = dict(base.demands)
+    for name in dict.fromkeys([*removed, *(r.instance for r in placed)]):
+        d = demands[name]
+        p, s = locations.pop(name)
+        loc = pair_location_score(nodes[p], nodes[s] if s else None)
+        nodes[p] = remove_primary(nodes[p], d, loc)
+        if s is not None:
+            nodes[s] = remove_secondary(nodes[s], d, p)
+    arrived = set()
+    for r in placed:
+        d = demands[r.instance]
+        secondary = r.secondary
+        if r.instance in relaxed:
+            d = replace(d, disk_template="diskless", disk_mib=0, disk_sizes_mib=(), disk_spindles=0)
+            demands[r.instance] = d
+            secondary = None
+        prim = nodes[r.primary]
+        sec = nodes[secondary] if secondary is not None else None
+        nodes[r.primary] = apply_primary(prim, d, pair_location_score(prim, sec))
+        if sec is not None and secondary is not None:
+            nodes[secondary] = apply_secondary(sec, d, r.primary)
+        locations[r.instance] = (r.primary, secondary)
+        arrived.add(r.instance)
+    for name in list(demands):
+        if name not in locations:
+            del demands[name]
+    return ClusterState(base.cluster, base.rules, nodes, demands, locations, base.added)
 
 
 def check_relocations(

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from model.capacity import N1, ROW_KINDS, CapacityRow, capacity_rows, primary_usage, secondary_usage
-from model.groups import DRBD_MOVE, move_kind
+from model.groups import DRBD_MOVE, move_kind, placed_state
 from model.resources import InstanceDemand
 from model.state import ClusterState
 
@@ -121,9 +121,7 @@ def build_problem(
     `destinations(instance)` gives its candidate primary nodes and (drbd) secondary nodes.
     Returns the problem and `base0`, the cluster without the movers."""
     forced = set(must_move)
-    base0 = state
-    for name in movers:
-        base0 = base0.remove(name)
+    base0 = placed_state(state, movers, ())
     groups: dict[tuple, list[str]] = defaultdict(list)
     info: dict[tuple, tuple] = {}
     for name in movers:

@@ -23,6 +23,7 @@ from model.groups import (
     hosts,
     instances_in,
     node_refusal,
+    placed_state,
     used_and_free,
 )
 from model.n1 import HARD
@@ -30,7 +31,7 @@ from model.relocation import build_problem
 from model.resources import primary_shortfalls, secondary_shortfalls
 from model.state import ClusterState
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.n1 import GroupVerdict, N1Report, check_cluster
+from solvers.strategies.n1 import GroupVerdict, N1Report, NodeVerdict, check_cluster
 from solvers.strategies.relocation import N1Watch, Outcome, solve_relocation
 
 
@@ -59,6 +60,16 @@ class Health:
 
     def evacuable(self) -> set[str]:
         return {v.node for g in self.report.groups for v in g.nodes if v.evacuable}
+
+    def verdicts(self) -> dict[str, NodeVerdict]:
+        return {v.node: v for g in self.report.groups for v in g.nodes}
+
+    def watch(
+        self, state: ClusterState, required: Sequence[str], options: SolverOptions
+    ) -> N1Watch:
+        """The exact N+1 watch of `required` nodes, starting from these verdicts."""
+        r = self.report
+        return N1Watch(state, required, r.mode, r.offline_targets, options, self.verdicts())
 
 
 def health(
@@ -146,9 +157,7 @@ def _problem(
 ):
     """The relocation problem of `movers` whose destinations are the groups `groups_of[own
     group]` (their own group among them for moves inside it), never the `exclude`d nodes."""
-    base0 = state
-    for name in movers:
-        base0 = base0.remove(name)
+    base0 = placed_state(state, movers, ())
     cands = Candidates(state, base0, storage)
 
     def destinations(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -235,6 +244,7 @@ def redistribute(
         offline_targets=offline_targets,
         options=options,
         allowed_groups=groups_of,
+        watch=h.watch(state, required, options),
     )
     return done(outcome, None)
 
@@ -326,6 +336,7 @@ def compress(
             offline_targets=offline_targets,
             options=options,
             allowed_groups=groups_of,
+            watch=h.watch(state, required, options),
         )
     yes = [
         g for g, o in out.items() if isinstance(o, Outcome) and o.status in ("optimal", "feasible")
@@ -392,7 +403,7 @@ def evacuate(
         offline_targets=offline_targets,
         options=options,
         allowed_groups=groups_of,
-        watch=N1Watch(state, required, mode, offline_targets, options),
+        watch=h.watch(state, required, options),
     )
     return Evacuation(h, tuple(nodes), tuple(movers), outcome, time.perf_counter() - began)
 

@@ -28,13 +28,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
 
 from formulations import relocation as form
 from model.errors import CheckFailedError
-from model.groups import Relocation, Storage, check_relocations
+from model.groups import Relocation, Storage, check_relocations, placed_state
 from model.n1 import HARD, replay
 from model.relocation import (
     Origin,
@@ -45,13 +45,6 @@ from model.relocation import (
     failover_room,
     peer_room,
     scenario_of,
-)
-from model.resources import (
-    apply_primary,
-    apply_secondary,
-    pair_location_score,
-    remove_primary,
-    remove_secondary,
 )
 from model.state import ClusterState
 from solvers import SolveResult, Status, Stopwatch, solve
@@ -134,13 +127,15 @@ class N1Watch:
         mode: str,
         offline_targets: bool,
         options: SolverOptions,
+        known: Mapping[str, NodeVerdict] | None = None,
     ):
         self.base = base
         self.required = tuple(required)
         self.mode = mode
         self.offline_targets = offline_targets
         self.options = options
-        self.verdicts = {n: self.decide(base, n) for n in self.required}
+        known = known or {}
+        self.verdicts = {n: known.get(n) or self.decide(base, n) for n in self.required}
 
     def decide(self, state: ClusterState, node: str) -> NodeVerdict:
         return decide(
@@ -313,47 +308,6 @@ def _shrink(items: list, still_fails: Callable[[list], bool]) -> list:
             break
         chunk = max(chunk // 2, 1)
     return keep
-
-
-def placed_state(
-    base: ClusterState,
-    removed: Iterable[str],
-    placed: Iterable[Relocation],
-    relaxed: frozenset[str] = frozenset(),
-) -> ClusterState:
-    """`base` without the `removed` instances and with the `placed` relocations (every placed
-    instance first leaves its nodes), no checks; `relaxed` instances arrive diskless on their
-    primary alone (see `Cutter._state`)."""
-    placed = list(placed)
-    nodes = dict(base.nodes)
-    locations = dict(base.locations)
-    demands = dict(base.demands)
-    for name in dict.fromkeys([*removed, *(r.instance for r in placed)]):
-        d = demands[name]
-        p, s = locations.pop(name)
-        loc = pair_location_score(nodes[p], nodes[s] if s else None)
-        nodes[p] = remove_primary(nodes[p], d, loc)
-        if s is not None:
-            nodes[s] = remove_secondary(nodes[s], d, p)
-    arrived = set()
-    for r in placed:
-        d = demands[r.instance]
-        secondary = r.secondary
-        if r.instance in relaxed:
-            d = replace(d, disk_template="diskless", disk_mib=0, disk_sizes_mib=(), disk_spindles=0)
-            demands[r.instance] = d
-            secondary = None
-        prim = nodes[r.primary]
-        sec = nodes[secondary] if secondary is not None else None
-        nodes[r.primary] = apply_primary(prim, d, pair_location_score(prim, sec))
-        if sec is not None and secondary is not None:
-            nodes[secondary] = apply_secondary(sec, d, r.primary)
-        locations[r.instance] = (r.primary, secondary)
-        arrived.add(r.instance)
-    for name in list(demands):
-        if name not in locations:
-            del demands[name]
-    return ClusterState(base.cluster, base.rules, nodes, demands, locations, base.added)
 
 
 @dataclass(frozen=True)
@@ -696,6 +650,8 @@ def solve_relocation(
                 if res is not None and res.status is Status.INFEASIBLE and k == 0:
                     out.status = "infeasible"
                     out.reason = _infeasible_reason(out)
+                    if not out.cuts and not out.scenarios:
+                        out.reason = explain(problem, options.within(left())) or out.reason
                     out.objective, out.bound, out.gap = (None,), (None,), (None,)
                     return _finish(out, master, check_s)
                 if res is not None and res.status is Status.INFEASIBLE:
@@ -738,6 +694,77 @@ def _infeasible_reason(out: Outcome) -> str:
             + " from the exact N+1 check"
         )
     return "no plan meets the strict capacity rows and the N+1 memory bounds (model infeasible)"
+
+
+#: What each family of master rows stands for, in an infeasibility's reason.
+ROW_WORDS = {
+    "memory": "memory (unallocated memory above zero)",
+    "disk": "local disk",
+    "spindles": "free spindles",
+    "spindle_ratio": "the spindle ratio (hail's spindle use per node)",
+    "n1": "the N+1 reserve of drbd secondaries",
+    "vcpu": "the vCPU ratio",
+    "memory_forth": "memory with forthcoming instances",
+    "disk_forth": "disk with forthcoming instances",
+    "spindles_forth": "spindles with forthcoming instances",
+    "spindle_ratio_forth": "the spindle ratio with forthcoming instances",
+    "vcpu_forth": "the vCPU ratio with forthcoming instances",
+    "excl": "exclusion tags",
+    "n1_memory": "the groups' N+1 memory (what a failing node needs against what the rest offers)",
+    "n1_failover": "drbd failovers (memory on the secondaries)",
+    "n1_count": "the groups' N+1 granularity (large instances need large holes)",
+}
+
+
+def explain(problem: RelocationProblem, options: SolverOptions) -> str | None:
+    """Which families of rows make the master infeasible: families are switched off one after
+    the other until the model has a plan, then switched on again where it stays feasible, so
+    that what is left is a small set whose rows cannot all hold."""
+    import pyomo.environ as pyo
+
+    m, _ = form.build(problem, cut_pool=1)
+    m.explain_obj = pyo.Objective(expr=m.moves)
+    kinds = sorted({k for _, k in m.CAP}, key=list(ROW_WORDS).index)
+    families: list[tuple[str, list]] = [
+        (k, [m.cap[t, kk] for t, kk in m.CAP if kk == k]) for k in kinds
+    ]
+    families += [(n, [getattr(m, n)]) for n in ("excl", "n1_memory", "n1_failover", "n1_count")]
+    deadline = options.deadline()
+
+    def feasible() -> bool | None:
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            return None
+        res = solve(m, **options.within(left).kwargs())
+        if res.status is Status.INFEASIBLE:
+            return False
+        return True if res.has_solution else None
+
+    off: list[tuple[str, list]] = []
+    for fam in families:
+        for c in fam[1]:
+            c.deactivate()
+        off.append(fam)
+        got = feasible()
+        if got is None:
+            return None
+        if got:
+            break
+    else:
+        return None
+    for fam in list(off):
+        for c in fam[1]:
+            c.activate()
+        got = feasible()
+        if got is None:
+            return None
+        if got:
+            off.remove(fam)
+        else:
+            for c in fam[1]:
+                c.deactivate()
+    words = " and ".join(ROW_WORDS.get(name, name) for name, _ in off)
+    return f"no plan: {words} cannot all hold on the nodes that could take the instances"
 
 
 def _group_cut(problem: RelocationProblem, sol: form.Solution, group: str, why: str) -> Cut:

@@ -220,6 +220,76 @@ def define_capacities(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> 
     m.cap = pyo.Constraint(m.CAP, rule=lambda _m, t, k: rows[t, k])
 
 
+#: Up to this many (secondary, primary) pairs in a group, the reserve flows per shape (the
+#: pairing model's LP relaxation); above, summed over shapes (weaker, smaller).
+PER_SHAPE_PAIRS = 1600
+
+
+def define_pair_flow(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> None:
+    """drbd arrivals' failover reserve as a flow from their primaries to their secondaries
+    (a relaxation of the pairing model): z[k,q,a] MiB reserved on secondary q for primary a,
+    k a drbd shape (or all shapes at once in large groups), within q's strict N+1 row:
+        Σ_a z[k,q,a] = Σ_{s in k} res[s]·y[s,q],   Σ_q z[k,q,a] = Σ_{s in k} res[s]·x[s,a],
+        Σ_k z[k,q,a] + peers_q[a] + mem(q) ≤ room[q]   (where q keeps htools' N+1 row)."""
+    shapes = {s.index: s for s in p.shapes}
+    drbd = [s for s in p.shapes if s.drbd and s.reserve_mib]
+    groups: dict[str, list] = defaultdict(list)
+    for s in drbd:
+        for g in {p.nodes[t].group for t in s.primaries}:
+            groups[g].append(s)
+    keys: list[tuple[object, str, str]] = []
+    members: dict[object, list[int]] = {}
+    for g, ss in groups.items():
+        prims = sorted({t for s in ss for t in s.primaries if p.nodes[t].group == g})
+        secs = sorted({t for s in ss for t in s.secondaries if p.nodes[t].group == g})
+        pairs = [(q, a) for q in secs for a in prims if a != q]
+        if len(pairs) * len(ss) <= PER_SHAPE_PAIRS:
+            for s in ss:
+                mine_p = set(s.primaries)
+                mine_s = set(s.secondaries)
+                members[s.index] = [s.index]
+                keys += [(s.index, q, a) for q, a in pairs if q in mine_s and a in mine_p]
+        else:
+            members[g] = [s.index for s in ss]
+            keys += [(g, q, a) for q, a in pairs]
+    m.PF = pyo.Set(dimen=3, initialize=keys)
+    m.z = pyo.Var(m.PF, domain=pyo.NonNegativeReals)
+    out_q: dict[tuple, list] = defaultdict(list)
+    in_a: dict[tuple, list] = defaultdict(list)
+    per_pair: dict[tuple[str, str], list] = defaultdict(list)
+    for k, q, a in keys:
+        out_q[k, q].append(m.z[k, q, a])
+        in_a[k, a].append(m.z[k, q, a])
+        per_pair[q, a].append(m.z[k, q, a])
+    m.pair_flow = pyo.ConstraintList()
+    for (k, q), zs in out_q.items():
+        need = [shapes[s].reserve_mib * m.y[s, q] for s in members[k] if (s, q) in m.XS]
+        # Σ_a z[k,q,a] = Σ_{s in k} res[s]·y[s,q]
+        m.pair_flow.add(sum(zs) == sum(need))
+    for (k, a), zs in in_a.items():
+        give = [shapes[s].reserve_mib * m.x[s, a] for s in members[k] if (s, a) in m.XP]
+        # Σ_q z[k,q,a] = Σ_{s in k} res[s]·x[s,a]
+        m.pair_flow.add(sum(zs) == sum(give))
+    # a shape's secondaries (primaries) with no pair at all stay at zero
+    for s in drbd:
+        for q in s.secondaries:
+            if not any((kk, q) in out_q for kk in members if s.index in members[kk]):
+                m.y[s.index, q].setub(0)
+    mem = lambda s: shapes[s].memory_mib  # noqa: E731
+    for (q, a), zs in per_pair.items():
+        node = p.nodes[q]
+        if not node.n1_row:
+            continue
+        stay_mem = _stay(m, ix.stay_p.get(q, ()), mem)
+        arrive_mem = sum(mem(s) * m.x[s, q] for s in ix.arrive_p.get(q, ()) if mem(s))
+        peer = node.peers_mib.get(a, 0)
+        for s, o, c in ix.stay_s.get(q, ()):
+            if o[0] == a and shapes[s].reserve_mib:
+                peer = peer + shapes[s].reserve_mib * (c - m.out[s, o[0], o[1] or ""])
+        # Σ_k z[k,q,a] + peers_q[a] + mem(q) ≤ room[q]
+        m.pair_flow.add(sum(zs) + peer + stay_mem + arrive_mem <= node.room_mib)
+
+
 def define_exclusion(m: pyo.ConcreteModel, p: RelocationProblem, ix: Index) -> None:
     """htools' exclusion tags: an arriving primary may not meet a primary with one of its tags:
     Σ_{s∋e} x[s,t] ≤ 1, none where a fixed primary carries e, and
@@ -521,6 +591,7 @@ def build(p: RelocationProblem, cut_pool: int = CUT_POOL) -> tuple[pyo.ConcreteM
     define_variables(m, p)
     define_flow(m, p)
     define_capacities(m, p, ix)
+    define_pair_flow(m, p, ix)
     define_exclusion(m, p, ix)
     define_objective_terms(m, p)
     define_n1(m, p, ix)

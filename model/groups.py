@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from model.check import Violation
+from model.check import _distinct as distinct_shortfalls  # the checker's own dedup rule
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES, MEMORY_USING_STATUSES
 from model.resources import (
     NodeState,
@@ -260,16 +261,15 @@ def apply_relocations(
         kept = _kept(r)
         if strict is not None:
             if "primary" not in kept:
-                for sf in primary_shortfalls(prim, d, strict=strict):
+                for sf in distinct_shortfalls(primary_shortfalls(prim, d, strict=strict)):
                     out.append(
                         Violation(
                             sf.kind, f"as primary: {sf.message} ({sf.mode})", r.primary, d.name
                         )
                     )
             if sec is not None and "secondary" not in kept:
-                for sf in secondary_shortfalls(sec, d, r.primary, strict=strict):
-                    if sf.kind == "template":
-                        continue
+                found = secondary_shortfalls(sec, d, r.primary, strict=strict)
+                for sf in distinct_shortfalls(x for x in found if x.kind != "template"):
                     out.append(
                         Violation(
                             sf.kind, f"as secondary: {sf.message} ({sf.mode})", r.secondary, d.name

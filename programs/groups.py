@@ -171,6 +171,7 @@ class RedistributeReport:
     result: strategy.Redistribution
     greedy: Any  # model.groups_greedy.GreedyResult or None
     print_commands: bool
+    greedy_problems: list[str] = field(default_factory=list)  # its result by exact checks
 
     @property
     def relocations(self) -> tuple[Relocation, ...]:
@@ -201,6 +202,7 @@ class RedistributeReport:
                 f"Greedy (the design's algorithm, htools' allocation): {g.moves} "
                 f"relocation(s); {done}"
             )
+            lines.append("  judged by exact checks: " + _judged(self.greedy_problems))
         if self.print_commands and self.relocations:
             lines.append("Commands:" + _commands(self.state, self.relocations).rstrip("\n"))
         return "\n".join(lines)
@@ -221,8 +223,19 @@ class RedistributeReport:
             )
             out["reason"] = r.reason
         if self.greedy is not None:
-            out["greedy"] = greedy_json(self.state, self.greedy)
+            out["greedy"] = {
+                **greedy_json(self.state, self.greedy),
+                "healthy_after": not self.greedy_problems,
+                "problems": self.greedy_problems[:20],
+            }
         return out
+
+
+def _judged(problems: list[str]) -> str:
+    if not problems:
+        return "every group healthy, every check passed"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return problems[0] + more
 
 
 def greedy_json(state: ClusterState, g: Any) -> dict[str, Any]:
@@ -244,7 +257,14 @@ def run_redistribute(args: Any) -> RedistributeReport:
     greedy = (
         None if getattr(args, "no_greedy", False) else groups_greedy.redistribute(state, storage)
     )
-    return RedistributeReport(args.text_data, state, result, greedy, bool(args.print_commands))
+    problems: list[str] = []
+    if greedy is not None:
+        groups = list(result.health.groups)
+        everyone = [n for g in groups for n in group_nodes(state, g)]
+        problems = strategy.judge(state, storage, greedy.relocations, everyone, groups, **opts)
+    return RedistributeReport(
+        args.text_data, state, result, greedy, bool(args.print_commands), problems
+    )
 
 
 # --- compress --------------------------------------------------------------------------------
@@ -382,6 +402,14 @@ def run_compress(args: Any) -> CompressReport:
     if not getattr(args, "no_greedy", False):
         only = [state.cluster.group(g).uuid for g in args.group] if args.group else None
         greedy = groups_greedy.compress(state, storage, only)
+        evacuable = result.health.evacuable()
+        for g, (moves, why) in list(greedy.items()):
+            if why is None:
+                peers = strategy.receiving_peers(state, result.health, g)
+                required = [n for p in peers for n in group_nodes(state, p) if n in evacuable]
+                bad = strategy.judge(state, storage, moves, required, **opts)
+                if bad:
+                    greedy[g] = (moves, "by exact checks: " + bad[0])
     hail = None
     if getattr(args, "compare", False):
         hail = {
@@ -478,6 +506,7 @@ class EvacuateReport:
                 f"Greedy (hail's node-evacuate, then the design's inter-group allocation): "
                 f"{gm} of {len(r.instances)}, {gc} across groups"
             )
+            lines.append("  judged by exact checks: " + _judged(self.notes))
         if self.print_commands and self.relocations:
             lines.append("Commands:" + _commands(st, self.relocations).rstrip("\n"))
         return "\n".join(lines)
@@ -497,7 +526,12 @@ class EvacuateReport:
         }
         if self.greedy is not None:
             gm, gc = self._counts(self.greedy.relocations)
-            out["greedy"] = {**greedy_json(st, self.greedy), "evacuated": gm, "cross_group": gc}
+            out["greedy"] = {
+                **greedy_json(st, self.greedy),
+                "evacuated": gm,
+                "cross_group": gc,
+                "problems": self.notes[:20],
+            }
         return out
 
 
@@ -514,4 +548,10 @@ def run_evacuate(args: Any) -> EvacuateReport:
     greedy = (
         None if getattr(args, "no_greedy", False) else groups_greedy.evacuate(state, storage, nodes)
     )
-    return EvacuateReport(args.text_data, state, result, greedy, bool(args.print_commands))
+    notes: list[str] = []
+    if greedy is not None:
+        evacuable = result.health.evacuable() - set(nodes)
+        groups = {state.nodes[n].group_uuid for r in greedy.relocations for n in r.nodes()}
+        required = [n for g in groups for n in group_nodes(state, g) if n in evacuable]
+        notes = strategy.judge(state, storage, greedy.relocations, required, **opts)
+    return EvacuateReport(args.text_data, state, result, greedy, bool(args.print_commands), notes)

@@ -412,3 +412,36 @@ def relocations_of(outcome: Outcome | None) -> tuple[Relocation, ...]:
     if outcome is None or outcome.plan is None:
         return ()
     return outcome.plan.relocations
+
+
+# --- judging a plan (the greedy baselines') by the exact standards ------------------------------
+
+
+def judge(
+    state: ClusterState,
+    storage: Storage,
+    relocations: Sequence[Relocation],
+    required: Iterable[str],
+    groups: Iterable[str] = (),
+    *,
+    mode: str = HARD,
+    offline_targets: bool = False,
+    options: SolverOptions = DEFAULT_OPTIONS,
+) -> list[str]:
+    """What is wrong with a plan by exalloc's standards: broken strict checks, `required`
+    nodes left without an exact evacuation plan, offline nodes of `groups` still hosting
+    instances (empty when the plan is good)."""
+    from model.groups import check_relocations
+    from model.n1 import offline_hosts
+    from solvers.strategies.n1 import decide
+
+    after, broken = check_relocations(state, storage, relocations)
+    out = [str(v) for v in broken]
+    for n in required:
+        v = decide(after, n, mode=mode, offline_targets=offline_targets, options=options)
+        if v.evacuable is not True:
+            out.append(f"{n} not evacuable: {v.reason}")
+    for g in groups:
+        for n in offline_hosts(after, group_nodes(after, g)):
+            out.append(f"offline node {n} still hosts instances")
+    return out

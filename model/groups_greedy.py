@@ -12,9 +12,10 @@ N+1 check consulted in score order) places each instance in a group, and hail's 
   one until the group is healthy, then each is allocated in the healthy groups of its
   partition; the group is repaired only if all of them find a place.
 * `compress`: groups connected to a peer whose used resources are below the free resources of
-  the rest of the super cluster, each emptied instance by instance into its peer groups.
+  the rest of the super cluster, each emptied instance by instance into its healthy peer
+  groups (as in redistribution: an unhealthy group takes nothing).
 * `evacuate`: hail's node-evacuate inside the group, then each instance it could not place
-  allocated in a peer group (the design's "(remote group, nodes)").
+  allocated in a healthy peer group (the design's "(remote group, nodes)").
 """
 
 from __future__ import annotations
@@ -203,7 +204,9 @@ def compress(state: ClusterState, storage: Storage, only: Iterable[str] | None =
         if wanted is not None and g not in wanted:
             continue
         peers = [
-            p for p in storage.peers(g) if state.cluster.group(p).alloc_policy != "unallocable"
+            p
+            for p in storage.peers(g)
+            if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
         ]
         cur = state
         moves: list[Relocation] = []
@@ -236,7 +239,9 @@ def evacuate(state: ClusterState, storage: Storage, nodes: Sequence[str]) -> Gre
     for name, why_local in sol.failed:
         own = cur.nodes[cur.locations[name][0]].group_uuid
         peers = [
-            p for p in storage.peers(own) if cur.cluster.group(p).alloc_policy != "unallocable"
+            p
+            for p in storage.peers(own)
+            if cur.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
         ]
         got = allocate_elsewhere(cur, storage, name, peers)
         if got.relocation is None:

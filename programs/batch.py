@@ -322,6 +322,10 @@ TOTALS = {
     "allocate": "slots lost",
     "multi-allocate": "slots lost",
     "partition": "MiB lost",
+    "n1": "nodes not evacuable",
+    "redistribute": "relocations",
+    "compress": "groups emptiable",
+    "evacuate": "instances evacuated",
 }
 
 

@@ -24,6 +24,8 @@ from typing import Any
 import yaml
 
 from model.errors import ExallocError, InfeasibleError
+from programs.groups_batch import METRICS as GROUP_METRICS
+from programs.groups_batch import problems_of as group_problems
 
 HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
@@ -37,6 +39,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "allocate": ("placed, slots lost", "max"),
     "multi-allocate": ("placed, slots lost", "max"),
     "partition": ("MiB lost", "min"),
+    **GROUP_METRICS,  # n1, redistribute, compress, evacuate (programs/groups_batch.py)
 }
 ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
 SOLVER_KEYS = ("status", "objective", "bound", "gap", "build_s", "solve_s")
@@ -132,7 +135,8 @@ def classify(path: str) -> list[Task]:
     """The problems an input poses; a file that cannot be classified is a failed task."""
     suffix = Path(path).suffix.lower()
     if suffix == ".data":
-        return [Task(path, "squeeze", _snapshot_nodes(path))]
+        size = _snapshot_nodes(path)
+        return [Task(path, p, size) for p in ("squeeze", *group_problems(path))]
     if suffix == ".json":
         try:
             doc = json.loads(Path(path).read_text())
@@ -416,11 +420,26 @@ class Problem:
     tool: str
 
 
+def _group_problem(name: str, tool: str) -> Problem:
+    """A super-cluster problem (programs/groups_batch.py)."""
+    from programs import groups_batch
+
+    return Problem(
+        lambda t, o: groups_batch.exact(name, t.input, o),
+        lambda t, o, _e: groups_batch.greedy(name, t.input, o),
+        tool,
+    )
+
+
 PROBLEMS: dict[str, Problem] = {
     "squeeze": Problem(_exact_squeeze, lambda t, o, _e: _greedy_squeeze(t, o), "hsqueeze"),
     "allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "multi-allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "partition": Problem(_exact_partition, _greedy_partition, "lp-floor"),
+    "n1": _group_problem("n1", "hcheck"),
+    "redistribute": _group_problem("redistribute", "design greedy"),
+    "compress": _group_problem("compress", "design greedy"),
+    "evacuate": _group_problem("evacuate", "hail node-evacuate + design"),
 }
 
 
@@ -497,7 +516,7 @@ def verdict(record: dict[str, Any]) -> str:
     if record["problem"] in ALLOCATION_PROBLEMS:  # more placed, then fewer slots lost
         a = (a, [-x for x in record.get("lost") or ()])
         b = (b, [-x for x in greedy.get("lost") or ()])
-    elif record["problem"] == "squeeze":  # more nodes freed, then fewer moves
+    elif record["problem"] in ("squeeze", "evacuate"):  # more freed / evacuated, fewer moves
         a = (a, -((record.get("answer") or {}).get("moves") or 0))
         b = (b, -((greedy.get("answer") or {}).get("moves") or 0))
     sense = METRICS.get(record["problem"], ("", "max"))[1]

@@ -253,9 +253,12 @@ def redistribute(
 
 
 def receiving_peers(state: ClusterState, h: Health, group: str) -> list[str]:
-    """The peer groups of `group` that may receive instances (not unallocable)."""
+    """The peer groups of `group` that may receive instances: healthy (adding instances never
+    mends a group, so an unhealthy one takes nothing) and not unallocable."""
     return [
-        p for p in h.groups[group].peers if state.cluster.group(p).alloc_policy != "unallocable"
+        p
+        for p in h.groups[group].peers
+        if state.cluster.group(p).alloc_policy != "unallocable" and h.groups[p].healthy is True
     ]
 
 
@@ -281,9 +284,9 @@ def compress(
     options: SolverOptions = DEFAULT_OPTIONS,
     known: Health | None = None,
 ) -> Compression:
-    """Every group (or the `only` ones) that can be emptied into its peer groups with every
-    strict check and no peer node losing its evacuability, proven; the best is the evacuable
-    group with the most free resources (the design: reclaim the most capacity)."""
+    """Every group (or the `only` ones) that can be emptied into its healthy peer groups with
+    every strict check and no peer node losing its evacuability, proven; the best is the
+    evacuable group with the most free resources (the design: reclaim the most capacity)."""
     began = time.perf_counter()
     h = known or health(state, storage, mode=mode, offline_targets=offline_targets, options=options)
     evacuable = h.evacuable()
@@ -296,11 +299,9 @@ def compress(
         wanted = [g for g in wanted if g in index]
     out: dict[str, Outcome | str] = {}
     for g in wanted:
-        peers = [
-            p for p in h.groups[g].peers if state.cluster.group(p).alloc_policy != "unallocable"
-        ]
+        peers = receiving_peers(state, h, g)
         if not peers:
-            out[g] = "no peer group shares a storage method with it"
+            out[g] = "no healthy peer group shares a storage method with it"
             continue
         movers = instances_in(state, g)
         movers += [n for n in hosts(state, group_nodes(state, g)) if n not in set(movers)]
@@ -368,9 +369,9 @@ def evacuate(
     options: SolverOptions = DEFAULT_OPTIONS,
     known: Health | None = None,
 ) -> Evacuation:
-    """Instances off `nodes`: inside their group first, across groups for the rest (the
-    design's (remote group, nodes) pairs). Most instances evacuated (proven), then fewest
-    cross-group moves; every node evacuable before (the evacuated ones aside) stays so."""
+    """Instances off `nodes`: inside their group, or into a healthy peer group (the design's
+    (remote group, nodes) pairs). Most instances evacuated (proven), then fewest cross-group
+    moves; every node evacuable before (the evacuated ones aside) stays so."""
     began = time.perf_counter()
     unknown = [n for n in nodes if n not in state.nodes]
     if unknown:
@@ -382,12 +383,7 @@ def evacuate(
     for name in movers:
         own = state.nodes[state.locations[name][0]].group_uuid
         if own not in groups_of:
-            peers = [
-                p
-                for p in h.groups[own].peers
-                if state.cluster.group(p).alloc_policy != "unallocable"
-            ]
-            groups_of[own] = [own, *peers]
+            groups_of[own] = [own, *receiving_peers(state, h, own)]
     touched = {g for v in groups_of.values() for g in v}
     evacuable = h.evacuable()
     required = [

@@ -1,8 +1,8 @@
 """The super-cluster problems in `exalloc batch` and `exalloc compare` (docs/groups.md).
 
-A text snapshot poses `n1` always, and with two groups or more `redistribute`, `compress`, and
-`evacuate` of its offline or drained nodes that still host instances (what an operator would
-evacuate). Exact runners call the programs as the CLI does (every plan passed the independent
+A text snapshot of a super cluster (two groups or more) poses `n1`, `redistribute`, `compress`,
+and `evacuate` of its offline or drained nodes that still host instances (what an operator
+would evacuate). Exact runners call the programs as the CLI does (every plan passed the independent
 checks there); greedy runners run the design's algorithms on htools' port, judged by the same
 exact checks, beside hcheck for `n1` and hail's change-group for `compress`.
 """
@@ -55,11 +55,11 @@ def problems_of(path: str) -> list[str]:
         return []
     groups = {line.split("|")[1] for line in sections[0] if "|" in line}
     used = {f[8] for f in (line.split("|") for line in sections[1]) if len(f) > 8}
-    out = ["n1"]
-    if len(groups & used) >= 2:
-        out += ["redistribute", "compress"]
-        if evacuation_nodes(path):
-            out.append("evacuate")
+    if len(groups & used) < 2:
+        return []  # a regular cluster: `exalloc n1` answers it, batch leaves it to squeeze
+    out = ["n1", "redistribute", "compress"]
+    if evacuation_nodes(path):
+        out.append("evacuate")
     return out
 
 

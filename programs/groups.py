@@ -115,17 +115,19 @@ def _fmt_number(x: Any) -> str:
 
 
 def outcome_line(outcome: Outcome) -> str:
+    timing = (
+        f"{outcome.rounds} round(s), {outcome.scenarios} failure packing(s), "
+        f"{outcome.cuts} cut(s); build {outcome.build_s:.2f} s, solve {outcome.solve_s:.2f} s, "
+        f"N+1 checks {outcome.check_s:.2f} s"
+    )
+    if outcome.status == "infeasible" or not outcome.objective:
+        return f"{outcome.status}; {timing}"
     objective = ", ".join(
         f"{n} {_fmt_number(v)}" for n, v in zip(outcome.stages, outcome.objective, strict=False)
     )
     bound = ", ".join(_fmt_number(b) for b in outcome.bound)
     gaps = ", ".join(_fmt_number(g) for g in outcome.gap)
-    return (
-        f"{outcome.status}"
-        + (f" ({objective}; bound {bound}; gap {gaps})" if objective else "")
-        + f"; {outcome.rounds} round(s), {outcome.cuts} cut(s); build {outcome.build_s:.2f} s, "
-        f"solve {outcome.solve_s:.2f} s, N+1 checks {outcome.check_s:.2f} s"
-    )
+    return f"{outcome.status} ({objective}; bound {bound}; gap {gaps}); {timing}"
 
 
 def health_lines(state: ClusterState, h: strategy.Health) -> list[str]:

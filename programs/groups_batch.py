@@ -1,7 +1,7 @@
 """The super-cluster problems in `exalloc batch` and `exalloc compare` (docs/groups.md).
 
 A text snapshot of a super cluster (two groups or more) poses `n1`, `redistribute`, `compress`,
-and `evacuate` of its offline or drained nodes that still host instances (what an operator
+and `evacuate` of its offline nodes that still host instances (what an operator
 would evacuate). Exact runners call the programs as the CLI does (every plan passed the independent
 checks there); greedy runners run the design's algorithms on htools' port, judged by the same
 exact checks, beside hcheck for `n1` and hail's change-group for `compress`.
@@ -33,12 +33,12 @@ def _sections(path: str) -> list[list[str]]:
 
 
 def evacuation_nodes(path: str) -> list[str]:
-    """Offline (role O) or drained (role D) nodes that still host instances."""
+    """Offline nodes (the text format's offline flag Y) that still host instances."""
     sections = _sections(path)
     if len(sections) < 3:
         return []
     flagged = [
-        f[0] for f in (line.split("|") for line in sections[1]) if len(f) > 7 and f[7] in "OD"
+        f[0] for f in (line.split("|") for line in sections[1]) if len(f) > 7 and f[7] == "Y"
     ]
     used = set()
     for line in sections[2]:

@@ -249,6 +249,32 @@ def redistribute(
     return done(outcome, None)
 
 
+def memory_shortfall(state: ClusterState, problem) -> str | None:  # noqa: ANN001
+    """A one-line proof that movers which must leave cannot all fit: for the instances sharing
+    a set of candidate primaries, more memory than those nodes have unallocated (less one MiB
+    each, htools' strict memory check)."""
+    need: dict[frozenset[str], tuple[int, int]] = {}
+    for s in problem.shapes:
+        if not s.must_move:
+            continue
+        key = frozenset(s.primaries)
+        mem, count = need.get(key, (0, 0))
+        need[key] = (mem + s.memory_mib * s.count, count + s.count)
+    for nodes, (mem, count) in need.items():
+        # everything that can only go to a subset of these nodes competes for them too
+        for other, (m2, c2) in need.items():
+            if other < nodes:
+                mem, count = mem + m2, count + c2
+        room = sum(max(problem.nodes[t].room_mib, 0) for t in nodes)
+        if mem > room:
+            groups = sorted({state.cluster.group(state.nodes[t].group_uuid).name for t in nodes})
+            return (
+                f"no plan: {count} instance(s) need {mem} MiB of memory, the {len(nodes)} "
+                f"node(s) of {', '.join(groups)} that could take them have {room} MiB"
+            )
+    return None
+
+
 # --- compression ------------------------------------------------------------------------------
 
 
@@ -327,6 +353,12 @@ def compress(
             why = [group_refusal(state, storage, n, p) for n in nowhere[:1] for p in peers]
             detail = next((w for w in why if w), "no node of a peer group can take it alone")
             out[g] = f"{len(nowhere)} instance(s) have nowhere to go, e.g. {nowhere[0]}: {detail}"
+            continue
+        short = memory_shortfall(state, problem)
+        if short is not None:
+            out[g] = Outcome(
+                "infeasible", None, objective=(None,), bound=(None,), gap=(None,), reason=short
+            )
             continue
         out[g] = solve_relocation(
             state,

@@ -709,6 +709,7 @@ ROW_WORDS = {
     "spindles_forth": "spindles with forthcoming instances",
     "spindle_ratio_forth": "the spindle ratio with forthcoming instances",
     "vcpu_forth": "the vCPU ratio with forthcoming instances",
+    "pair_flow": "the N+1 reserve new drbd secondaries keep for their primaries",
     "excl": "exclusion tags",
     "n1_memory": "the groups' N+1 memory (what a failing node needs against what the rest offers)",
     "n1_failover": "drbd failovers (memory on the secondaries)",
@@ -728,7 +729,15 @@ def explain(problem: RelocationProblem, options: SolverOptions) -> str | None:
     families: list[tuple[str, list]] = [
         (k, [m.cap[t, kk] for t, kk in m.CAP if kk == k]) for k in kinds
     ]
-    families += [(n, [getattr(m, n)]) for n in ("excl", "n1_memory", "n1_failover", "n1_count")]
+    # a family goes with the rows defining its own variables (holes and offers)
+    parts = {
+        "pair_flow": ("pair_flow",),
+        "excl": ("excl",),
+        "n1_memory": ("n1_memory", "offered"),
+        "n1_failover": ("n1_failover",),
+        "n1_count": ("n1_count", "holes", "held", "holes_after"),
+    }
+    families += [(n, [getattr(m, c) for c in cs]) for n, cs in parts.items()]
     deadline = options.deadline()
 
     def feasible() -> bool | None:

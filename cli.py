@@ -333,6 +333,94 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("n1"))
 
 
+def _super_cluster_options(p: argparse.ArgumentParser) -> None:
+    """What redistribute, compress and evacuate share (docs/groups.md)."""
+    p.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        required=True,
+        metavar="FILE",
+        help="cluster: an htools text snapshot or an IAllocator request (.json)",
+    )
+    p.add_argument(
+        "-C",
+        "--print-commands",
+        dest="print_commands",
+        action="store_true",
+        help="print the Ganeti commands of the plan, in jobsets, as hbal -C",
+    )
+    p.add_argument(
+        "--n1",
+        choices=("hard", "strict"),
+        default="hard",
+        help="N+1 checks: hard (Ganeti's, default) or strict (also vCPU ratio, exclusion tags)",
+    )
+    p.add_argument(
+        "--offline-targets",
+        dest="offline_targets",
+        action="store_true",
+        help="let offline nodes take instances in the N+1 check, as htools does",
+    )
+    p.add_argument(
+        "--pool-prefix",
+        dest="pool_prefix",
+        default="pool:",
+        metavar="PREFIX",
+        help="tag prefix naming storage pools on nodes, groups and instances (default pool:)",
+    )
+    p.add_argument(
+        "--no-greedy",
+        dest="no_greedy",
+        action="store_true",
+        help="skip the greedy baseline (the design's algorithm on htools' allocation)",
+    )
+    _solver_options(p)
+    _json_option(p)
+
+
+def _add_redistribute(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "redistribute",
+        help="the fewest moves to healthy peer groups that make every group healthy, proven",
+        description="Super-cluster redistribution (docs/groups.md).",
+    )
+    _super_cluster_options(p)
+    p.set_defaults(run=_program("redistribute"))
+
+
+def _add_compress(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compress",
+        help="which groups can be emptied into their peer groups, proven, and the best plan",
+        description="Super-cluster compression (docs/groups.md).",
+    )
+    _super_cluster_options(p)
+    p.add_argument(
+        "-G", "--group", action="append", metavar="GROUP", help="only this group (repeatable)"
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the real hail's change-group for every group",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="more detail")
+    p.set_defaults(run=_program("compress"))
+
+
+def _add_evacuate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evacuate",
+        help="evacuate nodes inside their group first, then across groups, proven",
+        description="Node evacuation across groups (docs/groups.md).",
+    )
+    _super_cluster_options(p)
+    p.add_argument(
+        "--nodes", required=True, metavar="A,B", help="the nodes to evacuate, comma-separated"
+    )
+    p.set_defaults(run=_program("evacuate"))
+
+
 def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("squeeze", help="power nodes down (or standby nodes up), like hsqueeze")
     _cluster_source(p, "cluster snapshot in the htools text format")
@@ -722,6 +810,9 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_hail_server,
     _add_squeeze,
     _add_n1,
+    _add_redistribute,
+    _add_compress,
+    _add_evacuate,
     _add_partition,
     _add_generate,
     _add_compare,

@@ -363,14 +363,19 @@ def build_problem(
     decided: Sequence[str],
     always_on: Sequence[str] = (),
     soft_probe: bool = False,
+    rehome: bool = True,
 ) -> BuiltProblem:
-    """Nodes: online ones plus `always_on`; `decided` are the candidates (or standby nodes)."""
+    """Nodes: online ones plus `always_on`; `decided` are the candidates (or standby nodes).
+    `rehome`: movable instances on nodes outside the problem (offline) must move into it;
+    without, they stay where they are, as hsqueeze leaves them."""
     cluster = state.cluster
     bare_probe = replace(probe, memory_mib=0, vcpus=0)
     decided_set, forced = set(decided), set(always_on)
     names = [n.name for n in cluster.nodes if n.online or n.name in decided_set or n.name in forced]
     index = {name: k for k, name in enumerate(names)}
     moving = [i for i in cluster.instances if movable(i, move)]
+    if not rehome:
+        moving = [i for i in moving if i.primary in index and i.secondary in (None, *index)]
     pairs = [i for i in moving if i.mirrored]
     moving_names = {i.name for i in moving}
     bases = {name: state.node(name) for name in names}

@@ -335,6 +335,10 @@ TOTALS = {
     "partition": "MiB lost",
     "node-evacuate": "instances moved",
     "change-group": "instances moved",
+    "n1": "nodes not evacuable",
+    "redistribute": "relocations",
+    "compress": "groups emptiable",
+    "evacuate": "instances evacuated",
 }
 
 

@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 
 from model.errors import ExallocError, InfeasibleError, InputError
+from programs.groups_batch import METRICS as GROUP_METRICS
+from programs.groups_batch import problems_of as group_problems
 
 HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
@@ -40,6 +42,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "partition": ("MiB lost", "min"),
     "node-evacuate": ("moved, score after", "max"),
     "change-group": ("moved, score after", "max"),
+    **GROUP_METRICS,  # n1, redistribute, compress, evacuate (programs/groups_batch.py)
 }
 ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
 MOVE_PROBLEMS = ("node-evacuate", "change-group")
@@ -138,7 +141,8 @@ def classify(path: str) -> list[Task]:
     """The problems an input poses; a file that cannot be classified is a failed task."""
     suffix = Path(path).suffix.lower()
     if suffix == ".data":
-        return [Task(path, "squeeze", _snapshot_nodes(path))]
+        size = _snapshot_nodes(path)
+        return [Task(path, p, size) for p in ("squeeze", *group_problems(path))]
     if suffix == ".json":
         try:
             doc = json.loads(Path(path).read_text())
@@ -239,6 +243,7 @@ def judge_squeeze(
     """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations."""
     from model.backends.text import common_suffix, load_text
     from model.check import Move, check_squeeze
+    from model.squeeze import not_preexisting
 
     cluster = load_text(path)
     # hsqueeze prints names without the cluster's common domain suffix (htools' shortening)
@@ -263,11 +268,13 @@ def judge_squeeze(
     )
     obj = report.objectives
     freed = obj["nodes_powered_off"] - obj["nodes_powered_on"]
+    # an instance that sat on an offline node before and was not moved is not the plan's doing
+    broken = not_preexisting(cluster, report.violations, [Move(i, t) for i, t in moves])
     return {
         "answer": {"mode": mode, "nodes": nodes, "moves": obj["moves"]},
         "value": freed,
-        "violations": len(report.violations),
-        **({"broken": [str(v) for v in report.violations[:5]]} if report.violations else {}),
+        "violations": len(broken),
+        **({"broken": [str(v) for v in broken[:5]]} if broken else {}),
     }
 
 
@@ -509,6 +516,17 @@ class Problem:
     tool: str
 
 
+def _group_problem(name: str, tool: str) -> Problem:
+    """A super-cluster problem (programs/groups_batch.py)."""
+    from programs import groups_batch
+
+    return Problem(
+        lambda t, o: groups_batch.exact(name, t.input, o),
+        lambda t, o, _e: groups_batch.greedy(name, t.input, o),
+        tool,
+    )
+
+
 PROBLEMS: dict[str, Problem] = {
     "squeeze": Problem(_exact_squeeze, lambda t, o, _e: _greedy_squeeze(t, o), "hsqueeze"),
     "allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
@@ -516,6 +534,10 @@ PROBLEMS: dict[str, Problem] = {
     "node-evacuate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "change-group": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
     "partition": Problem(_exact_partition, _greedy_partition, "lp-floor"),
+    "n1": _group_problem("n1", "hcheck"),
+    "redistribute": _group_problem("redistribute", "design greedy"),
+    "compress": _group_problem("compress", "design greedy"),
+    "evacuate": _group_problem("evacuate", "hail node-evacuate + design"),
 }
 
 
@@ -607,7 +629,7 @@ def verdict(record: dict[str, Any]) -> str:
     elif record["problem"] in MOVE_PROBLEMS:  # more moved, then a lower score after
         a = (a, -(record.get("score") or 0.0))
         b = (b, -(greedy.get("score") or 0.0))
-    elif record["problem"] == "squeeze":  # more nodes freed, then fewer moves
+    elif record["problem"] in ("squeeze", "evacuate"):  # more freed / evacuated, fewer moves
         a = (a, -((record.get("answer") or {}).get("moves") or 0))
         b = (b, -((greedy.get("answer") or {}).get("moves") or 0))
     sense = METRICS.get(record["problem"], ("", "max"))[1]

@@ -15,7 +15,7 @@ from typing import Any
 
 from model.backends import load_cluster
 from model.errors import InputError
-from model.state import node_states, unique_instance_names
+from model.state import ClusterState, node_states, unique_instance_names
 from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
 
 HCHECK = "hcheck"
@@ -43,6 +43,13 @@ class N1ProgramReport:
     report: N1Report
     hcheck: dict[str, int] | None  # group -> nodes hcheck cannot evacuate
     verbose: bool
+    greedy: frozenset[str] | None = None  # nodes htools' greedy walk cannot evacuate
+
+    def greedy_misses(self, g) -> list[NodeVerdict]:  # noqa: ANN001
+        """Nodes of group `g` the greedy walk gives up on although an exact plan exists."""
+        if self.greedy is None:
+            return []
+        return [v for v in g.nodes if v.node in self.greedy and v.evacuable is True]
 
     def text(self) -> str:
         r = self.report
@@ -62,6 +69,12 @@ class N1ProgramReport:
                 if greedy is not None and greedy > len(bad):
                     head += f" (exact plans exist for {greedy - len(bad)} of them)"
             lines.append(head)
+            missed = self.greedy_misses(g)
+            if missed:
+                lines.append(
+                    "  greedy (GlobalN1) says not evacuable, exact plan exists: "
+                    + ", ".join(v.node for v in missed)
+                )
             if g.offline_hosts:
                 lines.append(
                     f"  offline nodes still hosting instances: {', '.join(g.offline_hosts)}"
@@ -85,7 +98,12 @@ class N1ProgramReport:
                     "redundant": g.redundant,
                     "healthy": g.healthy,
                     "offline_hosts": list(g.offline_hosts),
-                    "nodes": [v.to_json() for v in g.nodes],
+                    "nodes": [self._node_json(v) for v in g.nodes],
+                    **(
+                        {"greedy_misses": [v.node for v in self.greedy_misses(g)]}
+                        if self.greedy is not None
+                        else {}
+                    ),
                 }
                 for g in r.groups
             ],
@@ -93,6 +111,21 @@ class N1ProgramReport:
         if self.hcheck is not None:
             out["hcheck"] = self.hcheck
         return out
+
+    def _node_json(self, v: NodeVerdict) -> dict[str, Any]:
+        out = v.to_json()
+        if self.greedy is not None:
+            out["greedy_evacuable"] = v.node not in self.greedy
+        return out
+
+
+def greedy_failures(state: ClusterState) -> frozenset[str]:
+    """Nodes htools' greedy GlobalN1 walk cannot evacuate, group by group as hcheck runs it
+    (model/htools port; docs/groups.md)."""
+    from model.groups_greedy import failing_nodes
+
+    groups = {st.group_uuid for st in state.nodes.values()}
+    return frozenset(n for g in groups for n in failing_nodes(state, g))
 
 
 def hcheck_counts(path: str) -> dict[str, int]:
@@ -112,16 +145,19 @@ def hcheck_counts(path: str) -> dict[str, int]:
 def run(args: Any) -> N1ProgramReport:
     cluster = load_cluster(args.text_data)
     unique_instance_names(cluster, "exalloc n1")
+    state = node_states(cluster)
     report = check_cluster(
-        node_states(cluster),
+        state,
         groups=args.group or None,
         mode=args.n1,
         offline_targets=args.offline_targets,
         options=args.solver_options,
     )
     counts = None
+    greedy = None
     if args.compare:
         if str(args.text_data).lower().endswith(".json"):
             raise InputError("--compare needs an htools text snapshot (hcheck reads no requests)")
         counts = hcheck_counts(args.text_data)
-    return N1ProgramReport(args.text_data, report, counts, args.verbose)
+        greedy = greedy_failures(state)
+    return N1ProgramReport(args.text_data, report, counts, args.verbose, greedy)

@@ -114,7 +114,7 @@ TIME_PLOTS = (
         "time-vs-size",
         "solve time vs cluster size",
         "nodes",
-        ("squeeze", "allocate", "multi-allocate"),
+        ("squeeze", "allocate", "multi-allocate", "n1", "redistribute", "compress", "evacuate"),
     ),
     ("partition-time-vs-disks", "partition solve time vs disks", "disks", ("partition",)),
 )

@@ -418,6 +418,11 @@ def plan(
         decided = [n for n in off_cands if n not in fixed_nodes]
         built = build_problem(state, SHRINK, probe, move, decided=decided)
         sol = _solve(built, options)
+        if sol.status == "infeasible" and any(sh.homeless for sh in built.problem.shapes):
+            # the instances left on offline nodes cannot all be taken in: leave them there,
+            # as hsqueeze does, and free what can be freed around them
+            built = build_problem(state, SHRINK, probe, move, decided=decided, rehome=False)
+            sol = _solve(built, options)
     if not sol.assignment.on:
         if sol.status == "infeasible" and not expand:
             sol = replace(sol, assignment=SqueezeAssignment())

@@ -1,0 +1,257 @@
+"""The design's own super-cluster algorithms, greedy, as the baselines of exalloc's exact ones
+(seed "Synchronising htools to Ganeti 2.3", docs/groups.md "The greedy baselines").
+
+Htools 3.0.2 implements none of them; they are written here as the design describes them, on
+htools' own pieces (model/htools): the greedy global N+1 check (GlobalN1.hs) decides health,
+hail's allocation (`find_allocation`: the group's candidates scored by the group score, the
+N+1 check consulted in score order) places each instance in a group, and hail's node-evacuate
+(Evacuate.hs) evacuates within a group. Every step commits to its choice.
+
+* `redistribute`: per unhealthy group, its problem instances in the design's order (on offline
+  nodes, secondaries of N+1 failing nodes, primaries of N+1 failing nodes) are removed one by
+  one until the group is healthy, then each is allocated in the healthy groups of its
+  partition; the group is repaired only if all of them find a place.
+* `compress`: groups connected to a peer whose used resources are below the free resources of
+  the rest of the super cluster, each emptied instance by instance into its healthy peer
+  groups (as in redistribution: an unhealthy group takes nothing).
+* `evacuate`: hail's node-evacuate inside the group, then each instance it could not place
+  allocated in a healthy peer group (the design's "(remote group, nodes)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from model.groups import (
+    NO_RESOURCES,
+    Relocation,
+    Resources,
+    Storage,
+    group_nodes,
+    group_refusal,
+    hosts,
+    instances_in,
+    used_and_free,
+)
+from model.htools.allocate import POLICY_ORDER, AllocOptions, find_allocation
+from model.htools.evacuate import CHANGE_ALL, try_node_evac
+from model.htools.global_n1 import GreedyGlobalN1, can_evacuate
+from model.htools.metrics import RowCache
+from model.n1 import offline_hosts
+from model.state import ClusterState
+
+GREEDY_N1 = AllocOptions(capacity=GreedyGlobalN1())
+
+
+def failing_nodes(state: ClusterState, group: str) -> list[str]:
+    """Nodes of the group htools' greedy walk cannot evacuate (GlobalN1.canEvacuateNode on the
+    group's node list, as hcheck runs it; offline nodes are targets there, as in htools)."""
+    scope = group_nodes(state, group)
+    cache = RowCache()
+    out = []
+    for n in scope:
+        try:
+            why = can_evacuate(state, n, scope, cache, shortcut=False)
+        except KeyError:  # a drbd secondary outside the group: hcheck crashes (IntMap.!)
+            why = "secondary outside the group"
+        if why is not None:
+            out.append(n)
+    return out
+
+
+def healthy(state: ClusterState, group: str) -> bool:
+    """The design's health: no offline node hosting instances, no node failing N+1."""
+    nodes = group_nodes(state, group)
+    return not offline_hosts(state, nodes) and not failing_nodes(state, group)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where the standard allocation put an instance, or why it could not."""
+
+    relocation: Relocation | None
+    state: ClusterState
+    why: str | None = None
+
+
+def allocate_elsewhere(
+    state: ClusterState, storage: Storage, name: str, groups: Sequence[str]
+) -> Placed:
+    """The standard allocation of an existing instance in one of `groups` (its partition):
+    hail's allocation in each group that can take it, the best group by (allocation policy,
+    score) as hail ranks groups (later group on ties); the instance leaves its nodes first."""
+    old_p, old_s = state.locations[name]
+    d = state.demands[name]
+    count = 2 if d.has_secondary else 1
+    without = state.remove(name)
+    record = state.cluster.instance_index.get(name) or state.added.get(name)
+    best = None
+    reasons = []
+    for g in groups:
+        why = group_refusal(state, storage, name, g)
+        if why is not None:
+            reasons.append(why)
+            continue
+        group = state.cluster.group(g)
+        sol = find_allocation(GREEDY_N1, without, group, d, count)
+        if isinstance(sol, str) or sol.solution is None:
+            reasons.append(f"group {group.name}: {sol if isinstance(sol, str) else 'no node'}")
+            continue
+        key = (POLICY_ORDER[group.alloc_policy], sol.solution.score)
+        if best is None or not best[0] < key:
+            best = (key, sol)
+    if best is None:
+        return Placed(None, state, "; ".join(reasons) or "no peer group")
+    pl = best[1].solution
+    after = without.placed(record if record is not None else d, pl.primary, pl.secondary)
+    return Placed(Relocation(name, pl.primary, pl.secondary, old_p, old_s), after)
+
+
+@dataclass
+class GreedyResult:
+    """Relocations made, and per group (or instance) what happened."""
+
+    relocations: list[Relocation] = field(default_factory=list)
+    state: ClusterState | None = None
+    groups: dict[str, str] = field(default_factory=dict)  # uuid -> "repaired", "failed: ..."
+    failed: list[tuple[str, str]] = field(default_factory=list)  # instance, why
+
+    @property
+    def moves(self) -> int:
+        return len(self.relocations)
+
+
+def problem_instances(state: ClusterState, group: str) -> list[str]:
+    """The design's order: instances on offline nodes, secondaries of N+1 failing nodes,
+    primaries of N+1 failing nodes (each once, in the cluster's order within a class)."""
+    nodes = group_nodes(state, group)
+    offline = [n for n in nodes if state.nodes[n].offline]
+    failing = failing_nodes(state, group)
+    out: list[str] = []
+    for name in hosts(state, offline):
+        out.append(name)
+    for n in failing:
+        out += [i for i in state.nodes[n].secondaries if i not in out]
+    for n in failing:
+        out += [i for i in state.nodes[n].primaries if i not in out]
+    return out
+
+
+def redistribute(state: ClusterState, storage: Storage) -> GreedyResult:
+    """The design's redistribution (module docstring)."""
+    result = GreedyResult(state=state)
+    groups = [g.uuid for g in state.cluster.groups if group_nodes(state, g.uuid)]
+    connected = [g for g in groups if not storage.alone(g)]
+    good = [g for g in connected if healthy(state, g)]
+    bad = [g for g in connected if g not in good]
+    for g in groups:
+        if g not in connected and not healthy(state, g):
+            result.groups[g] = "failed: alone in its partitions"
+    if not good or not bad:
+        return result
+    cur = state
+    for g in bad:
+        peers = [p for p in storage.peers(g) if p in good]
+        trial = cur
+        removed: list[str] = []
+        for name in problem_instances(cur, g):
+            if healthy(trial, g):
+                break
+            trial = trial.remove(name)
+            removed.append(name)
+        if not healthy(trial, g):
+            result.groups[g] = "failed: still unhealthy with every problem instance removed"
+            continue
+        placed_state = cur
+        moves: list[Relocation] = []
+        why = None
+        for name in removed:
+            got = allocate_elsewhere(placed_state, storage, name, peers)
+            if got.relocation is None:
+                why = f"{name}: {got.why}"
+                break
+            moves.append(got.relocation)
+            placed_state = got.state
+        if why is not None:
+            result.groups[g] = f"failed: {why}"
+            result.failed.append((removed[0], why))
+            continue
+        cur = placed_state
+        result.relocations += moves
+        result.groups[g] = "repaired"
+    result.state = cur
+    return result
+
+
+def compression_candidates(state: ClusterState, storage: Storage) -> list[str]:
+    """Groups connected to a peer whose used resources fit in the free resources of the rest
+    of the super cluster (the design's candidate selection)."""
+    groups = [g.uuid for g in state.cluster.groups if group_nodes(state, g.uuid)]
+    stats = {g: used_and_free(state, g) for g in groups}
+    total_free = sum((f for _, f in stats.values()), NO_RESOURCES)
+    return [
+        g for g in groups if not storage.alone(g) and stats[g][0].fits_in(total_free - stats[g][1])
+    ]
+
+
+def compress(state: ClusterState, storage: Storage, only: Iterable[str] | None = None) -> dict:
+    """Per candidate group: "evacuable" with its relocations, or why not (the design's
+    compression; the caller picks the group with the most free resources)."""
+    wanted = set(only) if only is not None else None
+    out: dict[str, tuple[list[Relocation], str | None]] = {}
+    for g in compression_candidates(state, storage):
+        if wanted is not None and g not in wanted:
+            continue
+        peers = [
+            p
+            for p in storage.peers(g)
+            if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
+        ]
+        cur = state
+        moves: list[Relocation] = []
+        why = None
+        for name in hosts(state, group_nodes(state, g)):
+            got = allocate_elsewhere(cur, storage, name, peers)
+            if got.relocation is None:
+                why = f"{name}: {got.why}"
+                break
+            moves.append(got.relocation)
+            cur = got.state
+        out[g] = (moves, why)
+    return out
+
+
+def free_resources(state: ClusterState, group: str) -> Resources:
+    return used_and_free(state, group)[1]
+
+
+def evacuate(state: ClusterState, storage: Storage, nodes: Sequence[str]) -> GreedyResult:
+    """hail's node-evacuate (mode all) inside each group, then the design's inter-group step
+    for what it could not place."""
+    names = hosts(state, nodes)
+    sol = try_node_evac(state, CHANGE_ALL, names)
+    result = GreedyResult(state=state)
+    cur = sol.state or state
+    for name, (new_p, new_s) in ((n, cur.locations[n]) for n, _, _ in sol.moved):
+        old_p, old_s = state.locations[name]
+        result.relocations.append(Relocation(name, new_p, new_s, old_p, old_s))
+    for name, why_local in sol.failed:
+        own = cur.nodes[cur.locations[name][0]].group_uuid
+        peers = [
+            p
+            for p in storage.peers(own)
+            if cur.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
+        ]
+        got = allocate_elsewhere(cur, storage, name, peers)
+        if got.relocation is None:
+            result.failed.append((name, f"in its group: {why_local}; elsewhere: {got.why}"))
+            continue
+        result.relocations.append(got.relocation)
+        cur = got.state
+    result.state = cur
+    return result
+
+
+def instances_left(state: ClusterState, group: str) -> list[str]:
+    return instances_in(state, group)

@@ -9,9 +9,11 @@ independent checker, and shows what the greedy tool would have done.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -20,6 +22,8 @@ from model.errors import ExallocError
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE (sysexits.h): a bug, not bad input
+REPORT_HINT = "this is a bug in exalloc: please report it with the command and its input"
 
 
 def _version() -> str:
@@ -489,6 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an internal error, print the traceback as well",
+    )
     _solver_options(parser, shown=False)
     _json_option(parser, shown=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -521,8 +530,32 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except KeyboardInterrupt:
         print("exalloc: interrupted", file=sys.stderr)
         return 130
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
+        return _internal_error(err, debug=getattr(args, "debug", False))
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `exalloc ... | head`: the reader left, nothing more to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return getattr(report, "exit_code", EXIT_OK)
+
+
+def _internal_error(err: Exception, *, debug: bool) -> int:
+    """One line naming the exception and where it was raised, a hint to report it, exit 70;
+    the traceback only with --debug."""
+    import traceback  # only on this path: exalloc-hail starts once per request
+
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(err).split())[:300]
+    what = f"{type(err).__name__}: {what}" if what else type(err).__name__
+    hint = "" if debug else "; rerun with --debug for the traceback"
+    print(f"exalloc: internal error: {what}{where} ({REPORT_HINT}{hint})", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _warm_main() -> Callable[[list[str]], int]:

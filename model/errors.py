@@ -35,3 +35,7 @@ class SolverError(ExallocError):
 
 class CheckFailedError(ExallocError):
     """The independent checker rejected an answer; it is never printed."""
+
+
+class OutputError(ExallocError):
+    """An output file cannot be written (missing folder, no permission, full disk)."""

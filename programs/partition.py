@@ -29,7 +29,6 @@ from model.bareon.outputs import (
     bareon_document,
     ironic_document,
     layout_svg,
-    write_atomically,
 )
 from model.bareon.schema import (
     ALLOCATOR_OVERHEADS,
@@ -40,6 +39,7 @@ from model.bareon.schema import (
     read_problem,
 )
 from model.errors import CheckFailedError, InfeasibleError, InputError, SolverError
+from model.files import write_file
 from solvers import Objective, Status, Stopwatch, solve, solve_lexicographic
 
 
@@ -457,10 +457,7 @@ def run(args: Any) -> PartitionReport:
         baseline = lp_floor_baseline(problem, solved.check.unallocated_mib)
     svg_path = getattr(args, "svg", None)
     if svg_path:
-        try:
-            write_atomically(svg_path, layout_svg(problem, layout, overheads))
-        except OSError as err:
-            raise InputError(f"cannot write the SVG: {err.strerror}", source=svg_path) from None
+        write_file(svg_path, layout_svg(problem, layout, overheads))
     names = [st.name for st in stages(leave_empty)]
     return PartitionReport(
         status=solved.status,

@@ -33,7 +33,7 @@ from formulations.squeeze import (
     evenness_cut,
     objectives,
 )
-from model.backends.text import load_text, save_text
+from model.backends.text import dump_text, load_text
 from model.capacity import (
     DISK,
     DISK_FORTH,
@@ -48,6 +48,7 @@ from model.capacity import (
 from model.check import Move, Violation, check_squeeze
 from model.cluster import Cluster, Instance
 from model.errors import CheckFailedError, InputError, SolverError
+from model.files import write_files
 from model.resources import (
     FailMode,
     InstanceDemand,
@@ -891,27 +892,28 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: Any) -> SqueezeReport:
-    """`exalloc squeeze`: load, plan, then write the -S and -C files hsqueeze would write."""
+    """`exalloc squeeze`: load, plan, then write the -S and -C files hsqueeze would write.
+
+    The files are written only once the plan succeeded, together (model.files.write_files):
+    a failing plan or an unwritable target leaves none of them behind."""
     cluster = load_text(args.text_data)
+    report = plan(cluster, args)
+    files: dict[str, str] = {}
+    if report.commands is not None and report.commands_file is not None:
+        files[report.commands_file] = SH_TEMPLATE + report.commands
     if args.save:
-        save_text(cluster, args.save + ".original")
+        off = report.nodes if report.mode == "offline" else ()
+        on = report.nodes if report.mode == "online" else ()
+        after = squeezed_cluster(node_states(cluster), off, on, report.moves)
+        files[args.save + ".original"] = dump_text(cluster)
+        files[args.save + ".squeezed"] = dump_text(after)
+    write_files(files)
+    if args.save:
         print(
             f"The cluster state before hsqueeze run has been written to file "
             f"'{args.save}.original'",
             file=sys.stderr,
         )
-    report = plan(cluster, args)
-    if report.commands is not None and report.commands_file is not None:
-        try:
-            with open(report.commands_file, "w", encoding="utf-8") as fh:
-                fh.write(SH_TEMPLATE + report.commands)
-        except OSError as exc:
-            raise InputError(f"cannot write {report.commands_file}: {exc.strerror}") from None
-    if args.save:
-        off = report.nodes if report.mode == "offline" else ()
-        on = report.nodes if report.mode == "online" else ()
-        after = squeezed_cluster(node_states(cluster), off, on, report.moves)
-        save_text(after, args.save + ".squeezed")
         print(
             f"The cluster state after hsqueeze run has been written to file '{args.save}.squeezed'",
             file=sys.stderr,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -595,16 +594,10 @@ def dump_text(cluster: Cluster) -> str:
 
 
 def save_text(cluster: Cluster, path: str | os.PathLike[str]) -> None:
-    """Write atomically (temporary file in the same folder, then os.replace)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-            fh.write(dump_text(cluster))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (model.files: whole or not at all; OutputError when it cannot)."""
+    from model.files import write_file
+
+    write_file(path, dump_text(cluster))
 
 
 # ---------------------------------------------------------------------------------------------

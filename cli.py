@@ -13,6 +13,7 @@ import contextlib
 import functools
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -59,6 +60,23 @@ class _Parser(argparse.ArgumentParser):
 PRODUCT = __doc__
 
 
+def _number_type(low: float, *, strict: bool, integer: bool = False) -> Callable:
+    """An argparse type: a finite number above `low` (or at least it), else a usage error."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        too_low = value <= low if strict else value < low
+        if not math.isfinite(value) or too_low:
+            bound = f"greater than {low:g}" if strict else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, not {text}")
+        return value
+
+    return parse
+
+
 def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
     """Solver options of the commands that solve. They are also accepted before the command
     (older scripts put them there) but shown only on the commands that use them."""
@@ -75,20 +93,23 @@ def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> N
     )
     group.add_argument(
         "--time-limit",
-        type=float,
+        type=_number_type(0, strict=True),
         metavar="SECONDS",
         default=argparse.SUPPRESS,
         help=text("stop after SECONDS and report the best answer found with its gap"),
     )
     group.add_argument(
         "--gap",
-        type=float,
+        type=_number_type(0, strict=False),
         metavar="REL",
         default=argparse.SUPPRESS,
         help=text("accept a relative MIP gap of REL (default 0: prove optimality)"),
     )
     group.add_argument(
-        "--threads", type=int, default=argparse.SUPPRESS, help=text("solver threads (default 1)")
+        "--threads",
+        type=_number_type(1, strict=False, integer=True),
+        default=argparse.SUPPRESS,
+        help=text("solver threads (default 1)"),
     )
 
 
@@ -424,7 +445,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--greedy-timeout",
         dest="greedy_timeout",
-        type=float,
+        type=_number_type(0, strict=True),
         default=300.0,
         metavar="SECONDS",
         help="give up on the greedy tool after SECONDS (default 300)",
@@ -448,7 +469,7 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--greedy-timeout",
         dest="greedy_timeout",
-        type=float,
+        type=_number_type(0, strict=True),
         default=300.0,
         metavar="SECONDS",
         help="give up on the greedy tool after SECONDS (default 300)",

@@ -197,11 +197,17 @@ class Options:
     threads: int = 1
 
 
+#: Every request is answered within a bound, even without --time-limit: Ganeti waits for its
+#: iallocator, and no input may keep it waiting (docs/reliability.md, "Time").
+DEFAULT_TIME_LIMIT_S = 60.0
+
+
 def run(args: Any) -> HailReport:
     """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
+    time_limit = getattr(args, "time_limit", None)
     opts = Options(
         solver=getattr(args, "solver", "highs"),
-        time_limit=getattr(args, "time_limit", None),
+        time_limit=DEFAULT_TIME_LIMIT_S if time_limit is None else time_limit,
         gap=getattr(args, "gap", 0.0),
         threads=getattr(args, "threads", 1),
     )

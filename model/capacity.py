@@ -81,7 +81,8 @@ def max_total_vcpus(total_cpus: float, vcpu_ratio: float) -> int | None:
 
 
 def capacity_rows(state: NodeState) -> tuple[CapacityRow, ...]:
-    """The linear capacities behind every strict `addPri` check of a node (§5.2)."""
+    """The linear capacities behind every strict `addPri` check of a node
+    (docs/htools-facts.md §2)."""
     unalloc = state.unallocated_memory_mib
     disk_floor = max(1, state.lo_disk_mib)
     rows = [

@@ -6,7 +6,8 @@ claim so that a claimed optimum can be compared with what the answer really achi
 
 Entry points:
 * `check_allocation(cluster, placements)`: new instances on chosen nodes (hail allocate /
-  multi-allocate, dedicated or not), objectives include §3.2's lost-allocation vectors;
+  multi-allocate, dedicated or not), objectives include the dedicated lost-allocation
+  vectors (docs/htools-facts.md §3);
 * `check_moves(cluster, moves, powered_off=..., powered_on=..., probe=...)`: a rebalancing or
   squeeze plan; `check_squeeze` is its hsqueeze-shaped wrapper.
 

@@ -1,13 +1,14 @@
 """Resource arithmetic of a node exactly as htools counts it (Node.hs), in one place.
 
 A `NodeState` is the immutable per-node bookkeeping htools derives after loading
-(`Loader.mergeData`, spec §1.8): unallocated memory (the `min` of recorded and reported
-free memory), the N+1 reserve `rMem`, used vCPUs counting `n_cpu`, spindles, the `*_forth`
-counters, tag maps. `add_primary` / `add_secondary` are the strict "does it fit" checks of
-§5.2 (`addPriEx` / `addSecExEx`) and return either the new state or a `FailMode`;
-`remove_primary` / `remove_secondary` undo them; `apply_move` performs hbal's moves
-(failover, replace primary/secondary, failover to any node) with htools' force rules;
-`allocation_vector` gives §3.2's dedicated allocation counts. Everything is in MiB.
+(`Loader.mergeData`, docs/htools-facts.md §1): unallocated memory (the `min` of recorded and
+reported free memory), the N+1 reserve `rMem`, used vCPUs counting `n_cpu`, spindles, the
+`*_forth` counters, tag maps. `add_primary` / `add_secondary` are the strict "does it fit"
+checks of docs/htools-facts.md §2 (`addPriEx` / `addSecExEx`) and return either the new state
+or a `FailMode`; `remove_primary` / `remove_secondary` undo them; `apply_move` performs hbal's
+moves (failover, replace primary/secondary, failover to any node) with htools' force rules
+(`model.state.ClusterState` is the one place that applies them to a cluster). Everything is in
+MiB.
 
 Instances enter this module as an `InstanceDemand`: what an instance asks of a node. It
 is built from a model `Instance` (`demand_of`) or directly, e.g. for the dedicated
@@ -93,7 +94,7 @@ _NO_TAGS: frozenset[str] = frozenset()
 
 @dataclass(frozen=True, slots=True)
 class TagRules:
-    """What the cluster tags make of instance and node tags (spec §1.6)."""
+    """What the cluster tags make of instance and node tags (docs/htools-facts.md §1)."""
 
     exclusion_prefixes: tuple[str, ...] = ()
     location_prefixes: tuple[str, ...] = ()
@@ -230,7 +231,8 @@ def total_spindles(instance: Instance) -> int | None:
 
 
 def probe_demand(std: ISpec, factor: float, name: str = "probe") -> InstanceDemand:
-    """hsqueeze's probe (§4): floor(F × std) memory, vCPUs and spindle use; ext, no disk."""
+    """hsqueeze's probe (docs/htools-facts.md §4): floor(F × std) memory, vCPUs and spindle
+    use; ext, no disk."""
     return InstanceDemand(
         name=name,
         memory_mib=math.floor(factor * std.memory_size),
@@ -335,7 +337,8 @@ class NodeState:
 
     @property
     def unallocated_memory_mib(self) -> int:
-        """Free memory htools allocates from: min(recorded, reported) at load (§9.6)."""
+        """Free memory htools allocates from: min(recorded, reported) at load
+        (docs/htools-facts.md §1)."""
         return self.recorded_free_memory_mib - max(0, self.missing_memory_mib)
 
     @property
@@ -597,7 +600,7 @@ def loaded_states(
     return rules, states, demands
 
 
-# --- the strict "does it fit" checks (§5.2) -----------------------------------------------
+# --- the strict "does it fit" checks (docs/htools-facts.md §2) ----------------------------
 
 
 def primary_shortfalls(

@@ -1,4 +1,4 @@
-"""The htools cluster score (Cluster/Metrics.hs, spec §5.1): 20 weighted metrics.
+"""The htools cluster score (Cluster/Metrics.hs, docs/htools-facts.md §5): 20 weighted metrics.
 
 Lower is better. Every metric is taken over the online nodes except the two `offline_*`
 counts, which use the offline nodes; with no online node at all the score is 0. "sd" is the

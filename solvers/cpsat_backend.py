@@ -3,7 +3,7 @@
 Why a bridge of our own: Pyomo has no CP-SAT interface; the PyPI plugin `pyomo-cpsat` 2026.8.12
 crashes on Python 3.11 (`int.is_integer` is 3.12+) and `pyomo-cp` 0.2.0 is alpha, has no hints or
 persistence and registers the same legacy solver name, while a `generate_standard_repn` walk was
-measured as fast as any other route (shared/specs/solvers.md section 3). The MPS/model_builder
+measured as fast as any other route (docs/solvers.md). The MPS/model_builder
 route is avoided because it silently treats continuous variables as integers.
 
 CP-SAT is integer-only, so every row and the objective are scaled to integer coefficients

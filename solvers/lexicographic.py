@@ -2,7 +2,7 @@
 
 Staged solves were measured to cost about the same as HiGHS's native lexicographic mode and
 need no arrays, and blended weights are only safe for small integer ranges
-(shared/specs/solvers.md section 4). Each backend keeps one solver instance across stages.
+(docs/solvers.md). Each backend keeps one solver instance across stages.
 """
 
 from __future__ import annotations

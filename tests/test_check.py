@@ -130,7 +130,7 @@ def test_offline_drained_unknown_and_pairs(ganeti, excl) -> None:
 
 
 def test_dedicated_objectives_match_hail() -> None:
-    """§3.3: hail picks node2-quarter with score ([0,0,1],20490)."""
+    """docs/htools-facts.md §3: hail picks node2-quarter with score ([0,0,1],20490)."""
     c = parse_text(DEDICATED)
     metrics = {}
     for node in ("node1-empty", "node2-quarter", "node3-half"):

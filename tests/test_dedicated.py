@@ -56,7 +56,7 @@ def test_format_metric_is_haskell_show() -> None:
 
 
 def test_closed_form_vectors_of_spec_3_3(ganeti) -> None:
-    """The hand-checked table of §3.3 (hail-alloc-dedicated-1.json)."""
+    """The hand-checked table of docs/htools-facts.md §3 (hail-alloc-dedicated-1.json)."""
     text = (ganeti.data_dir / "hail-alloc-dedicated-1.json").read_text()
     inp = parse_request(text)
     states = node_states(inp.cluster)

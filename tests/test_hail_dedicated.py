@@ -25,7 +25,7 @@ from programs.hail import Options, answer, hail_placements
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"
 SUFFIX = re.compile(r" \[exalloc [^\]]*\]$")
-# offline-test.sh builds these variants of the hail test data with sed (spec §3.3)
+# Ganeti's test/hs/offline-test.sh builds these variants of the hail test data with sed
 EXCL_BASES = (
     "hail-alloc-drbd",
     "hail-alloc-invalid-twodisks",

@@ -31,7 +31,8 @@ from model.resources import (
 from model.score import cluster_score
 from model.state import node_states
 
-# hail-alloc-dedicated-1.json (§3.3) as a text snapshot: 4 exclusive-storage nodes.
+# hail-alloc-dedicated-1.json (docs/htools-facts.md §3) as a text snapshot: 4 exclusive-storage
+# nodes.
 DEDICATED = """\
 default|uuid-group-1|preferred||
 
@@ -160,7 +161,8 @@ def test_strict_checks_and_their_order(excl_tags) -> None:
 
 
 def test_dedicated_vectors_match_spec_table() -> None:
-    """§3.3: before [1,2,4] / [0,1,3] / [0,1,2]; node2-quarter loses [0,0,1], 20490 left."""
+    """docs/htools-facts.md §3: before [1,2,4] / [0,1,3] / [0,1,2]; node2-quarter loses
+    [0,0,1], 20490 left."""
     st = node_states(parse_text(DEDICATED))
     pol = st.ipolicy_of("node1-empty")
     assert [t.disk_mib for t in minimal_instances(pol)] == [40940, 20460, 10220]

@@ -270,8 +270,9 @@ def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
 
 
 def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
-    """hsqueeze's quirk (§4): an offline `?` node cannot host the probe, so the mode is
-    expand; exalloc then needs no node (capacity after the plan counts online nodes)."""
+    """hsqueeze's quirk (docs/htools-facts.md §4): an offline `?` node cannot host the probe,
+    so the mode is expand; exalloc then needs no node (capacity after the plan counts online
+    nodes)."""
     text = (ganeti.data_dir / "hsqueeze-underutilized.data").read_text()
     text = text.replace(
         "node-01-005|512|0|385|1052|1052|9|N|fake-uuid-01|1\n",

@@ -303,8 +303,9 @@ def _render(value: Any, hw: Any, sandbox: YaqlSandbox, where: str, source: str, 
         try:
             return sandbox.evaluate(expression, hw)
         except YaqlError as err:
+            quoted = expression if len(expression) <= 80 else expression[:60] + "..."
             raise InputError(
-                f"yaql error in {where}, expression {expression!r}: {err.reason}",
+                f"yaql error in {where}, expression {quoted!r}: {err.reason}",
                 source=source,
                 line=line,
             ) from None

@@ -55,9 +55,18 @@ from model.resources import (
     policy_shortfall,
 )
 from model.state import ClusterState, node_states
+from programs import hail_client
 from solvers import LexResult, Status, Stopwatch, solve_lexicographic
 
 REAL_HAIL = Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
+
+
+def real_hail() -> Path:
+    """The real hail as the call's environment names it, looked up per call: a hail-server
+    worker runs with the client's EXALLOC_* variables, not those it was started with."""
+    return Path(os.environ.get("EXALLOC_REAL_HAIL", "/usr/lib/ganeti/iallocators/hail"))
+
+
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}
 NO_PRIMARY = ""  # a primary name no node has: the secondary's peer reservation is 0
 DELEGATE_ENV = "EXALLOC_HAIL_DELEGATE"
@@ -198,8 +207,9 @@ class Options:
 
 
 #: Every request is answered within a bound, even without --time-limit: Ganeti waits for its
-#: iallocator, and no input may keep it waiting (docs/reliability.md, "Time").
-DEFAULT_TIME_LIMIT_S = 60.0
+#: iallocator, and no input may keep it waiting (docs/reliability.md, "Time"). The client and
+#: the server share the number (programs.hail_client, which imports nothing heavy).
+DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S
 
 
 def run(args: Any) -> HailReport:
@@ -981,11 +991,12 @@ def _batch_key(
 
 def run_real_hail(request_file: str | os.PathLike[str], extra: Sequence[str] = ()) -> dict:
     """Run the real hail; its parsed response plus wall time (raises InputError if absent)."""
-    if not REAL_HAIL.exists():
-        raise InputError(f"--compare needs the real hail at {REAL_HAIL} (EXALLOC_REAL_HAIL)")
+    hail = real_hail()
+    if not hail.exists():
+        raise InputError(f"--compare needs the real hail at {hail} (EXALLOC_REAL_HAIL)")
     start = time.perf_counter()
     proc = subprocess.run(
-        [str(REAL_HAIL), *extra, str(request_file)], capture_output=True, text=True, check=False
+        [str(hail), *extra, str(request_file)], capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - start
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -1110,7 +1121,7 @@ def compare_text(report: HailReport) -> str:
     lines = [
         f"exalloc ({timing}):",
         report.response,
-        f"hail ({REAL_HAIL}, {real['wall_s']:.3f} s):",
+        f"hail ({real_hail()}, {real['wall_s']:.3f} s):",
         json.dumps(real["response"], separators=(",", ":")),
         "",
     ]

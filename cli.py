@@ -9,9 +9,12 @@ independent checker, and shows what the greedy tool would have done.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
+import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -20,6 +23,8 @@ from model.errors import ExallocError
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE (sysexits.h): a bug, not bad input
+REPORT_HINT = "this is a bug in exalloc: please report it with the command and its input"
 
 
 def _version() -> str:
@@ -55,6 +60,23 @@ class _Parser(argparse.ArgumentParser):
 PRODUCT = __doc__
 
 
+def _number_type(low: float, *, strict: bool, integer: bool = False) -> Callable:
+    """An argparse type: a finite number above `low` (or at least it), else a usage error."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        too_low = value <= low if strict else value < low
+        if not math.isfinite(value) or too_low:
+            bound = f"greater than {low:g}" if strict else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, not {text}")
+        return value
+
+    return parse
+
+
 def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
     """Solver options of the commands that solve. They are also accepted before the command
     (older scripts put them there) but shown only on the commands that use them."""
@@ -71,20 +93,23 @@ def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> N
     )
     group.add_argument(
         "--time-limit",
-        type=float,
+        type=_number_type(0, strict=True),
         metavar="SECONDS",
         default=argparse.SUPPRESS,
         help=text("stop after SECONDS and report the best answer found with its gap"),
     )
     group.add_argument(
         "--gap",
-        type=float,
+        type=_number_type(0, strict=False),
         metavar="REL",
         default=argparse.SUPPRESS,
         help=text("accept a relative MIP gap of REL (default 0: prove optimality)"),
     )
     group.add_argument(
-        "--threads", type=int, default=argparse.SUPPRESS, help=text("solver threads (default 1)")
+        "--threads",
+        type=_number_type(1, strict=False, integer=True),
+        default=argparse.SUPPRESS,
+        help=text("solver threads (default 1)"),
     )
 
 
@@ -575,7 +600,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--greedy-timeout",
         dest="greedy_timeout",
-        type=float,
+        type=_number_type(0, strict=True),
         default=300.0,
         metavar="SECONDS",
         help="give up on the greedy tool after SECONDS (default 300)",
@@ -600,7 +625,7 @@ def _add_batch(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--greedy-timeout",
         dest="greedy_timeout",
-        type=float,
+        type=_number_type(0, strict=True),
         default=300.0,
         metavar="SECONDS",
         help="give up on the greedy tool after SECONDS (default 300)",
@@ -835,6 +860,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an internal error, print the traceback as well",
+    )
     _solver_options(parser, shown=False)
     _json_option(parser, shown=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -869,8 +899,32 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except KeyboardInterrupt:
         print("exalloc: interrupted", file=sys.stderr)
         return 130
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
+        return _internal_error(err, debug=getattr(args, "debug", False))
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `exalloc ... | head`: the reader left, nothing more to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return getattr(report, "exit_code", EXIT_OK)
+
+
+def _internal_error(err: Exception, *, debug: bool) -> int:
+    """One line naming the exception and where it was raised, a hint to report it, exit 70;
+    the traceback only with --debug."""
+    import traceback  # only on this path: exalloc-hail starts once per request
+
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    what = " ".join(str(err).split())[:300]
+    what = f"{type(err).__name__}: {what}" if what else type(err).__name__
+    hint = "" if debug else "; rerun with --debug for the traceback"
+    print(f"exalloc: internal error: {what}{where} ({REPORT_HINT}{hint})", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _warm_main() -> Callable[[list[str]], int]:

@@ -52,3 +52,7 @@ class BadRequestError(InputError):
 
 class ServiceError(ExallocError):
     """The allocation service cannot start, be reached or answer (one line)."""
+
+
+class OutputError(ExallocError):
+    """An output file cannot be written (missing folder, no permission, full disk)."""

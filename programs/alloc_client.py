@@ -14,10 +14,10 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from model.errors import BadRequestError, InputError, ServiceError
+from model.errors import BadRequestError, ServiceError
+from model.files import write_file
 
 SOCKET_ENV = "EXALLOC_ALLOC_SOCKET"
 DEFAULT_SOCKET = "/run/exalloc/alloc.sock"
@@ -201,18 +201,6 @@ def verify(args: Any) -> VerifyReport:
 # exalloc state
 
 
-def write_atomically(path: str, text: str) -> None:
-    """The whole file or nothing (temporary file beside it, then rename)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write: {exc.strerror}", source=path) from None
-
-
 @dataclass(frozen=True)
 class StateReport:
     result: dict[str, Any]
@@ -255,5 +243,5 @@ def state(args: Any) -> StateReport:
     """CLI entry: `exalloc state --socket PATH [-S FILE]`."""
     result = call(socket_path(args.socket), {"op": "state", "text": bool(args.save)})
     if args.save:
-        write_atomically(args.save, result["text"])
+        write_file(args.save, result["text"])
     return StateReport(result, args.save)

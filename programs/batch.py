@@ -5,6 +5,11 @@ descriptor followed by fsync, so a run killed at any point loses at most the inp
 On start the file is read back: a torn last line (a kill inside the write, or a full disk) is
 cut off, and every (input, problem) already present is skipped, so reruns never duplicate.
 Work goes to a local process pool, or with `--scheduler` to a Dask distributed cluster.
+
+The lock on the results file is a POSIX record lock (`lockf`): it belongs to this process
+alone, so forked pool workers never hold it, and it goes the moment this process dies, even
+by SIGKILL. The pool's workers die with it (Linux's parent-death signal), so a rerun right
+after a kill starts at once (docs/batch.md, "Interrupted runs").
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import fcntl
 import glob
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -94,15 +100,24 @@ class ResultsFile:
         except OSError as err:
             raise InputError(f"{path}: cannot open for appending: {err.strerror}") from None
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # a process's own lock (not flock, whose lock forked workers would share); any
+            # other descriptor of this file closed in this process would drop it, so the file
+            # is read through this descriptor only
+            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(self._fd)
             raise InputError(f"{path}: another batch is writing it") from None
         self._load()
 
+    def _read_all(self) -> bytes:
+        chunks, offset = [], 0
+        while chunk := os.pread(self._fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
     def _load(self) -> None:
-        with open(self.path, "rb") as f:
-            data = f.read()
+        data = self._read_all()
         end = data.rfind(b"\n") + 1
         if end < len(data):  # a torn last line: cut it off so the next line starts clean
             os.ftruncate(self._fd, end)
@@ -163,6 +178,30 @@ def _failed(task: Task, error: str) -> dict[str, Any]:
     }
 
 
+#: prctl(2) option: the signal a process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this worker when the batch process dies, whatever kills it: an
+    orphaned worker would only burn CPU on an input nobody will record."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the worker ends with its next task
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    """Each pool worker: die with the batch process, then warm up."""
+    _die_with_parent(parent)
+    _warm_up()
+
+
 def _warm_up() -> None:
     """Import the solver stack once per worker, so the first input's time is its own."""
     import importlib
@@ -194,7 +233,9 @@ def _pool_run(
 ) -> Iterator[tuple[Task, dict[str, Any] | None]]:
     """(task, record) as they complete; then (task, None) for each task that was in flight
     when a worker died. Tasks that never started stay in `tasks` for the caller to retry."""
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_warm_up)
+    pool = ProcessPoolExecutor(
+        max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),)
+    )
     futures: dict[Future, Task] = {
         pool.submit(_solve_marked, t, options, markers[t.key]): t for t in tasks.values()
     }

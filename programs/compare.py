@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from model.errors import ExallocError, InfeasibleError, InputError
 from programs.groups_batch import METRICS as GROUP_METRICS
 from programs.groups_batch import problems_of as group_problems
@@ -93,11 +91,12 @@ def _snapshot_nodes(path: str) -> int | None:
 
 
 def _read_yaml(path: str) -> tuple[Any, str | None]:
+    from model.bareon.schema import load_yaml  # the one YAML reader (C loader, bounded)
+
     try:
-        return yaml.safe_load(Path(path).read_text()), None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return None, f"{path}: not a readable YAML file: {reason}"
+        return load_yaml(path)[0], None
+    except ExallocError as err:
+        return None, str(err)  # names the file (and line)
 
 
 def _is_hardware(doc: Any) -> bool:
@@ -138,7 +137,15 @@ def _classify_yaml(path: str) -> list[Task]:
 
 
 def classify(path: str) -> list[Task]:
-    """The problems an input poses; a file that cannot be classified is a failed task."""
+    """The problems an input poses; a file that cannot be classified is a failed task, so one
+    bad input never stops a batch or a comparison at planning."""
+    try:
+        return _classify(path)
+    except Exception as err:  # noqa: BLE001 - whatever the file holds, it is that input's failure
+        return [Task(path, UNKNOWN, error=f"{path}: cannot classify: {_error_text(err)}")]
+
+
+def _classify(path: str) -> list[Task]:
     suffix = Path(path).suffix.lower()
     if suffix == ".data":
         size = _snapshot_nodes(path)
@@ -150,6 +157,9 @@ def classify(path: str) -> list[Task]:
             size = len(doc.get("nodes", {}))
         except (OSError, UnicodeDecodeError, ValueError) as err:
             return [Task(path, UNKNOWN, error=f"{path}: not a readable JSON file: {err}")]
+        except RecursionError:
+            why = "not a readable JSON file: nested too deeply"
+            return [Task(path, UNKNOWN, error=f"{path}: {why}")]
         except (KeyError, TypeError):
             return [
                 Task(path, UNKNOWN, error=f"{path}: not an IAllocator request (no request.type)")

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from model.errors import InputError
+from model.files import write_file
 from model.generate import (
     DEDICATED_IPOLICY,
     GENERATED_IPOLICY,
@@ -84,10 +85,8 @@ def _templates(text: str) -> tuple[str, ...]:
 
 
 def _write(path: Path, text: str) -> None:
-    """Write through a temporary name so a batch never reads a half-written input."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Atomically (model.files): a batch never reads a half-written input."""
+    write_file(path, text)
 
 
 def run(args: Any) -> GenerateReport:
@@ -139,7 +138,10 @@ def run(args: Any) -> GenerateReport:
         doc = generate_bareon(rng.getrandbits(32), args.bareon_disks, args.bareon_spaces)
         if split:  # bareon-allocator's own two files, alone in a folder so they pair up
             folder = out / f"bareon-{k:04d}"
-            folder.mkdir(exist_ok=True)
+            try:
+                folder.mkdir(exist_ok=True)
+            except OSError as err:
+                raise InputError(f"cannot create {folder}: {err.strerror}") from None
             for name, part in (("schema.yaml", doc["dynamic_schema"]), ("hw.yaml", doc["hw_info"])):
                 _write(folder / name, yaml.safe_dump(part, sort_keys=False))
                 files.append(str(folder / name))

@@ -18,6 +18,7 @@ from typing import Any
 
 from model.backends.iallocator import IAllocatorInput, load_request, parse_request
 from model.htools.answer import HailAnswer, jsonable
+from programs import hail_client
 from solvers.strategies.iallocator import IAllocatorOptions, answer
 
 
@@ -69,12 +70,21 @@ class HailReport:
 
 
 def options_of(args: Any) -> IAllocatorOptions:
+    solver = args.solver_options
+    if solver.time_limit is None:
+        solver = solver.within(DEFAULT_TIME_LIMIT_S)
     return IAllocatorOptions(
-        solver=args.solver_options,
+        solver=solver,
         capacity_checks=args.capacity_checks,
         ignore_soft_errors=args.ignore_soft_errors,
         restrict_to_nodes=args.restrict_allocation_to,
     )
+
+
+#: Every request is answered within a bound, even without --time-limit: Ganeti waits for its
+#: iallocator, and no input may keep it waiting (docs/reliability.md, "Time"). The client and
+#: the server share the number (programs.hail_client, which imports nothing heavy).
+DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 
 def run(args: Any) -> HailReport:

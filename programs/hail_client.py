@@ -8,7 +8,11 @@ or even `socket`: each costs milliseconds), so the client itself starts in about
 
 Every failure to reach the server (no socket, nobody listening, a refused or broken
 exchange) makes the client answer in process: the answer is a pure function of the
-request, so both ways print the same bytes.
+request, so both ways print the same bytes. So does a server that does not answer in time:
+a worker takes a call by sending one byte (ACK) as soon as it accepts it, and a client that
+gets none within ACCEPT_TIMEOUT_S (all workers busy or stuck: its connection waits in the
+listen backlog) answers itself; one whose worker took the call but sends no reply within
+the call's time bound plus REPLY_MARGIN_S does the same (docs/reliability.md, "hail-server").
 
 Messages are length-prefixed strings ("5:hello"), the call and the reply each one list.
 """
@@ -19,15 +23,25 @@ import _socket
 import io
 import os
 import sys
+import time
 
 SOCKET_ENV = "EXALLOC_HAIL_SOCKET"
 DEFAULT_SOCKET = "/run/exalloc/hail.sock"
 #: Environment variables that change an answer travel with the call.
 FORWARDED_ENV_PREFIX = "EXALLOC_"
 #: No request or answer is larger than this (a 1,000-node request is about 0.6 MB).
-MAX_MESSAGE_BYTES = 1 << 30
-_CALL_TAG = "exalloc-hail-call/1"
-_REPLY_TAG = "exalloc-hail-reply/1"
+MAX_MESSAGE_BYTES = 64 << 20
+#: How long a client waits for a worker to take its call before answering it itself.
+ACCEPT_TIMEOUT_S = 2.0
+#: What a call may take beyond its time bound (loading, screening, checking) before the client
+#: stops waiting for the server's reply and answers itself.
+REPLY_MARGIN_S = 30.0
+#: The time bound of a request without --time-limit (programs.hail applies it to the solve).
+DEFAULT_TIME_LIMIT_S = 60.0
+#: The byte a worker sends when it takes a call.
+ACK = b"+"
+_CALL_TAG = "exalloc-hail-call/2"
+_REPLY_TAG = "exalloc-hail-reply/2"
 
 
 class ProtocolError(Exception):
@@ -109,32 +123,61 @@ def socket_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> str 
     return path or None
 
 
-def read_all(sock: _socket.socket, limit: int = MAX_MESSAGE_BYTES) -> bytes:
-    """Everything until the peer shuts its side down."""
+def time_bound(argv: list[str]) -> float:
+    """The seconds a call may solve for: its --time-limit, else DEFAULT_TIME_LIMIT_S."""
+    for k, arg in enumerate(argv):
+        if arg == "--time-limit" and k + 1 < len(argv):
+            text = argv[k + 1]
+        elif arg.startswith("--time-limit="):
+            text = arg.partition("=")[2]
+        else:
+            continue
+        try:
+            seconds = float(text)
+        except ValueError:  # the run itself will refuse it, at once
+            return DEFAULT_TIME_LIMIT_S
+        return seconds if 0 < seconds < 1e6 else DEFAULT_TIME_LIMIT_S
+    return DEFAULT_TIME_LIMIT_S
+
+
+def read_all(
+    sock: _socket.socket, limit: int = MAX_MESSAGE_BYTES, deadline: float | None = None
+) -> bytes:
+    """Everything until the peer shuts its side down; TimeoutError past `deadline`
+    (time.monotonic), ProtocolError past `limit` bytes."""
     chunks = []
     size = 0
     while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no complete message in time")
+            sock.settimeout(left)
         chunk = sock.recv(1 << 20)
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise ProtocolError("message too large")
+            raise ProtocolError(f"message larger than {limit} bytes")
         chunks.append(chunk)
 
 
 def exchange(path: str, call: Call) -> Reply | None:
-    """Send one call, wait for its reply; None when the server cannot be used."""
+    """Send one call, wait for its reply; None when the server cannot be used in time."""
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
+            sock.settimeout(ACCEPT_TIMEOUT_S)
             sock.connect(path)
+            if sock.recv(1) != ACK:  # no worker took the call in time, or not our server
+                return None
             sock.sendall(call.encode())
             sock.shutdown(_socket.SHUT_WR)
-            reply = Reply.decode(read_all(sock))
+            deadline = time.monotonic() + time_bound(call.argv) + REPLY_MARGIN_S
+            reply = Reply.decode(read_all(sock, deadline=deadline))
         finally:
             sock.close()
-    except (OSError, ProtocolError, ValueError):
+    except (OSError, ProtocolError, ValueError):  # OSError includes TimeoutError
         return None
     return None if reply.refused else reply
 

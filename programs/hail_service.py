@@ -10,6 +10,12 @@ A worker runs the call exactly as `exalloc-hail` would in process: same argument
 client's working directory and EXALLOC_* environment, its stdin; stdout, stderr and the
 exit code go back to the client. Only the server's own user may connect (socket mode 0600,
 peer credentials checked).
+
+No client can pin a worker: one that connects and sends nothing (or less than a call) within
+READ_TIMEOUT_S is dropped, malformed bytes and a call over MAX_MESSAGE_BYTES get a refusal,
+and a call that overruns its time bound plus REPLY_MARGIN_S ends its worker (SIGALRM). Log
+lines quote arguments and messages escaped, so no input can forge a line
+(docs/reliability.md, "hail-server").
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import os
 import signal
 import socket
@@ -30,19 +37,30 @@ from typing import Any, TextIO
 
 from model.errors import ExallocError
 from programs.hail_client import (
+    ACK,
     DEFAULT_SOCKET,
     FORWARDED_ENV_PREFIX,
+    MAX_MESSAGE_BYTES,
+    REPLY_MARGIN_S,
     Call,
     ProtocolError,
     Reply,
     read_all,
     socket_path,
+    time_bound,
 )
 
 #: Exit code of a worker that could not serve (the parent logs it and forks another).
 WORKER_FAILED = 70
 #: Exit code of a worker whose connection carried no call (e.g. another server's probe).
 WORKER_NO_CALL = 3
+#: Exit code of a worker whose connection carried no valid call in time (the client's fault).
+WORKER_BAD_CALL = 4
+#: Seconds a worker waits for the whole call once it took the connection (the client sends it
+#: at once: a 1,000-node request is 0.6 MB).
+READ_TIMEOUT_S = 5.0
+#: Characters of one argument or message a log line quotes.
+LOG_QUOTE_CHARS = 200
 #: Modules a call needs, imported before the workers are forked.
 WARM_MODULES = (
     "pyomo.environ",
@@ -162,6 +180,21 @@ def run_call(call: Call, main: Callable[[list[str]], int]) -> Reply:
     return Reply(code, out.getvalue(), err.getvalue())
 
 
+def printable(text: str, limit: int = LOG_QUOTE_CHARS) -> str:
+    """`text` as a log line may quote it: control and other unprintable characters (a newline
+    that would start a forged line, terminal escapes, undecodable bytes) escaped as in Python
+    literals, backslashes doubled, at most `limit` characters kept."""
+    out = []
+    for char in text[:limit]:
+        if char == "\\":
+            out.append("\\\\")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(repr(char)[1:-1] if ord(char) > 31 else f"\\x{ord(char):02x}")
+    return "".join(out) + ("..." if len(text) > limit else "")
+
+
 def _log(log: TextIO, message: str) -> None:
     log.write(f"exalloc hail-server[{os.getpid()}]: {message}\n")
     log.flush()
@@ -182,23 +215,39 @@ def worker(sock: socket.socket, log: TextIO, rehearsal: list[str], make_main: Ma
     sock.close()
     start = time.perf_counter()
     with conn:
+        conn.settimeout(READ_TIMEOUT_S)  # no client holds this worker by saying nothing
+        try:
+            conn.sendall(ACK)  # the client waits for this before it sends its call
+        except OSError:  # connected and left at once
+            return WORKER_NO_CALL
         if peer_uid(conn) != os.getuid():
             conn.sendall(Reply(0, "", "", refused="not the server's user").encode())
             _log(log, "refused a call from another user")
             return 0
         try:
-            data = read_all(conn)
+            data = read_all(conn, MAX_MESSAGE_BYTES, time.monotonic() + READ_TIMEOUT_S)
             if not data:  # connected and left: someone checking whether a server listens
                 return WORKER_NO_CALL
             call = Call.decode(data)
-        except (ProtocolError, OSError) as exc:
-            _log(log, f"malformed call: {exc}")
-            return WORKER_FAILED
+        except (ProtocolError, OSError) as exc:  # OSError includes TimeoutError
+            why = (
+                f"no complete call within {READ_TIMEOUT_S:g} s"
+                if isinstance(exc, TimeoutError)
+                else f"malformed call: {exc}"
+            )
+            _log(log, f"refused: {printable(why)}")
+            with contextlib.suppress(OSError):
+                conn.sendall(Reply(0, "", "", refused=why).encode())
+            return WORKER_BAD_CALL
+        # a call that overruns its bound ends this worker; its client has answered it itself
+        signal.alarm(math.ceil(time_bound(call.argv) + REPLY_MARGIN_S))
         reply = run_call(call, main)
+        signal.alarm(0)
         took = time.perf_counter() - start
         what = f"refused ({reply.refused})" if reply.refused else f"exit {reply.exit_code}"
+        argv = " ".join(printable(arg) for arg in call.argv)
         # logged before the reply goes out: once a client has its answer, the line is there
-        _log(log, f"hail {' '.join(call.argv)}: {what} in {took:.3f} s")
+        _log(log, f"hail {argv}: {printable(what)} in {took:.3f} s")
         with contextlib.suppress(OSError):  # the client may have given up
             conn.sendall(reply.encode())
     return 0
@@ -218,7 +267,7 @@ def _fork_worker(
         code = worker(sock, log, rehearsal, make_main)
     except BaseException as exc:  # never return into the parent's loop from a child
         with contextlib.suppress(Exception):
-            _log(log, f"worker failed: {type(exc).__name__}: {exc}")
+            _log(log, f"worker failed: {type(exc).__name__}: {printable(str(exc))}")
     finally:
         os._exit(code)
     return 0  # not reached
@@ -237,7 +286,7 @@ def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> Serve
     stops = {signal.SIGTERM, signal.SIGINT}
     previous = {s: signal.signal(s, _raise_stop) for s in stops}
     children: set[int] = set()
-    served = failed = 0
+    served = failed = rejected = 0
     sock: socket.socket | None = None
     try:
         rehearsal = warm_up()
@@ -259,14 +308,21 @@ def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> Serve
             children.discard(pid)
             code = os.waitstatus_to_exitcode(status)
             served += code == 0
-            failed += code not in (0, WORKER_NO_CALL)
-            if code not in (0, WORKER_NO_CALL):
+            rejected += code == WORKER_BAD_CALL
+            failed += code not in (0, WORKER_NO_CALL, WORKER_BAD_CALL)
+            if code < 0:
+                _log(log, f"worker {pid} killed by signal {-code}")
+            if code not in (0, WORKER_NO_CALL, WORKER_BAD_CALL):
                 time.sleep(0.1)  # a worker that fails at once must not spin the parent
     except _Stop:
         pass
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if sock is not None:  # no new call: clients waiting in the backlog answer themselves
+            sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -274,9 +330,6 @@ def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> Serve
             with contextlib.suppress(ChildProcessError):
                 _, status = os.waitpid(pid, 0)
                 served += os.waitstatus_to_exitcode(status) == 0
-        if sock is not None:
-            sock.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-    _log(log, f"stopped after {served} call(s)")
+    refusals = f", refused {rejected} malformed or silent connection(s)" if rejected else ""
+    _log(log, f"stopped after {served} call(s){refusals}")
     return ServerReport(path, served, failed)

@@ -15,10 +15,10 @@ from model.bareon.outputs import (
     bareon_document,
     ironic_document,
     layout_svg,
-    write_atomically,
 )
 from model.bareon.schema import OVERHEADS_BY_FORMAT, read_problem
 from model.errors import InputError
+from model.files import write_file
 from solvers.strategies.partition import Baseline, lp_floor_baseline, solve_layout
 
 
@@ -119,10 +119,7 @@ def run(args: Any) -> PartitionReport:
     if args.baseline == "lp-floor":
         baseline = lp_floor_baseline(problem, solved.check.unallocated_mib)
     if args.svg:
-        try:
-            write_atomically(args.svg, layout_svg(problem, layout, overheads))
-        except OSError as err:
-            raise InputError(f"cannot write the SVG: {err.strerror}", source=args.svg) from None
+        write_file(args.svg, layout_svg(problem, layout, overheads))
     return PartitionReport(
         status=solved.status,
         objective=solved.objective,

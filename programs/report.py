@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import InputError
+from model.errors import InputError, OutputError
+from model.files import write_files
 from programs.batch import TOTALS, read_results, summarise
 from programs.compare import metric_value, value_cell, verdict
 
@@ -265,31 +266,27 @@ def run(args: Any) -> ReportResult:
     tables = _results_table(records) + _errors_table(records)
     out = Path(args.out)
     series = tuple(f"{f.stem}: {s}" for f in figs for s in f.series)
+    if html_out:
+        body = "".join(
+            f"<figure id='{f.stem}'><figcaption>{html.escape(f.title)}</figcaption>"
+            f"{f.content}</figure>"
+            for f in figs
+        )
+        contents: dict[str, str | bytes] = {str(out): _page(title, rows, body, tables)}
+        folder = out.parent
+    else:
+        contents = {str(out / f"{f.stem}.png"): f.content for f in figs}
+        body = "".join(
+            f"<figure><figcaption>{html.escape(f.title)}</figcaption>"
+            f"<img src='{f.stem}.png' alt='{html.escape(f.title)}'></figure>"
+            for f in figs
+        )
+        contents[str(out / "summary.html")] = _page(title, rows, body, tables)
+        folder = out
     try:
-        if html_out:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            body = "".join(
-                f"<figure id='{f.stem}'><figcaption>{html.escape(f.title)}</figcaption>"
-                f"{f.content}</figure>"
-                for f in figs
-            )
-            out.write_text(_page(title, rows, body, tables))
-            files = (str(out),)
-        else:
-            out.mkdir(parents=True, exist_ok=True)
-            written = []
-            for f in figs:
-                path = out / f"{f.stem}.png"
-                path.write_bytes(f.content)  # type: ignore[arg-type]
-                written.append(str(path))
-            body = "".join(
-                f"<figure><figcaption>{html.escape(f.title)}</figcaption>"
-                f"<img src='{f.stem}.png' alt='{html.escape(f.title)}'></figure>"
-                for f in figs
-            )
-            summary = out / "summary.html"
-            summary.write_text(_page(title, rows, body, tables))
-            files = (*written, str(summary))
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"{out}: cannot write the report: {err.strerror}") from None
+        raise OutputError(f"cannot create the folder: {err.strerror}", source=str(folder)) from None
+    write_files(contents)  # all the report's files, or none of them
+    files = tuple(contents)
     return ReportResult(str(out), files, series, len(records))

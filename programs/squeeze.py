@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from model.backends.text import save_text
+from model.backends.text import dump_text
 from model.cluster import Cluster
-from model.errors import InputError
+from model.files import write_files
 from model.squeeze import (
     SH_TEMPLATE,
     Migration,
@@ -108,27 +108,12 @@ def report_of(
     )
 
 
-def _save(cluster: Cluster, path: str, message: str) -> None:
-    try:
-        save_text(cluster, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror}") from None
-    print(message, file=sys.stderr)
-
-
 def run(args: Any) -> SqueezeReport:
     """`exalloc squeeze`: load (-t, -m or -L), plan, then write the -S and -C files hsqueeze
     would write."""
     from programs.sources import cluster_of
 
     cluster, _ = cluster_of(args)
-    if args.save:
-        _save(
-            cluster,
-            args.save + ".original",
-            f"The cluster state before hsqueeze run has been written to file "
-            f"'{args.save}.original'",
-        )
     request = SqueezeRequest(args.minimal_resources, args.target_resources, args.move)
     state = node_states(cluster)
     result = plan(state, request, args.solver_options)
@@ -139,18 +124,25 @@ def run(args: Any) -> SqueezeReport:
         no_headers=args.no_headers,
         print_commands=args.print_commands,
     )
+    # written only once the plan succeeded, all together (model.files): a failing plan or an
+    # unwritable target leaves none of them behind
+    files: dict[str, str] = {}
     if report.commands is not None and report.commands_file is not None:
-        try:
-            with open(report.commands_file, "w", encoding="utf-8") as fh:
-                fh.write(SH_TEMPLATE + report.commands)
-        except OSError as exc:
-            raise InputError(f"cannot write {report.commands_file}: {exc.strerror}") from None
+        files[report.commands_file] = SH_TEMPLATE + report.commands
     if args.save:
         off = result.nodes if result.mode == "offline" else ()
         on = result.nodes if result.mode == "online" else ()
-        _save(
-            squeezed_cluster(state, off, on, result.moves),
-            args.save + ".squeezed",
+        files[args.save + ".original"] = dump_text(cluster)
+        files[args.save + ".squeezed"] = dump_text(squeezed_cluster(state, off, on, result.moves))
+    write_files(files)
+    if args.save:
+        print(
+            "The cluster state before hsqueeze run has been written to file "
+            f"'{args.save}.original'",
+            file=sys.stderr,
+        )
+        print(
             f"The cluster state after hsqueeze run has been written to file '{args.save}.squeezed'",
+            file=sys.stderr,
         )
     return report

@@ -37,7 +37,6 @@ SNAPSHOTS = (
     "hbal-soft-errors.data",
     "hbal-soft-errors2.data",
     "hbal-split-insts.data",
-    "hroller-full.data",
     "hroller-nodegroups.data",
     "hroller-nonredundant.data",
     "hroller-online.data",
@@ -58,7 +57,6 @@ SNAPSHOTS = (
     "hsqueeze-underutilized.data",
     "missing-resources.data",
     "multiple-master.data",
-    "multiple-tags.data",
     "n1-failure.data",
     "partly-used.data",
     "plain-n1-restriction.data",
@@ -66,7 +64,9 @@ SNAPSHOTS = (
     "shared-n1-restriction.data",
     "unique-reboot-order.data",
 )
-INVALID = ("invalid-node.data",)
+# invalid-node.data fails to load in htools too; the other two name an instance twice, which
+# htools accepts and exalloc rejects (model.validate)
+INVALID = ("invalid-node.data", "hroller-full.data", "multiple-tags.data")
 
 
 def hinfo_table(hinfo: Path, path: Path) -> tuple[float, dict[str, float]]:

@@ -351,8 +351,8 @@ def test_unwritable_save_is_a_one_line_error(tmp_path, capsys) -> None:  # noqa:
     )
     assert code == 1 and out == ""
     assert err.strip().splitlines() == [
-        f"exalloc: error: cannot write {base}.original: No such file or directory"
-    ]
+        f"exalloc: error: {base}.original: cannot write: No such file or directory"
+    ]  # model.files' message, as for every output file
 
 
 def test_empty_cluster_is_no_action_like_hsqueeze(ganeti, capsys) -> None:  # noqa: ANN001

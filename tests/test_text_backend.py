@@ -26,7 +26,10 @@ from model.backends.text import (
 from model.cluster import DEFAULT_IPOLICY, Disk, ISpec
 from model.errors import InputError
 
-INVALID = {"invalid-node.data"}
+# htools loads these two, but each names an instance twice; exalloc rejects duplicate names
+# (model.validate, docs/reliability.md): its answers and its checker name instances.
+DUPLICATE_NAMES = {"hroller-full.data": "inst-00", "multiple-tags.data": "new-1"}
+INVALID = {"invalid-node.data", *DUPLICATE_NAMES}
 GROUP = "g|u|preferred|\n\n"
 NODE = "n1|1024|0|1024|100|100|4|N|u\n"
 POLICY = "|1,1,1,1,1,1|1,1,1,1,1,1;2,2,2,2,2,2|plain,drbd|4.0|32.0\n"
@@ -87,6 +90,18 @@ def test_hinfo_reads_our_files_identically(ganeti, tmp_path):
         assert rewritten.stdout == original.stdout, path.name
         assert rewritten.stderr == original.stderr, path.name
         assert "Cluster score:" in original.stdout
+
+
+@pytest.mark.reference
+def test_ganeti_files_naming_an_instance_twice_are_rejected(ganeti):
+    for name, instance in DUPLICATE_NAMES.items():
+        path = ganeti.data_dir / name
+        assert run("hinfo", "-t", path).returncode == 0  # htools takes them as they are
+        with pytest.raises(InputError, match=f"duplicate instance name '{instance}'") as info:
+            load_text(path)
+        lines = path.read_text().splitlines()
+        first = next(n for n, line in enumerate(lines, 1) if line.startswith(f"{instance}|"))
+        assert info.value.line > first and lines[info.value.line - 1].startswith(f"{instance}|")
 
 
 @pytest.mark.reference
@@ -324,7 +339,7 @@ def test_flags_tags_and_lists():
         + "n1|1024|0|1024|100|100|4|Y|u|2|a:b,c|Y|2|2|1.5\n"
         + "n2|1024|0|1024|100|100|4|M|u\n\n"
         + "i1|128|100|1|ADMIN_down|N|n1|n2|drbd|x,y|2|3|Y\n"
-        + "i2|128|100|1|running|Y|n2|n2|plain|\n\n"
+        + "i2|128|100|1|running|Y|n2||plain|\n\n"
         + "htools:iextags:x\n"
     )
     cluster = parse_text(text, "f")
@@ -345,7 +360,7 @@ def test_flags_tags_and_lists():
         (Disk(100, 3),),
         ("x", "y"),
     )
-    assert i2.secondary == "n2"  # only drbd forbids primary == secondary
+    assert i2.secondary is None
     assert cluster.cluster_tags == ("htools:iextags:x",)
     assert parse_text(dump_text(cluster), "rt") == cluster
 

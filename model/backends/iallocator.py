@@ -39,6 +39,14 @@ from model.cluster import (
 )
 from model.errors import InputError
 from model.resources import FailMode
+from model.validate import (
+    MAX_QUANTITY,
+    NESTING_MESSAGE,
+    cluster_problem,
+    deep_nesting_line,
+    quantity_message,
+    quantity_problem,
+)
 
 ADMIN_STATE_STATUS = {"up": "running", "down": "ADMIN_down", "offline": "ADMIN_offline"}
 EVAC_MODES = ("primary-only", "secondary-only", "all")
@@ -188,7 +196,6 @@ class _Bad(Exception):
 
 
 _NUMBER_TYPES = (int, float, Decimal)
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _is_number(value: Any) -> bool:
@@ -196,20 +203,33 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool)
 
 
-def _read_int(value: Any) -> int:
-    if type(value) is int and _INT64_MIN <= value <= _INT64_MAX:  # the common case, fast
+def _quantity(value: Any, signed: bool = False) -> Any:
+    """exalloc's rule for every number it reads (model.validate): finite, from 0 (free
+    amounts: -2^53) to 2^53."""
+    problem = quantity_problem(value, signed=signed)
+    if problem is not None:
+        raise _Bad(quantity_message("value", value, problem, signed=signed))
+    return value
+
+
+def _read_int(value: Any, signed: bool = False) -> int:
+    if type(value) is int and 0 <= value <= MAX_QUANTITY:  # the common case, fast
         return value
     if not _is_number(value):
         raise _Bad("Unable to read Int")
-    rounded = int(round(value))  # Text.JSON: `round` of the rational, halves to even
-    rounded %= 1 << 64
-    return rounded - (1 << 64) if rounded >= 1 << 63 else rounded
+    # checked before rounding: Text.JSON would wrap an out-of-range Int modulo 2^64
+    return int(round(_quantity(value, signed)))  # Text.JSON: round the rational, halves to even
+
+
+def _read_free_int(value: Any) -> int:
+    """A free amount: negative when the node is overcommitted (model.validate)."""
+    return _read_int(value, signed=True)
 
 
 def _read_double(value: Any) -> float:
     if not _is_number(value):
         raise _Bad("Unable to read Double")
-    return float(value)
+    return float(_quantity(value))
 
 
 def _read_bool(value: Any) -> bool:
@@ -404,12 +424,12 @@ def _node_fields(
 _LIVE_INTS = ("free_spindles", "reserved_memory", "free_memory", "free_disk", "reserved_cpus")
 _LIVE_DOUBLES = ("total_memory", "total_disk", "total_cpus")
 _LIVE_KEYS = (
-    ("free_spindles", _read_int, 0),
+    ("free_spindles", _read_free_int, 0),
     ("total_memory", _read_double, 0.0),
     ("reserved_memory", _read_int, 0),
-    ("free_memory", _read_int, 0),
+    ("free_memory", _read_free_int, 0),
     ("total_disk", _read_double, 0.0),
-    ("free_disk", _read_int, 0),
+    ("free_disk", _read_free_int, 0),
     ("total_cpus", _read_double, 0.0),
     ("reserved_cpus", _read_int, 0),
 )
@@ -434,13 +454,13 @@ def _quick_node(obj: dict, group_uuids: set[str]) -> dict[str, Any] | None:
     live = not offline and vm_capable
     values: dict[str, Any] = {}
     for key in _LIVE_INTS:
-        value = _int_or_none(get(key)) if live else 0
+        value = _int_or_none(get(key), key.startswith("free_")) if live else 0
         if value is None:
             return None
         values[key] = value
     for key in _LIVE_DOUBLES:
         value = get(key) if live else 0.0
-        if type(value) not in (int, float, Decimal):
+        if type(value) not in (int, float, Decimal) or quantity_problem(value) is not None:
             return None
         values[key] = float(value)
     if excl:
@@ -499,8 +519,9 @@ def _disk(desc: str, path: str) -> Callable[[Any], Disk]:
     return read
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int and _INT64_MIN <= value <= _INT64_MAX else None
+def _int_or_none(value: Any, signed: bool = False) -> int | None:
+    low = -MAX_QUANTITY if signed else 0
+    return value if type(value) is int and low <= value <= MAX_QUANTITY else None
 
 
 def _strings_or_none(value: Any) -> tuple[str, ...] | None:
@@ -697,15 +718,31 @@ def _parse_request(req: dict, cluster: Cluster) -> Request:
 # Entry points.
 
 
+class _Repeated(dict):
+    """An object that had duplicate keys: the first value of each, and which keys repeated."""
+
+    repeated: tuple[str, ...] = ()
+
+
 def _first_wins(pairs: list[tuple[str, Any]]) -> dict:
-    """Text.JSON keeps duplicate keys and looks up the first; keep that one."""
+    """Text.JSON keeps duplicate keys and looks up the first; keep that one. Where keys are
+    names (nodes, instances, groups) a repeated key is rejected later (`_unique_names`)."""
     out = dict(pairs)
     if len(out) == len(pairs):  # no duplicate keys: the usual case
         return out
-    out = {}
+    first = _Repeated()
     for key, value in pairs:
-        out.setdefault(key, value)
-    return out
+        if key in first:
+            first.repeated += (key,)
+        else:
+            first[key] = value
+    return first
+
+
+def _unique_names(objects: dict, path: str, kind: str) -> None:
+    """Two nodes (instances, groups) of one name are no cluster (model.validate)."""
+    for name in getattr(objects, "repeated", ()):
+        raise _Bad(f"duplicate {kind} name '{name}'", f"{path}.{name}")
 
 
 def _reject_constant(name: str) -> Any:
@@ -729,6 +766,9 @@ def _decode(text: str, source: str) -> Any:
         ) from None
     except ValueError as exc:
         raise InputError(f"{prefix}: Malformed JSON: {exc}", source=source) from None
+    except RecursionError:  # Python's reader recurses once per level of [ and {
+        line = deep_nesting_line(text)
+        raise InputError(f"{prefix}: {NESTING_MESSAGE}", source=source, line=line) from None
 
 
 def parse_request(
@@ -755,12 +795,15 @@ def _parse(top: dict, static_kvm_node_memory: int) -> IAllocatorInput:
     desc = "invalid iallocator message"
     request = _get(top, "request", _read_object, "", desc)
     group_objs = _get(top, "nodegroups", _read_object, "", desc)
+    _unique_names(group_objs, "nodegroups", "group uuid")
     groups = []
     for uuid, value in group_objs.items():
         path = f"nodegroups.{uuid}"
         groups.append(_parse_group(uuid, _as_object(value, path), path))
     node_objs = _get(top, "nodes", _read_object, "", desc)
     instance_objs = _get(top, "instances", _read_object, "", desc)
+    _unique_names(node_objs, "nodes", "node")
+    _unique_names(instance_objs, "instances", "instance")
     tags = _get(top, "cluster_tags", _read_strings, "", desc)
     hypervisors = _get(top, "enabled_hypervisors", _read_strings, "", desc)
     hypervisor = hypervisors[0] if hypervisors else None
@@ -782,6 +825,11 @@ def _parse(top: dict, static_kvm_node_memory: int) -> IAllocatorInput:
         cluster_tags=tags,
         cluster_policy=DEFAULT_IPOLICY,
     )
+    problem = cluster_problem(cluster)  # duplicates and cross-references (model.validate)
+    if problem is not None:
+        keys = {"group": list(group_objs), "node": list(node_objs), "instance": list(instance_objs)}
+        section = {"group": "nodegroups", "node": "nodes", "instance": "instances"}[problem.kind]
+        raise _Bad(problem.message, f"{section}.{keys[problem.kind][problem.index]}")
     return IAllocatorInput(cluster, _parse_request(request, cluster), hypervisors)
 
 

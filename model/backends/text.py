@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -33,6 +32,7 @@ from model.cluster import (
     NodeGroup,
 )
 from model.errors import InputError
+from model.validate import cluster_problem, quantity_message, quantity_problem
 
 # ---------------------------------------------------------------------------------------------
 # Haskell `read` for Int and Double, as Ganeti's `tryRead` uses it.
@@ -59,7 +59,10 @@ def _number_token(s: str, pos: int, want_int: bool) -> tuple[int | float, int] |
         m = pattern.match(s, pos)
         if m:
             value = int(m.group(1), base)
-            return (value if want_int else float(value)), m.end()
+            if want_int:
+                return value, m.end()
+            # Haskell's fromInteger :: Double gives Infinity where Python's float() raises
+            return (float(value) if value.bit_length() <= 1024 else math.inf), m.end()
     m = _DEC.match(s, pos)
     if m:
         text = m.group(0)
@@ -107,12 +110,14 @@ def _wrap_int(value: int) -> int:
     return value - _INT64 if value >= _INT64 // 2 else value
 
 
-def _read_number(name: str, text: str, want_int: bool) -> int | float:
+def _read_number(name: str, text: str, want_int: bool, *, wrap: bool = True) -> int | float:
     parses = _read_at(text, 0, want_int)
     if len(parses) == 1:
         value, end = parses[0]
         if end == len(text):
-            return _wrap_int(int(value)) if want_int else float(value)
+            if want_int:
+                return _wrap_int(int(value)) if wrap else int(value)
+            return float(value)
         raise ValueError(f"{name}: leftover characters when parsing '{text}': '{text[end:]}'")
     raise ValueError(f"{name}: cannot parse string '{text}'")
 
@@ -308,11 +313,19 @@ class _Fail(Exception):
     """A load error of one line; the caller adds the file and line number."""
 
 
-def _num(name: str, text: str, want_int: bool) -> int | float:
+def _num(name: str, text: str, want_int: bool, what: str) -> int | float:
+    """A quantity field as htools reads it, then held to exalloc's rule (model.validate):
+    finite, from 0 (free amounts: -2^53) to 2^53, checked before an Int would wrap as
+    Haskell's does."""
     try:
-        return _read_number(name, text, want_int)
+        value = _read_number(name, text, want_int, wrap=False)
     except ValueError as exc:
         raise _Fail(str(exc)) from None
+    signed = what.startswith("free ")
+    problem = quantity_problem(value, signed=signed)
+    if problem is not None:
+        raise _Fail(f"{name}: {quantity_message(what, text, problem, signed=signed)}")
+    return value
 
 
 def _enum(type_name: str, value: str, allowed: Iterable[str]) -> str:
@@ -340,12 +353,19 @@ def _parse_node(fields: list[str], group_uuids: set[str]) -> Node:
     if "?" in (tm, nm, fm, td, fd, tc):
         # htools: Node.create name 0 0 0 0 0 0 0 True 0 0 gdx False (no tags, no master)
         return Node(name, 0.0, 0, 0, 0.0, 0, 0.0, gu, offline=True, spindles=0, reserved_cpus=0)
-    values = [_num(name, v, k) for v, k in ((tm, False), (nm, True), (fm, True), (td, False))]
-    values += [_num(name, fd, True), _num(name, tc, False)]
-    ncpu_v = _num(name, ncpu, True)
-    spindles = _num(name, sp, True)
-    cpu_speed = _num(name, speed, False)
-    free_spindles = _num(name, fsp, True)
+    numbers = (
+        (tm, False, "total memory"),
+        (nm, True, "node memory"),
+        (fm, True, "free memory"),
+        (td, False, "total disk"),
+        (fd, True, "free disk"),
+        (tc, False, "total cpus"),
+    )
+    values = [_num(name, v, k, what) for v, k, what in numbers]
+    ncpu_v = _num(name, ncpu, True, "reserved cpus")
+    spindles = _num(name, sp, True, "spindles")
+    cpu_speed = _num(name, speed, False, "cpu speed")
+    free_spindles = _num(name, fsp, True, "free spindles")
     if excl not in ("Y", "N"):
         raise _Fail(f"Invalid exclusive_storage value for node '{name}': {excl}")
     t_mem, n_mem, f_mem, t_dsk, f_dsk, t_cpu = values
@@ -378,9 +398,9 @@ def _parse_instance(fields: list[str], node_names: set[str]) -> Instance:
     for node in (pnode, snode) if snode else (pnode,):
         if node not in node_names:
             raise _Fail(f"Unknown node '{node}' for instance {name}")
-    memory = _num(name, mem, True)
-    disk = _num(name, dsk, True)
-    cpus = _num(name, vcpus, True)
+    memory = _num(name, mem, True, "memory")
+    disk = _num(name, dsk, True, "disk")
+    cpus = _num(name, vcpus, True, "vcpus")
     _enum("InstanceStatus", status, INSTANCE_STATUSES)
     if auto_bal not in ("Y", "N"):
         raise _Fail(f"Invalid auto_balance value '{auto_bal}' for instance {name}")
@@ -388,8 +408,8 @@ def _parse_instance(fields: list[str], node_names: set[str]) -> Instance:
         raise _Fail(
             f"Instance {name}: Invalid string value for type DiskTemplate: {show_string(dt)}"
         )
-    spindle_use = _num(name, su, True)
-    disk_spindles = None if spin == "-" else int(_num(name, spin, True))
+    spindle_use = _num(name, su, True, "spindle use")
+    disk_spindles = None if spin == "-" else int(_num(name, spin, True, "spindles"))
     if forth not in ("Y", "N"):
         raise _Fail(f"Invalid forthcoming value '{forth}' for instance {name}")
     if dt in MIRRORED_TEMPLATES and snode == pnode:
@@ -415,7 +435,9 @@ def _parse_ispec(owner: str, text: str) -> ISpec:
     if len(parts) < 6:
         raise _Fail(f"Invalid ispec data for {owner}: {show_list(parts)}")
     keys = ("memsize", "cpucount", "disksize", "diskcount", "niccount", "spindleuse")
-    return ISpec(*(int(_num(f"{owner}/{k}", v, True)) for k, v in zip(keys, parts, strict=False)))
+    return ISpec(
+        *(int(_num(f"{owner}/{k}", v, True, k)) for k, v in zip(keys, parts, strict=False))
+    )
 
 
 def _parse_ipolicy(fields: list[str]) -> tuple[str, IPolicy]:
@@ -436,8 +458,8 @@ def _parse_ipolicy(fields: list[str]) -> tuple[str, IPolicy]:
     dts = comma_split(templates)
     for dt in dts:
         _enum("DiskTemplate", dt, DISK_TEMPLATES)
-    vcpu = _num(f"{owner}/vcpu_ratio", vcpu_ratio, False)
-    spindle = _num(f"{owner}/spindle_ratio", spindle_ratio, False)
+    vcpu = _num(f"{owner}/vcpu_ratio", vcpu_ratio, False, "vcpu ratio")
+    spindle = _num(f"{owner}/spindle_ratio", spindle_ratio, False, "spindle ratio")
     return owner, IPolicy(pairs, std_spec, dts, float(vcpu), float(spindle))
 
 
@@ -494,13 +516,18 @@ def parse_text(text: str, source: str = "<text>") -> Cluster:
         else g
         for i, g in enumerate(groups)
     ]
-    return Cluster(
+    cluster = Cluster(
         groups=tuple(groups),
         nodes=tuple(nodes),
         instances=tuple(instances),
         cluster_tags=tuple(line for _, line in tag_rows),
         cluster_policy=cluster_policy,
     )
+    problem = cluster_problem(cluster)  # duplicates and cross-references (model.validate)
+    if problem is not None:
+        rows = {"group": group_rows, "node": node_rows, "instance": instance_rows}[problem.kind]
+        raise InputError(problem.message, source=source, line=rows[problem.index][0])
+    return cluster
 
 
 def load_text(path: str | os.PathLike[str], *, static_kvm_node_memory: int = 4096) -> Cluster:
@@ -620,16 +647,10 @@ def dump_text(cluster: Cluster) -> str:
 
 
 def save_text(cluster: Cluster, path: str | os.PathLike[str]) -> None:
-    """Write atomically (temporary file in the same folder, then os.replace)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-            fh.write(dump_text(cluster))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (model.files: whole or not at all; OutputError when it cannot)."""
+    from model.files import write_file
+
+    write_file(path, dump_text(cluster))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,8 +9,6 @@ an LV that no VG contains is written as a plain partition.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -262,17 +260,3 @@ def layout_svg(problem: PartitionProblem, layout: Layout, overheads: Overheads) 
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + 2 * left}" '
         f'height="{height}" viewBox="0 0 {width + 2 * left} {height}">\n{body}\n</svg>\n'
     )
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write via a temporary file in the same directory and os.replace: never half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".exalloc-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

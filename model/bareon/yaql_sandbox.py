@@ -5,11 +5,19 @@ yaql bounds collection sizes (``yaql.limitIterators``) and approximate memory
 limits would run forever.  In the main thread we arm ``signal.setitimer``; anywhere
 else (a worker thread cannot receive signals) the expression runs in a child process
 killed after the time limit.
+
+yaql's quota counts the values an expression makes, not its parser's: parsing a string
+literal costs about 370 bytes per character (1 MB of expression took 392 MB and 3.4 s), so
+an expression longer than the quota divided by PARSE_BYTES_PER_CHAR is refused unparsed
+(2,500 characters with the default 1 MB; schemas' expressions are well under 200). One
+sandbox also bounds the time of all its expressions together (a schema's whole rendering).
+docs/reliability.md ("yaql") has the hostile expressions tried and the figures.
 """
 
 from __future__ import annotations
 
 import collections.abc  # noqa: F401  (must precede 'import yaql' on Python 3.11)
+import dataclasses
 import json
 import re
 import signal
@@ -19,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaql
@@ -37,13 +45,25 @@ class YaqlError(Exception):
         self.reason = reason
 
 
+#: What parsing costs per character of expression at most (measured: a string literal
+#: ~370 bytes, sums and attribute chains ~140, lists ~75; docs/reliability.md).
+PARSE_BYTES_PER_CHAR = 400
+
+
 @dataclass(frozen=True)
 class YaqlLimits:
-    """Bounds applied to every expression (collections, approximate bytes, seconds)."""
+    """Bounds applied to every expression (collections, approximate bytes, seconds), and to
+    all expressions of one sandbox together (seconds)."""
 
     max_iterations: int = 10_000
     memory_quota_bytes: int = 1_000_000
     time_limit_s: float = 2.0
+    total_time_s: float = 30.0
+
+    @property
+    def max_expression_chars(self) -> int:
+        """The longest expression whose parsing stays within the memory quota."""
+        return self.memory_quota_bytes // PARSE_BYTES_PER_CHAR
 
 
 def yaql_expression(value: object) -> str | None:
@@ -91,16 +111,34 @@ class YaqlSandbox:
             }
         )
         self._context = yaql.create_context(datetime=False, regex=False, yaqlized=False)
+        self._spent_s = 0.0  # time of all evaluations so far, against limits.total_time_s
 
     def evaluate(self, expression: str, data: Any) -> Any:
         """Evaluate ``expression`` with ``$`` bound to ``data``; raise YaqlError on any failure."""
-        if threading.current_thread() is not threading.main_thread():
-            return _evaluate_in_child(expression, data, self.limits)
+        longest = self.limits.max_expression_chars
+        if len(expression) > longest:
+            raise YaqlError(
+                f"the expression has {len(expression)} characters, more than the {longest} "
+                f"its memory quota of {self.limits.memory_quota_bytes} bytes lets it parse"
+            )
+        left = self.limits.total_time_s - self._spent_s
+        if left <= 0:
+            raise YaqlError(
+                f"the expressions together used up their {self.limits.total_time_s:g} s "
+                "(time limit of all expressions)"
+            )
+        seconds = min(self.limits.time_limit_s, left)
+        started = time.monotonic()
         try:
-            with _alarm(self.limits.time_limit_s):
+            if threading.current_thread() is not threading.main_thread():
+                limits = replace(self.limits, time_limit_s=seconds)
+                return _evaluate_in_child(expression, data, limits)
+            with _alarm(seconds):
                 return self._evaluate_unbounded_time(expression, data)
         except _Timeout:
-            raise YaqlError(f"stopped after {self.limits.time_limit_s:g} s (time limit)") from None
+            raise YaqlError(f"stopped after {seconds:.2g} s (time limit)") from None
+        finally:
+            self._spent_s += time.monotonic() - started
 
     def _evaluate_unbounded_time(self, expression: str, data: Any) -> Any:
         try:
@@ -122,13 +160,15 @@ class YaqlSandbox:
             raise YaqlError(f"no key {err} (use $.get(key, default))") from None
         except Exception as err:  # yaql raises many unrelated types; all are user errors here
             text = " ".join(str(err).split()) or type(err).__name__
+            if len(text) > 200:  # yaql quotes its receiver, which may be the whole hardware
+                text = text[:200] + "..."
             raise YaqlError(f"{type(err).__name__}: {text}") from None
 
 
 def _evaluate_in_child(expression: str, data: Any, limits: YaqlLimits) -> Any:
     """Evaluate in a child process killed after the time limit (for non-main threads)."""
     request = json.dumps(
-        {"expression": expression, "data": data, "limits": limits.__dict__}, default=str
+        {"expression": expression, "data": data, "limits": dataclasses.asdict(limits)}, default=str
     )
     try:
         done = subprocess.run(

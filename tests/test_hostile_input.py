@@ -1,0 +1,365 @@
+"""Hostile input through the real CLI (issue 14): each reported case, and the rules of
+model/validate.py (docs/reliability.md, "Numbers and names"), one test each.
+
+Every rejection must be exit 1 with one line naming the file and the line or key; every
+accepted odd value must give an answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import cli
+
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOT = REPO / "data" / "squeeze" / "greedy-gap.data"
+REQUEST = REPO / "data" / "requests" / "dedicated-12-nodes-allocate.json"
+MULTI = REPO / "data" / "requests" / "dedicated-12-nodes-multi.json"
+FIXTURE = REPO / "data" / "bareon" / "fixtures" / "two_disks_none_none.yaml"
+HEX300 = "0x" + "f" * 300
+# "billion laughs": five lines that expand to 10^5 leaves through aliases
+LAUGHS = (
+    "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcd", "bcde", strict=True)
+    )
+    + "dynamic_schema: [{id: x, type: lv, mount: *e}]\nhw_info: {disks: [{id: d, size: 10}]}\n"
+)
+
+
+def _main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _rejected(capsys, *argv: str) -> str:
+    """Run, expect one `exalloc: error:` line and exit 1; the line."""
+    code, out, err = _main(capsys, *argv)
+    assert code == 1, (code, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("exalloc: error: "), err
+    return err.strip()
+
+
+# -- the htools text format --------------------------------------------------------------------
+
+
+def _snapshot_with(tmp_path: Path, section: int, row: int, field: int, value: str) -> Path:
+    """SNAPSHOT with one field of one row (section 1: nodes, 2: instances) replaced."""
+    sections = SNAPSHOT.read_text().split("\n\n")
+    rows = sections[section].split("\n")
+    fields = rows[row].split("|")
+    fields[field] = value
+    rows[row] = "|".join(fields)
+    sections[section] = "\n".join(rows)
+    path = tmp_path / "hostile.data"
+    path.write_text("\n\n".join(sections))
+    return path
+
+
+def _line_of(path: Path, section: int, row: int) -> int:
+    before = path.read_text().split("\n\n")[:section]
+    return sum(s.count("\n") + 2 for s in before) + row + 1
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "what", "value", "problem"),
+    [
+        (1, 1, "total memory", "1e400", "not a finite number"),
+        (1, 4, "total disk", "1e309", "not a finite number"),
+        (1, 6, "total cpus", HEX300, "not a finite number"),  # a Double: Haskell's Infinity
+        (1, 1, "total memory", "NaN", "not a finite number"),
+        (1, 6, "total cpus", "Infinity", "not a finite number"),
+        (1, 6, "total cpus", "1e308", "larger than 2^53"),
+        (1, 2, "node memory", HEX300, "larger than 2^53"),  # htools wraps it modulo 2^64
+        (1, 3, "free memory", "-9007199254740993", "smaller than -2^53"),
+        (2, 1, "memory", "9007199254740993", "larger than 2^53"),
+        (2, 3, "vcpus", "-1", "negative"),
+        (2, 2, "disk", "-5000", "negative"),
+    ],
+)
+def test_text_numbers_out_of_range_are_one_line(
+    capsys, tmp_path: Path, section: int, field: int, what: str, value: str, problem: str
+) -> None:
+    path = _snapshot_with(tmp_path, section, 0, field, value)
+    line = _line_of(path, section, 0)
+    for command in (["info", "-t", str(path)], ["squeeze", "-t", str(path)]):
+        err = _rejected(capsys, *command)
+        assert err.startswith(f"exalloc: error: {path}:{line}: "), err
+        assert f"{what} " in err and problem in err and len(err) < 300, err
+
+
+def test_text_negative_free_memory_is_an_overcommitted_node(capsys, tmp_path: Path) -> None:
+    """Ganeti reports a node's free memory below 0 when instances may claim more."""
+    path = _snapshot_with(tmp_path, 1, 0, 3, "-512")
+    code, out, err = _main(capsys, "info", "-t", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["nodes"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda rows: rows[1].replace(rows[1].split("|")[0], rows[0].split("|")[0], 1),
+         "duplicate node name"),
+    ],
+)  # fmt: skip
+def test_text_duplicate_node_name(capsys, tmp_path: Path, edit, message: str) -> None:
+    sections = SNAPSHOT.read_text().split("\n\n")
+    rows = sections[1].split("\n")
+    duplicate = edit(rows)
+    sections[1] = "\n".join([*rows, duplicate])
+    path = tmp_path / "dup.data"
+    path.write_text("\n\n".join(sections))
+    err = _rejected(capsys, "info", "-t", str(path))
+    assert f"{path}:{_line_of(path, 1, len(rows))}: {message} " in err, err
+
+
+def _cluster_text(instances: str) -> str:
+    return (
+        "g|u|preferred|\n\n"
+        "n1|1024|0|1024|100|100|4|N|u\nn2|1024|0|1024|100|100|4|N|u\n\n"
+        f"{instances}\n\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("instances", "line", "message"),
+    [
+        ("i1|128|10|1|running|Y|n1||plain|\ni1|128|10|1|running|Y|n2||plain|", 7,
+         "duplicate instance name 'i1'"),
+        ("i1|128|10|1|running|Y|n1||drbd|", 6, "instance i1 uses drbd but has no secondary node"),
+        ("i1|128|10|1|running|Y|n1|n2|plain|", 6,
+         "instance i1 uses plain, which has no secondary node, but names n2 as its secondary"),
+        ("i1|128|10|1|running|Y|n1|n1|ext|", 6, "instance i1 uses ext"),
+    ],
+)  # fmt: skip
+def test_text_inconsistent_instances(capsys, tmp_path: Path, instances, line, message) -> None:
+    path = tmp_path / "c.data"
+    path.write_text(_cluster_text(instances))
+    err = _rejected(capsys, "info", "-t", str(path))
+    assert err.startswith(f"exalloc: error: {path}:{line}: {message}"), err
+
+
+# -- IAllocator requests ---------------------------------------------------------------------
+
+
+def _request_with(tmp_path: Path, base: Path, edit) -> Path:
+    doc = json.loads(base.read_text())
+    edit(doc)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _first_node(doc: dict) -> dict:
+    return next(iter(doc["nodes"].values()))
+
+
+def _first_instance(doc: dict) -> dict:
+    return next(iter(doc["instances"].values()))
+
+
+def _one_node(doc: dict) -> list[str]:
+    return _first_instance(doc)["nodes"][:1]
+
+
+def test_the_reported_hang_is_a_quick_one_line_error(ganeti, tmp_path: Path) -> None:
+    """hail-multialloc-dedicated.json with one node's total_cpus = 1e308 ran for minutes."""
+    base = ganeti.data_dir / "hail-multialloc-dedicated.json"
+    path = _request_with(tmp_path, base, lambda d: _first_node(d).update(total_cpus=1e308))
+    name = next(iter(json.loads(path.read_text())["nodes"]))
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "hail", str(path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert time.perf_counter() - start < 20
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "key 'total_cpus'" in done.stderr and "larger than 2^53" in done.stderr
+    assert f"(at nodes.{name}.total_cpus)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragments"),
+    [
+        (lambda d: _first_node(d).update(total_memory=float("inf")), ["Malformed JSON"]),
+        (lambda d: d["request"].update(vcpus=-2), ["key 'vcpus'", "negative", "request.vcpus"]),
+        (lambda d: d["request"].update(memory=10**30), ["key 'memory'", "larger than 2^53"]),
+        (lambda d: _first_node(d).update(free_disk=-(2**60)), ["smaller than -2^53"]),
+        (lambda d: _first_instance(d).update(disk_template="drbd", nodes=_one_node(d)),
+         ["uses drbd but has no secondary node", "(at instances."]),
+    ],
+)  # fmt: skip
+def test_request_values_out_of_range(capsys, tmp_path: Path, edit, fragments) -> None:
+    path = _request_with(tmp_path, REQUEST, edit)
+    err = _rejected(capsys, "hail", str(path))
+    assert err.startswith(f"exalloc: error: {path}: "), err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_request_negative_free_memory_is_answered(capsys, tmp_path: Path) -> None:
+    path = _request_with(tmp_path, REQUEST, lambda d: _first_node(d).update(free_memory=-100))
+    code, out, err = _main(capsys, "hail", str(path))
+    assert code == 0 and json.loads(out)["success"] is True, err
+
+
+def test_request_duplicate_node_key(capsys, tmp_path: Path) -> None:
+    text = REQUEST.read_text()
+    doc = json.loads(text)
+    name = next(iter(doc["nodes"]))
+    twice = text.replace('"nodes": {', f'"nodes": {{"{name}": {{}}, ', 1)
+    assert twice != text
+    path = tmp_path / "dup.json"
+    path.write_text(twice)
+    err = _rejected(capsys, "hail", str(path))
+    assert f"duplicate node name '{name}' (at nodes.{name})" in err
+
+
+def test_request_nested_100000_deep(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    err = _rejected(capsys, "hail", str(path))
+    assert err.startswith(f"exalloc: error: {path}:1: ") and "nested too deeply" in err
+    env = {**os.environ, "EXALLOC_HAIL_SOCKET": ""}  # the console script, in process
+    client = "import sys; from programs.hail_client import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", client, str(path)],
+        cwd=REPO, capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "nested too deeply" in done.stderr
+
+
+def test_every_request_has_a_default_time_bound(capsys, monkeypatch, tmp_path: Path) -> None:
+    """Without --time-limit a request still stops, at programs.hail.DEFAULT_TIME_LIMIT_S
+    (60 s; 2 s here): 10 drbd instances on 200 nodes, not proven optimal in 40 s, come back
+    within the bound as the best batch found, with its gap."""
+    import dedicated_gen as gen
+
+    import programs.hail
+
+    assert programs.hail.DEFAULT_TIME_LIMIT_S == 60.0
+    monkeypatch.setattr(programs.hail, "DEFAULT_TIME_LIMIT_S", 2.0)
+    request = gen.multi_allocate(random.Random(1), 200, 10, template="drbd", fits=True)
+    path = tmp_path / "drbd-200.json"
+    path.write_text(json.dumps(request))
+    start = time.perf_counter()
+    code, out, err = _main(capsys, "--json", "hail", str(path))
+    took = time.perf_counter() - start
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["response"]["success"] is True
+    assert {run["status"] for run in report["solver"]} == {"feasible"}
+    assert took < 15, took  # the bound, the model's build and the one-by-one comparison
+
+
+@pytest.mark.parametrize(
+    "option",
+    [["--time-limit", "nan"], ["--time-limit", "-1"], ["--time-limit", "inf"], ["--gap", "nan"],
+     ["--gap", "-0.5"], ["--threads", "0"], ["--greedy-timeout", "nan"]],
+)  # fmt: skip
+def test_solver_options_out_of_range_are_usage_errors(capsys, option: list[str]) -> None:
+    command = ["compare", *option, str(FIXTURE)]
+    if option[0] != "--greedy-timeout":
+        command = ["hail", *option, str(REQUEST)]
+    with pytest.raises(SystemExit) as done:
+        cli.main(command)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option[0]}: must be a finite number" in err.splitlines()[-1]
+
+
+# -- Bareon schemas and hardware ---------------------------------------------------------------
+
+
+def _fixture_with(tmp_path: Path, old: str, new: str, name: str = "f.yaml") -> Path:
+    text = FIXTURE.read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _yaml_line(path: Path, fragment: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("1.0e+308", "larger than 2^53"), (".nan", "not a finite number"),
+     (".inf", "not a finite number"), ("-5", "negative"), ("1" + "0" * 400, "larger than 2^53")],
+)  # fmt: skip
+def test_hardware_sizes_out_of_range(capsys, tmp_path: Path, value: str, problem: str) -> None:
+    path = _fixture_with(tmp_path, "{id: sda, size: 100}", f"{{id: sda, size: {value}}}")
+    err = _rejected(capsys, "partition", "--schema", str(path))
+    line = _yaml_line(path, "id: sda, size")
+    assert err.startswith(f"exalloc: error: {path}:{line}: disk 'sda': size "), err
+    assert problem in err and len(err) < 200, err
+
+
+def test_schema_size_from_yaql_out_of_range(capsys, tmp_path: Path) -> None:
+    big = "- {id: lv1, type: lv, size: 'yaql=pow(10, 300)'}"
+    path = _fixture_with(tmp_path, "- {id: lv1, type: lv}", big)
+    err = _rejected(capsys, "partition", "--schema", str(path))
+    line = _yaml_line(path, "yaql=pow")
+    assert f"{path}:{line}: space 'lv1': size 100000000000000000... (301 characters) is" in err
+
+
+def test_expected_that_is_not_a_list(capsys, tmp_path: Path) -> None:
+    path = _fixture_with(tmp_path, "expected:\n", "expected: 5\nold_expected:\n")
+    err = _rejected(capsys, "partition", "--schema", str(path))
+    line = _yaml_line(path, "expected: 5")
+    assert err == f"exalloc: error: {path}:{line}: 'expected' must be a list of disks"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("dynamic_schema: " + "[" * 5000 + "]" * 5000 + "\n", "exceeded maximum nesting depth"),
+        ("dynamic_schema:\n- {id: a, type: lv, size: " + "[" * 950 + "]" * 950 + "}\n"
+         "hw_info: {disks: [{id: d, size: 10}]}\n", "nested too deeply"),
+        (LAUGHS, "expands to more than 100000 values"),
+        ("dynamic_schema: &s [{id: x, type: vg, contains: *s}]\n"
+         "hw_info: {disks: [{id: d, size: 1}]}\n",
+         "an alias refers to a collection that contains the alias"),
+    ],
+)  # fmt: skip
+def test_yaml_bombs_are_one_line(capsys, tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    err = _rejected(capsys, "partition", "--schema", str(path))
+    assert time.perf_counter() - start < 10
+    assert err.startswith(f"exalloc: error: {path}") and fragment in err, err
+
+
+# -- one bad file never stops a batch or a comparison ------------------------------------------
+
+
+def test_bad_file_is_a_failed_record_not_a_dead_batch(capsys, tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (inputs / "deep.yaml").write_text("[" * 100_000 + "]" * 100_000)
+    (inputs / "good.yaml").write_text(FIXTURE.read_text())
+    out = tmp_path / "r.jsonl"
+    code, stdout, err = _main(capsys, "batch", str(inputs), "--out", str(out), "--no-progress")
+    assert code == 0, err
+    records = {Path(r["input"]).name: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(records) == {"deep.json", "deep.yaml", "good.yaml"}
+    assert "nested too deeply" in records["deep.json"]["error"]
+    assert "nest" in records["deep.yaml"]["error"]
+    assert records["good.yaml"]["status"] == "optimal"
+    code, stdout, err = _main(capsys, "compare", str(inputs))
+    assert code == 1  # compare exits 1 when an input failed, after answering the others
+    assert "deep.json: " in stdout and "optimal" in stdout

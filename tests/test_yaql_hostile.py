@@ -1,0 +1,110 @@
+"""yaql stays untrusted (issue 14): hostile expressions in a Bareon schema, run through the
+real CLI, each stopped by the sandbox with a one-line error naming the file, line, space and
+key, within its bound; and the memory quota covers parsing (docs/reliability.md, "yaql")."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import cli
+from model.bareon.yaql_sandbox import PARSE_BYTES_PER_CHAR, YaqlError, YaqlLimits, YaqlSandbox
+
+HW = "hw_info:\n  disks:\n  - {id: sda, size: 100, type: hdd}\n  - {id: sdb, size: 50, type: ssd}\n"
+LIMITS = YaqlLimits()
+
+# (what is attempted, expression, what the one-line error says)
+HOSTILE = [
+    ("Python internals", "$.__class__.__mro__", "illegal character"),
+    ("Python internals", "$.disks.__len__()", 'Unknown method "__len__"'),
+    ("import", "__import__('os')", 'Unknown function "__import__"'),
+    ("import", "import('os').system('true')", 'Unknown function "import"'),
+    ("files", "open('/etc/passwd')", 'Unknown function "open"'),
+    ("files", "call(open, '/etc/passwd')", "No function"),
+    ("eval", "eval('1')", 'Unknown function "eval"'),
+    ("huge range", "range(0, 1000000000)", "iteration limit"),
+    ("huge range", "range(0, 1000000000).len()", "time limit"),
+    ("huge range", "range(0, 3000).select(range(0, 3000)).flatten().len()", "time limit"),
+    ("huge power", "pow(7, 100000000)", "time limit"),
+    ("huge power", "pow(2, 100000000) + 1", "memory quota"),
+    ("regex", "regex('(a+)+$').matches('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!')",
+     'Unknown function "regex"'),
+    ("regex", "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!' =~ '(a+)+$'", "Unknown function"),
+    ("long string", "'x' * 100000000", "memory quota"),
+    ("long string", "'x'.repeat(100000000)", "iteration limit"),
+    ("deep nesting", "(" * 1200 + "1" + ")" * 1200, "recursion too deep"),
+    ("deep nesting", "[" * 1200 + "]" * 1200, "recursion too deep"),
+    ("long expression", "'" + "a" * 1_000_000 + "'", "more than the 2500 its memory quota"),
+    ("long expression", "+".join(["1"] * 5000), "more than the 2500 its memory quota"),
+]  # fmt: skip
+
+
+def _schema(tmp_path: Path, expression: str) -> tuple[Path, int]:
+    """A fixture whose space 'b' takes its size from `expression`; the file and that line."""
+    quoted = expression.replace("'", "''")
+    text = (
+        "dynamic_schema:\n- {id: a, type: lv, min_size: 10}\n"
+        f"- id: b\n  type: lv\n  size: 'yaql={quoted}'\n" + HW
+    )
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    return path, 5
+
+
+@pytest.mark.parametrize(("attempt", "expression", "message"), HOSTILE)
+def test_hostile_expression_is_stopped_in_one_line(
+    capsys, tmp_path: Path, attempt: str, expression: str, message: str
+) -> None:
+    path, line = _schema(tmp_path, expression)
+    start = time.perf_counter()
+    code = cli.main(["partition", "--schema", str(path)])
+    took = time.perf_counter() - start
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "", (attempt, err)
+    assert err.count("\n") == 1, err[:500]
+    assert err.startswith(f"exalloc: error: {path}:{line}: yaql error in space 'b', key 'size'")
+    assert message in err, (attempt, err[:300])
+    assert len(err) < 400  # the expression is quoted, a long one shortened
+    assert took < LIMITS.time_limit_s + 3, (attempt, took)
+
+
+def test_memory_quota_covers_parsing() -> None:
+    """A 1 MB string literal took 392 MB and 3.4 s to parse; it is now refused unparsed, and
+    the longest expression accepted parses within the quota."""
+    sandbox = YaqlSandbox()
+    longest = LIMITS.max_expression_chars
+    assert longest == LIMITS.memory_quota_bytes // PARSE_BYTES_PER_CHAR == 2500
+    for size, accepted in ((1_000_000, False), (longest - 2, True)):
+        literal = "'" + "a" * size + "'"
+        tracemalloc.start()
+        start = time.perf_counter()
+        try:
+            value = sandbox.evaluate(literal, {})
+        except YaqlError as err:
+            value = err
+        took = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert isinstance(value, str) == accepted, value
+        assert peak <= LIMITS.memory_quota_bytes * 1.2, peak
+        assert took < 0.5, took
+
+
+def test_all_expressions_of_a_schema_share_one_time_bound() -> None:
+    """Many expressions each under their own bound cannot add up to an unbounded rendering."""
+    sandbox = YaqlSandbox(YaqlLimits(time_limit_s=0.3, total_time_s=0.7))
+    burn = "range(0, 9000).select(range(0, 9000).sum()).sum()"
+    start = time.perf_counter()
+    reasons = []
+    for _ in range(5):
+        try:
+            sandbox.evaluate(burn, {})
+        except YaqlError as err:
+            reasons.append(err.reason)
+    assert time.perf_counter() - start < 2
+    assert reasons[:2] == ["stopped after 0.3 s (time limit)"] * 2
+    assert reasons[2].startswith(("stopped after 0.", "the expressions together"))  # what is left
+    assert reasons[-1].startswith("the expressions together used up their 0.7 s")

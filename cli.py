@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from model.errors import ExallocError
+from model.errors import ExallocError, printable
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -893,8 +893,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
-    except ExallocError as err:
-        print(f"exalloc: error: {err}", file=sys.stderr)
+    except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
+        print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("exalloc: interrupted", file=sys.stderr)
@@ -920,7 +920,7 @@ def _internal_error(err: Exception, *, debug: bool) -> int:
         traceback.print_exception(err, file=sys.stderr)
     frames = traceback.extract_tb(err.__traceback__)
     where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-    what = " ".join(str(err).split())[:300]
+    what = printable(" ".join(str(err).split()), 300)
     what = f"{type(err).__name__}: {what}" if what else type(err).__name__
     hint = "" if debug else "; rerun with --debug for the traceback"
     print(f"exalloc: internal error: {what}{where} ({REPORT_HINT}{hint})", file=sys.stderr)

@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 
+def printable(text: str, limit: int | None = None) -> str:
+    """`text` safe to quote on one line of a terminal or a log: every character Python, a
+    terminal or a log reader could take for a line break or a control (newline, vertical tab,
+    the separators \\x1c-\\x1e, U+0085, U+2028, escapes, undecodable bytes) is written as a
+    Python escape; with `limit`, at most that many characters are kept."""
+    kept = text if limit is None else text[:limit]
+    out = []
+    for char in kept:
+        if char.isprintable() or char == "\t":
+            out.append(char)
+        else:
+            out.append(repr(char)[1:-1] if ord(char) > 31 else f"\\x{ord(char):02x}")
+    return "".join(out) + ("..." if len(kept) < len(text) else "")
+
+
 class ExallocError(Exception):
     """Base of every error the CLI reports as one line (never a traceback)."""
 

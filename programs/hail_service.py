@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from model import errors
 from model.errors import ExallocError
 from programs.hail_client import (
     ACK,
@@ -181,18 +182,8 @@ def run_call(call: Call, main: Callable[[list[str]], int]) -> Reply:
 
 
 def printable(text: str, limit: int = LOG_QUOTE_CHARS) -> str:
-    """`text` as a log line may quote it: control and other unprintable characters (a newline
-    that would start a forged line, terminal escapes, undecodable bytes) escaped as in Python
-    literals, backslashes doubled, at most `limit` characters kept."""
-    out = []
-    for char in text[:limit]:
-        if char == "\\":
-            out.append("\\\\")
-        elif char.isprintable():
-            out.append(char)
-        else:
-            out.append(repr(char)[1:-1] if ord(char) > 31 else f"\\x{ord(char):02x}")
-    return "".join(out) + ("..." if len(text) > limit else "")
+    """`text` as a log line may quote it (model.errors.printable): no input forges a line."""
+    return errors.printable(text, limit)
 
 
 def _log(log: TextIO, message: str) -> None:

@@ -128,7 +128,7 @@ def test_log_lines_escape_what_they_quote(server: Server, workdir: Path) -> None
     assert len(lines) == 1, lines
     assert "\\x0aexalloc hail-server[1]: hail forged.json" in lines[0]
     assert "\\x1b[2J" in lines[0] and "\x1b" not in lines[0]
-    assert printable("a\\b\udcff\u2028" + "z" * 300).startswith("a\\\\b\\udcff\\u2028zz")
+    assert printable("a\\b\udcff\u2028\x85" + "z" * 300).startswith("a\\b\\udcff\\u2028\\x85z")
     assert printable("z" * 300).endswith("z...") and len(printable("z" * 300)) == 203
 
 

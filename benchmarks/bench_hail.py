@@ -107,7 +107,13 @@ class HailServer:
             time.sleep(0.05)
         script = Path(sys.executable).parent / "exalloc-hail"
         self.client = (
-            [str(script)] if script.exists() else [sys.executable, "-m", "programs.hail_client"]
+            [str(script)]
+            if script.exists()
+            else [
+                sys.executable,
+                "-c",
+                "import sys; from cli import exalloc_hail; sys.exit(exalloc_hail())",
+            ]
         )
         self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))
 

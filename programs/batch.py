@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import glob
 import json
 import os
 import signal
@@ -33,59 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ExallocError, InputError
-from programs.compare import (
+from programs.tasks import (
     Options,
     Task,
-    classify,
+    discover,
     freeze,
     live_tasks,
     metric_value,
     options_from,
+    plan,
     require_inputs,
     solve_task,
     verdict,
 )
 
-INPUT_SUFFIXES = (".data", ".json", ".yaml", ".yml")
 CONNECT_TIMEOUT = "10s"  # how long to wait for a Dask scheduler before giving up
 
 
 # -- inputs ---------------------------------------------------------------------------------------
-
-
-def discover(spec: str) -> list[str]:
-    """Inputs from a directory (recursively, known suffixes only), a glob, or one file."""
-    path = Path(spec)
-    if path.is_dir():
-        found = [
-            str(p)
-            for p in sorted(path.rglob("*"))
-            if p.is_file() and p.suffix.lower() in INPUT_SUFFIXES and not p.name.startswith(".")
-        ]
-    elif any(c in spec for c in "*?["):
-        found = sorted(p for p in glob.glob(spec, recursive=True) if Path(p).is_file())
-    elif path.is_file():
-        found = [spec]
-    else:
-        raise InputError(f"{spec}: no such file or directory")
-    if not found:
-        raise InputError(f"{spec}: no inputs (.data, .json, .yaml) found")
-    return found
-
-
-def plan(inputs: Iterable[str]) -> list[Task]:
-    """Every (input, problem) task, in input order, each key once."""
-    seen: set[tuple[str, str]] = set()
-    tasks = []
-    for path in inputs:
-        for task in classify(path):
-            if task.key not in seen:
-                seen.add(task.key)
-                tasks.append(task)
-    return tasks
-
-
-# -- the results file -----------------------------------------------------------------------------
 
 
 class ResultsFile:

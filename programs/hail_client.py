@@ -199,18 +199,3 @@ def forward(argv: list[str]) -> int | None:
     sys.stderr.write(reply.stderr)
     sys.stderr.flush()
     return reply.exit_code
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The `exalloc-hail` console script: the server's answer, else exalloc's in process."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    code = forward(args)
-    if code is None:
-        from cli import hail_main
-
-        return hail_main(args)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

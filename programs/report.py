@@ -18,7 +18,7 @@ from typing import Any
 from model.errors import InputError, OutputError
 from model.files import write_files
 from programs.batch import TOTALS, read_results, summarise
-from programs.compare import metric_value, value_cell, verdict
+from programs.tasks import metric_value, value_cell, verdict
 
 SUMMARY_COLUMNS = (
     ("problem", "problem"),

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from programs import batch
-from programs.compare import Options, Task, classify, solve_task
+from programs import batch, tasks
+from programs.tasks import Options, Task, classify, solve_task
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "data" / "bareon" / "fixtures"
@@ -55,7 +55,7 @@ def _batch_args(inputs: list[str], out: Path, **kw) -> Namespace:
 def test_classify_by_kind(tmp_path: Path) -> None:
     _generate(tmp_path, 1, bareon=1)
     kinds = {
-        Path(t.input).name: t.problem for p in batch.discover(str(tmp_path)) for t in classify(p)
+        Path(t.input).name: t.problem for p in tasks.discover(str(tmp_path)) for t in classify(p)
     }
     assert kinds == {
         "snap-0000.data": "squeeze",
@@ -63,7 +63,7 @@ def test_classify_by_kind(tmp_path: Path) -> None:
         "snap-0000.multi-allocate.json": "multi-allocate",
         "bareon-0000.yaml": "partition",
     }
-    sizes = {t.problem: t.size for p in batch.discover(str(tmp_path)) for t in classify(p)}
+    sizes = {t.problem: t.size for p in tasks.discover(str(tmp_path)) for t in classify(p)}
     assert 4 <= sizes["squeeze"] <= 6 and sizes["partition"] == 2
 
 
@@ -92,13 +92,13 @@ def test_unknown_request_type_is_recorded_not_raised(tmp_path: Path) -> None:
 def test_discover_dir_glob_file_and_nothing(tmp_path: Path) -> None:
     _generate(tmp_path, 2, bareon=0)
     (tmp_path / "results.jsonl").write_text("")
-    found = batch.discover(str(tmp_path))
+    found = tasks.discover(str(tmp_path))
     assert len(found) == 6 and not any(p.endswith(".jsonl") for p in found)
-    assert batch.discover(str(tmp_path / "*.data")) == [
+    assert tasks.discover(str(tmp_path / "*.data")) == [
         str(tmp_path / "snap-0000.data"),
         str(tmp_path / "snap-0001.data"),
     ]
-    assert batch.discover(str(tmp_path / "snap-0000.data")) == [str(tmp_path / "snap-0000.data")]
+    assert tasks.discover(str(tmp_path / "snap-0000.data")) == [str(tmp_path / "snap-0000.data")]
     done = _cli("batch", str(tmp_path / "nothing-*.data"), "--out", str(tmp_path / "r.jsonl"))
     assert done.returncode == 1 and "no inputs" in done.stderr and "Traceback" not in done.stderr
 
@@ -180,7 +180,7 @@ def test_batch_killed_midway_then_resumed_has_every_input_once(tmp_path: Path) -
     inputs = tmp_path / "in"
     _generate(inputs, 20, 2, "--templates", "ext", "--requests", "none")
     _generate(inputs / "dedicated", 2, 0, "--exclusive-storage", "--seed", "1")
-    expected = {t.key for p in batch.discover(str(inputs)) for t in classify(p)}
+    expected = {t.key for p in tasks.discover(str(inputs)) for t in classify(p)}
     assert len([k for k in expected if k[1] == "squeeze"]) == 22
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "cli", "batch", str(inputs), "--out", str(out), "--workers", "2",
@@ -349,12 +349,12 @@ def test_generated_split_bareon_pairs_are_one_input_each(tmp_path: Path) -> None
     done = _cli("generate", "--out", str(tmp_path), "--count", "0", "--bareon", "2",
                 "--bareon-split", "--bareon-disks", "2", "--bareon-spaces", "3")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    tasks = batch.plan(batch.discover(str(tmp_path)))
-    assert [(Path(t.input).parent.name, Path(t.input).name, Path(t.hw).name) for t in tasks] == [
+    planned = tasks.plan(tasks.discover(str(tmp_path)))
+    assert [(Path(t.input).parent.name, Path(t.input).name, Path(t.hw).name) for t in planned] == [
         ("bareon-0000", "schema.yaml", "hw.yaml"),
         ("bareon-0001", "schema.yaml", "hw.yaml"),
     ]
-    record = solve_task(tasks[0], Options())
+    record = solve_task(planned[0], Options())
     assert record["status"] == "optimal", record["error"]
 
 
@@ -385,6 +385,6 @@ def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
         assert f"\n{problem} " in done.stdout
     lines = _lines(out)
     assert not any(r.get("error") or (r.get("greedy") or {}).get("error") for r in lines)
-    from programs.compare import verdict
+    from programs.tasks import verdict
 
     assert "greedy better" not in {verdict(r) for r in lines}

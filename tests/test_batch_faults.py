@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from programs import batch
-from programs.compare import classify
+from programs import tasks
+from programs.tasks import classify
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ def test_sigkill_at_several_points_then_rerun_at_once(tmp_path: Path) -> None:
     inputs = tmp_path / "in"
     _generate(inputs, 14, "--templates", "ext", "--requests", "none", "--bareon", "6",
               "--bareon-disks", "2", "--bareon-spaces", "3")  # fmt: skip
-    expected = {t.key for p in batch.discover(str(inputs)) for t in classify(p)}
+    expected = {t.key for p in tasks.discover(str(inputs)) for t in classify(p)}
     assert len(expected) == 20
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "cli", "batch", str(inputs), "--out", str(out),
@@ -172,7 +172,7 @@ def test_dask_worker_killed_mid_task_is_retried_or_recorded(
 
     inputs = tmp_path / "in"
     _generate(inputs, 4, "--templates", "ext", "--requests", "none", "--nodes", "24-30")
-    expected = {t.key for p in batch.discover(str(inputs)) for t in classify(p)}
+    expected = {t.key for p in tasks.discover(str(inputs)) for t in classify(p)}
     out = tmp_path / "dask.jsonl"
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}),

@@ -12,7 +12,7 @@ import pytest
 
 from model.backends.text import dump_text
 from model.generate import ClusterSpec, generate_cluster, generate_request
-from programs import compare
+from programs import compare, tasks
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "data" / "bareon" / "fixtures"
@@ -49,7 +49,7 @@ def test_partition_against_lp_floor() -> None:
     for r in report.records:
         assert r["problem"] == "partition" and r["status"] == "optimal", r.get("error")
         assert r["greedy"]["tool"] == "lp-floor"
-        assert compare.verdict(r) in ("same", "exact better")
+        assert tasks.verdict(r) in ("same", "exact better")
     text = report.text()
     assert "lp-floor" in text and "MiB lost" in text
     assert report.exit_code == 0
@@ -66,7 +66,7 @@ def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
         greedy = r["greedy"]
         assert greedy["tool"] == "hsqueeze" and greedy["violations"] == 0
         assert r["value"] >= greedy["value"]
-        assert compare.verdict(r) in ("same", "exact better")
+        assert tasks.verdict(r) in ("same", "exact better")
     assert "hsqueeze" in report.text()
 
 
@@ -87,7 +87,7 @@ def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> N
     fixture = FIXTURES / "single_disk_min_only.yaml"
     report = compare.run(_args(data, fixture))
     squeeze = next(r for r in report.records if r["problem"] == "squeeze")
-    assert squeeze["greedy"]["error"] == compare.INSTALL_HINT
+    assert squeeze["greedy"]["error"] == tasks.INSTALL_HINT
     partition = next(r for r in report.records if r["problem"] == "partition")
     assert partition["greedy"]["value"] == 0  # the baseline needs no htools
     text = report.text()
@@ -106,43 +106,43 @@ def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
 
 def test_answer_lines() -> None:
     squeeze = {"mode": "offline", "nodes": ["n3", "n4"], "moves": 5}
-    assert compare.answer_text(squeeze) == "power off n3, n4; 5 moves"
-    assert compare.answer_text({"mode": "none", "nodes": [], "moves": 0}) == "no action"
+    assert tasks.answer_text(squeeze) == "power off n3, n4; 5 moves"
+    assert tasks.answer_text({"mode": "none", "nodes": [], "moves": 0}) == "no action"
     placed = {"placements": {"i1": ["n1", "n2"], "i2": ["n3"]}}
-    assert compare.answer_text(placed) == "i1 -> n1/n2; i2 -> n3"
+    assert tasks.answer_text(placed) == "i1 -> n1/n2; i2 -> n3"
     layout = {
         "layout": [{"disk_id": "sda", "spaces": [{"space_id": "lv1", "size": 20},
                                                 {"space_id": "lv2", "size": 0},
                                                 {"space_id": "unallocated", "size": 80}]}],
         "unallocated_mib": 80,
     }  # fmt: skip
-    assert compare.answer_text(layout) == "sda: lv1 20 (unallocated 80 MiB)"
+    assert tasks.answer_text(layout) == "sda: lv1 20 (unallocated 80 MiB)"
 
 
 def test_verdicts() -> None:
     base = {"problem": "squeeze", "error": None, "value": 3}
-    assert compare.verdict({**base, "greedy": {"value": 2}}) == "exact better"
-    assert compare.verdict({**base, "greedy": {"value": 3}}) == "same"
-    assert compare.verdict({**base, "greedy": {"value": 4}}) == "greedy better"
+    assert tasks.verdict({**base, "greedy": {"value": 2}}) == "exact better"
+    assert tasks.verdict({**base, "greedy": {"value": 3}}) == "same"
+    assert tasks.verdict({**base, "greedy": {"value": 4}}) == "greedy better"
     lost = {"problem": "partition", "error": None, "value": 0}
-    assert compare.verdict({**lost, "greedy": {"value": 10}}) == "exact better"
-    assert compare.verdict({**lost, "greedy": {"value": None}}) == "exact better"
-    assert compare.verdict({**lost, "greedy": {"error": "x"}}) == "-"
-    assert compare.verdict({**lost, "error": "bad"}) == "-"
+    assert tasks.verdict({**lost, "greedy": {"value": 10}}) == "exact better"
+    assert tasks.verdict({**lost, "greedy": {"value": None}}) == "exact better"
+    assert tasks.verdict({**lost, "greedy": {"error": "x"}}) == "-"
+    assert tasks.verdict({**lost, "error": "bad"}) == "-"
     fewer_moves = {**base, "answer": {"moves": 2}, "greedy": {"value": 3, "answer": {"moves": 4}}}
-    assert compare.verdict(fewer_moves) == "exact better"
+    assert tasks.verdict(fewer_moves) == "exact better"
     broken = {**base, "greedy": {"value": 3, "violations": 2}}
-    assert compare.verdict(broken) == "exact better"
+    assert tasks.verdict(broken) == "exact better"
 
 
 def test_response_placements(tmp_path: Path) -> None:
     request = tmp_path / "r.json"
     request.write_text('{"request": {"type": "allocate", "name": "i0"}}')
     one = {"success": True, "result": ["n1", "n2"]}
-    assert compare.response_placements(str(request), one) == {"i0": ["n1", "n2"]}
-    assert compare.response_placements(str(request), {"success": False, "result": []}) == {}
+    assert tasks.response_placements(str(request), one) == {"i0": ["n1", "n2"]}
+    assert tasks.response_placements(str(request), {"success": False, "result": []}) == {}
     multi = {"success": True, "result": [[["i1", ["n1"]], ["i2", ["n2", "n1"]]], ["i3"]]}
-    assert compare.response_placements(str(request), multi) == {"i1": ["n1"], "i2": ["n2", "n1"]}
+    assert tasks.response_placements(str(request), multi) == {"i1": ["n1"], "i2": ["n2", "n1"]}
 
 
 def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
             assert r["status"] == "infeasible" and r["greedy"]["value"] == 0
         else:
             assert r["status"] == "optimal" and r["lost"]
-        assert compare.verdict(r) in ("same", "exact better")
+        assert tasks.verdict(r) in ("same", "exact better")
     assert report.records[0]["problem"] == "allocate"
     assert report.records[1]["problem"] == "multi-allocate"
 

@@ -131,7 +131,7 @@ def _write(folder: Path, name: str, text: str) -> Path:
 
 def snapshot_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     """A text snapshot: `info`, and when it loads, `squeeze`, whose plan the checker judges."""
-    from programs.compare import judge_squeeze
+    from programs.tasks import judge_squeeze
 
     text = fi.mutate_snapshot(data, data.draw(st.sampled_from(TEXT_SEEDS), label="seed"))
     path = _write(folder, "snapshot.data", text)
@@ -148,7 +148,7 @@ def snapshot_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
 
 def request_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     """An IAllocator request: `hail`; a successful placement is judged by the checker."""
-    from programs.compare import judge_allocation, response_placements
+    from programs.tasks import judge_allocation, response_placements
 
     tree = data.draw(st.sampled_from(REQUEST_SEEDS), label="seed")
     text = fi.dump_json(data, fi.mutate_tree(data, tree, fi.JSON_VALUES))

@@ -1,7 +1,7 @@
 """`exalloc hail-server` and the `exalloc-hail` client: served answers are the in-process ones.
 
 The server runs as a real process on a real Unix socket; the client is the console script's
-entry point (`programs.hail_client.main`) run as a process. Every comparison is against the
+entry point (`cli.exalloc_hail`) run as a process. Every comparison is against the
 same call answered in process (EXALLOC_HAIL_SOCKET empty), byte for byte, and the server's
 log proves the served calls did not silently fall back.
 """
@@ -27,7 +27,7 @@ from programs.hail_client import Call, ProtocolError, Reply, pack, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"
-CLIENT = "import sys; from programs.hail_client import main; sys.exit(main())"
+CLIENT = "import sys; from cli import exalloc_hail; sys.exit(exalloc_hail())"
 
 
 class Server:

@@ -10,6 +10,7 @@ The independent checker (model/check.py) judges every answer before it is return
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -75,12 +76,13 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         group = names.pop() if len(names) == 1 else None
         if is_dedicated(cluster, group):
             return multi_allocate(cluster, req, opts.solver)
+        started = time.perf_counter()
         one_by_one = one_by_one_answer(inp, opts)
         if not opts.joint:
             return one_by_one
         from solvers.strategies.joint import joint_multi_allocate
 
-        return joint_multi_allocate(inp, one_by_one, opts.solver)
+        return joint_multi_allocate(inp, one_by_one, _rest(opts.solver, started))
     if isinstance(req, NodeEvacuateRequest) and opts.joint:
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
         from solvers.strategies.joint import joint_node_evacuate
@@ -89,9 +91,19 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
     if isinstance(req, ChangeGroupRequest) and opts.joint:
         from solvers.strategies.joint import joint_change_group
 
+        started = time.perf_counter()
         ans, line, objectives = answer_normal(inp, opts)
-        return joint_change_group(inp, _as_hail(ans, line, objectives), ans, opts.solver)
+        hail = _as_hail(ans, line, objectives)
+        return joint_change_group(inp, hail, ans, _rest(opts.solver, started))
     return one_by_one_answer(inp, opts)
+
+
+def _rest(options: SolverOptions, started: float) -> SolverOptions:
+    """The time limit left after hail's one-by-one answer: the joint model shares the
+    request's bound (at least a second, to try)."""
+    if options.time_limit is None:
+        return options
+    return options.within(max(options.time_limit - (time.perf_counter() - started), 1.0))
 
 
 def one_by_one_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:

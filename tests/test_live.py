@@ -652,13 +652,19 @@ def test_luxi_reply_never_escapes_as_a_traceback(recorded, tmp_path, data):
         assert len(cluster.nodes) == len(spoiled.nodes)
 
 
+#: model.validate's words for a number outside what exalloc accepts (a negative size, a value
+#: past 2^53): htools reads such numbers, exalloc refuses them with this one line
+OUT_OF_RANGE = "(it must be from"
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
 def test_spoiled_answers_read_as_htools_reads_them(ganeti, recorded, tmp_path_factory, data):
     """Whatever a field holds or lacks, exalloc refuses the answers htools refuses and reads
-    the others into htools' snapshot."""
+    the others into htools' snapshot, except numbers out of exalloc's range, which it refuses
+    in one line where htools reads them."""
     spoiled = _spoil(recorded, data)
     folder = tmp_path_factory.mktemp("spoiled")
     spoiled.write(folder / "rapi")
@@ -668,7 +674,8 @@ def test_spoiled_answers_read_as_htools_reads_them(ganeti, recorded, tmp_path_fa
     try:
         ours = rapi.load_rapi(address)
     except LiveSourceError as err:
-        assert not theirs.exists(), f"htools read what exalloc refused: {err}"
+        # exalloc refuses quantities out of range that htools reads (docs/reliability.md)
+        assert not theirs.exists() or OUT_OF_RANGE in str(err), f"htools read it: {err}"
     else:
         assert theirs.exists(), "exalloc read what htools refused"
         assert dump_text(ours).encode("utf-8", "surrogateescape") == theirs.read_bytes()
@@ -691,7 +698,7 @@ def test_spoiled_luxi_replies_read_as_htools_reads_them(ganeti, recorded, data):
             try:
                 ours = luxi.load_luxi(str(path))
             except LiveSourceError as err:
-                assert not theirs.exists(), f"htools read what exalloc refused: {err}"
+                assert not theirs.exists() or OUT_OF_RANGE in str(err), f"htools read it: {err}"
                 return
         assert theirs.exists(), "exalloc read what htools refused"
         assert dump_text(ours).encode("utf-8", "surrogateescape") == theirs.read_bytes()

@@ -355,7 +355,7 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
     )
     _solver_options(p)
     _json_option(p)
-    p.set_defaults(run=_program("n1"))
+    p.set_defaults(run=_program("n1"), pool_prefix="pool:", no_greedy=False, print_commands=False)
 
 
 def _super_cluster_options(p: argparse.ArgumentParser) -> None:
@@ -400,6 +400,7 @@ def _super_cluster_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the greedy baseline (the design's algorithm on htools' allocation)",
     )
+    p.set_defaults(group=None, compare=False, verbose=False)  # compress adds them
     _solver_options(p)
     _json_option(p)
 

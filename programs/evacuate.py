@@ -1,6 +1,116 @@
 """`exalloc evacuate --nodes A,B`: instances off nodes, inside their group first, then across
-groups, proven (docs/groups.md). The work is in programs/groups.py."""
+groups, proven (docs/groups.md); beside it hail's node-evacuate followed by the design's
+inter-group allocation, judged by the same exact checks."""
 
-from programs.groups import run_evacuate as run
+from __future__ import annotations
 
-__all__ = ["run"]
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.errors import InputError
+from model.groups import Relocation, crosses_groups, group_nodes
+from model.state import ClusterState
+from programs.groups import (
+    GroupOptions,
+    commands_text,
+    greedy_json,
+    judged,
+    load,
+    outcome_json,
+    outcome_line,
+    relocation_json,
+    relocation_lines,
+    verify,
+)
+from solvers.strategies import groups as strategy
+
+
+@dataclass(frozen=True)
+class EvacuateReport:
+    source: str
+    state: ClusterState
+    result: strategy.Evacuation
+    greedy: Any
+    print_commands: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def relocations(self) -> tuple[Relocation, ...]:
+        return strategy.relocations_of(self.result.outcome)
+
+    def _counts(self, relocs) -> tuple[int, int]:  # noqa: ANN001
+        cross = sum(1 for r in relocs if crosses_groups(self.state, r))
+        return len(relocs), cross
+
+    def text(self) -> str:
+        r = self.result
+        st = self.state
+        o = r.outcome
+        moved, cross = self._counts(self.relocations)
+        lines = [
+            f"Cluster {self.source}: evacuate {', '.join(r.nodes)} "
+            f"({len(r.instances)} instance(s))",
+            f"Evacuation: {moved} of {len(r.instances)} instance(s), {cross} across groups; "
+            + outcome_line(o),
+        ]
+        lines += relocation_lines(st, self.relocations)
+        left = [n for n in r.instances if n not in {x.instance for x in self.relocations}]
+        if left:
+            lines.append("  left in place (no plan moves them): " + ", ".join(left))
+        if self.greedy is not None:
+            gm, gc = self._counts(self.greedy.relocations)
+            lines.append(
+                f"Greedy (hail's node-evacuate, then the design's inter-group allocation): "
+                f"{gm} of {len(r.instances)}, {gc} across groups"
+            )
+            lines.append("  judged by exact checks: " + judged(self.notes))
+        if self.print_commands and self.relocations:
+            lines.append("Commands:" + commands_text(st, self.relocations).rstrip("\n"))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        st = self.state
+        moved, cross = self._counts(self.relocations)
+        out: dict[str, Any] = {
+            "nodes": list(r.nodes),
+            "instances": list(r.instances),
+            "evacuated": moved,
+            "cross_group": cross,
+            **outcome_json(r.outcome),
+            "relocations": [relocation_json(st, x) for x in self.relocations],
+            "left": [n for n in r.instances if n not in {x.instance for x in self.relocations}],
+        }
+        if self.greedy is not None:
+            gm, gc = self._counts(self.greedy.relocations)
+            out["greedy"] = {
+                **greedy_json(st, self.greedy),
+                "evacuated": gm,
+                "cross_group": gc,
+                "problems": self.notes[:20],
+            }
+        return out
+
+
+def answer(path: str, nodes: Sequence[str], options: GroupOptions) -> EvacuateReport:
+    from model import groups_greedy
+
+    if not nodes:
+        raise InputError("--nodes: give at least one node")
+    state, storage = load(path, options, "exalloc evacuate")
+    kw = options.strategy_kwargs()
+    result = strategy.evacuate(state, storage, list(nodes), **kw)
+    verify(state, storage, result.outcome, options.mode)
+    greedy = groups_greedy.evacuate(state, storage, list(nodes)) if options.greedy else None
+    notes: list[str] = []
+    if greedy is not None:
+        evacuable = result.health.evacuable() - set(nodes)
+        groups = {state.nodes[n].group_uuid for r in greedy.relocations for n in r.nodes()}
+        required = [n for g in groups for n in group_nodes(state, g) if n in evacuable]
+        notes = strategy.judge(state, storage, greedy.relocations, required, **kw)
+    return EvacuateReport(path, state, result, greedy, options.print_commands, notes)
+
+
+def run(args: Any) -> EvacuateReport:
+    return answer(args.text_data, [n for n in args.nodes.split(",") if n], GroupOptions.of(args))

@@ -133,7 +133,7 @@ def run(args: Any) -> GenerateReport:
             _write(path, json.dumps(request, indent=1) + "\n")
             files.append(str(path))
             counts["requests"] += 1
-    split = getattr(args, "bareon_split", False)
+    split = args.bareon_split
     for k in range(args.bareon):
         doc = generate_bareon(rng.getrandbits(32), args.bareon_disks, args.bareon_spaces)
         if split:  # bareon-allocator's own two files, alone in a folder so they pair up

@@ -9,7 +9,6 @@ exact checks, beside hcheck for `n1` and hail's change-group for `compress`.
 
 from __future__ import annotations
 
-from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
@@ -63,31 +62,11 @@ def problems_of(path: str) -> list[str]:
     return out
 
 
-def _args(path: str, o: Any, **extra: Any) -> Namespace:
-    for key, value in (("offline_targets", False), ("compare", False)):
-        extra.setdefault(key, value)
-    return Namespace(
-        text_data=path,
-        solver=o.solver,
-        time_limit=o.time_limit,
-        gap=o.gap,
-        threads=o.threads,
-        json=True,
-        solver_options=_options(o),
-        n1="hard",
-        pool_prefix="pool:",
-        print_commands=False,
-        no_greedy=True,
-        verbose=False,
-        group=None,
-        **extra,
-    )
+def _options(o: Any, **extra: Any) -> Any:
+    """Every exact runner's options: the batch's solver, no greedy run (batch runs its own)."""
+    from programs.groups import GroupOptions
 
-
-def _options(o: Any) -> Any:
-    from solvers.options import SolverOptions
-
-    return SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
+    return GroupOptions(solver=o.solver, greedy=False, **extra)
 
 
 def _solver_fields(out: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +80,7 @@ def exact(problem: str, path: str, o: Any) -> dict[str, Any]:
     if problem == "n1":
         from programs import n1
 
-        report = n1.run(_args(path, o, offline_targets=True))
+        report = n1.answer(path, _options(o, offline_targets=True))
         out = report.to_json()
         bad = sum(1 for g in out["groups"] for n in g["nodes"] if n["evacuable"] is False)
         undecided = sum(1 for g in out["groups"] for n in g["nodes"] if n["evacuable"] is None)
@@ -117,9 +96,9 @@ def exact(problem: str, path: str, o: Any) -> dict[str, Any]:
             "value": bad,
         }
     if problem == "redistribute":
-        from programs.groups import run_redistribute
+        from programs import redistribute
 
-        out = run_redistribute(_args(path, o)).to_json()
+        out = redistribute.answer(path, _options(o)).to_json()
         plan = out.get("healthy_after")
         return {
             **_solver_fields(out),
@@ -128,9 +107,9 @@ def exact(problem: str, path: str, o: Any) -> dict[str, Any]:
             **({"note": out["reason"]} if out.get("reason") else {}),
         }
     if problem == "compress":
-        from programs.groups import run_compress
+        from programs import compress
 
-        out = run_compress(_args(path, o)).to_json()
+        out = compress.answer(path, _options(o)).to_json()
         yes = [g["name"] for g in out["groups"] if g["evacuable"]]
         statuses = {g.get("status") for g in out["groups"]}
         status = "optimal" if statuses <= {"optimal", "infeasible"} else "feasible"
@@ -145,10 +124,10 @@ def exact(problem: str, path: str, o: Any) -> dict[str, Any]:
             "value": len(yes),
         }
     if problem == "evacuate":
-        from programs.groups import run_evacuate
+        from programs import evacuate
 
         nodes = evacuation_nodes(path)
-        out = run_evacuate(_args(path, o, nodes=",".join(nodes))).to_json()
+        out = evacuate.answer(path, nodes, _options(o)).to_json()
         return {
             **_solver_fields(out),
             "answer": {

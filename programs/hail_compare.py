@@ -131,7 +131,7 @@ def with_comparison(
     kvm: int,
 ) -> Any:
     extra = ["--static-kvm-node-memory", str(kvm)]
-    if getattr(args, "text_data", None):
+    if args.text_data:
         extra += ["-t", str(args.text_data)]
     real = _real_hail_on(request_path, text, extra)
     states = node_states(inp.cluster)

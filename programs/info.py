@@ -264,6 +264,6 @@ def run_args(args: Any) -> InfoReport:
     from programs.sources import cluster_of, save_snapshot
 
     cluster, source = cluster_of(args)
-    if getattr(args, "save", None):
+    if args.save:
         save_snapshot(cluster, args.save)
     return summarise(cluster, source.label)

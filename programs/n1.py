@@ -16,6 +16,7 @@ from typing import Any
 from model.backends import load_cluster
 from model.errors import InputError
 from model.state import ClusterState, node_states, unique_instance_names
+from programs.groups import GroupOptions
 from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
 
 HCHECK = "hcheck"
@@ -142,22 +143,26 @@ def hcheck_counts(path: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in _HCHECK_GROUP.finditer(proc.stdout)}
 
 
-def run(args: Any) -> N1ProgramReport:
-    cluster = load_cluster(args.text_data)
+def answer(path: str, options: GroupOptions) -> N1ProgramReport:
+    cluster = load_cluster(path)
     unique_instance_names(cluster, "exalloc n1")
     state = node_states(cluster)
     report = check_cluster(
         state,
-        groups=args.group or None,
-        mode=args.n1,
-        offline_targets=args.offline_targets,
-        options=args.solver_options,
+        groups=list(options.groups) or None,
+        mode=options.mode,
+        offline_targets=options.offline_targets,
+        options=options.solver,
     )
     counts = None
     greedy = None
-    if args.compare:
-        if str(args.text_data).lower().endswith(".json"):
+    if options.compare:
+        if str(path).lower().endswith(".json"):
             raise InputError("--compare needs an htools text snapshot (hcheck reads no requests)")
-        counts = hcheck_counts(args.text_data)
+        counts = hcheck_counts(path)
         greedy = greedy_failures(state)
-    return N1ProgramReport(args.text_data, report, counts, args.verbose, greedy)
+    return N1ProgramReport(path, report, counts, options.verbose, greedy)
+
+
+def run(args: Any) -> N1ProgramReport:
+    return answer(args.text_data, GroupOptions.of(args))

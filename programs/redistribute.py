@@ -1,6 +1,115 @@
 """`exalloc redistribute`: the fewest relocations into healthy peer groups that make every group
-healthy again, proven (docs/groups.md). The work is in programs/groups.py."""
+healthy again, proven (docs/groups.md). Read the cluster, ask the strategy
+(solvers/strategies/groups.py), have the independent checks judge the plan, run the greedy
+baseline (the design's algorithm on htools' allocation) beside it, print."""
 
-from programs.groups import run_redistribute as run
+from __future__ import annotations
 
-__all__ = ["run"]
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.groups import Relocation, group_nodes
+from model.state import ClusterState
+from programs.groups import (
+    GroupOptions,
+    commands_text,
+    greedy_json,
+    group_name,
+    health_json,
+    health_lines,
+    judged,
+    load,
+    outcome_json,
+    outcome_line,
+    relocation_json,
+    relocation_lines,
+    verify,
+)
+from solvers.strategies import groups as strategy
+
+
+@dataclass(frozen=True)
+class RedistributeReport:
+    source: str
+    state: ClusterState
+    result: strategy.Redistribution
+    greedy: Any  # model.groups_greedy.GreedyResult or None
+    print_commands: bool
+    greedy_problems: list[str] = field(default_factory=list)  # its result by exact checks
+
+    @property
+    def relocations(self) -> tuple[Relocation, ...]:
+        return strategy.relocations_of(self.result.outcome)
+
+    def text(self) -> str:
+        r = self.result
+        lines = [f"Cluster {self.source}: {len(r.health.groups)} groups, exact N+1 per node"]
+        lines += health_lines(self.state, r.health)
+        if r.outcome is None:
+            lines.append(f"Redistribution: {r.reason}")
+        else:
+            o = r.outcome
+            if o.status == "infeasible":
+                lines.append(f"Redistribution: no plan exists (proven): {o.reason}")
+            else:
+                lines.append(
+                    f"Redistribution: {len(self.relocations)} relocation(s), {outcome_line(o)}"
+                )
+                lines += relocation_lines(self.state, self.relocations)
+        if self.greedy is not None:
+            g = self.greedy
+            done = (
+                ", ".join(f"{group_name(self.state, k)} {v}" for k, v in g.groups.items())
+                or "nothing to do"
+            )
+            lines.append(
+                f"Greedy (the design's algorithm, htools' allocation): {g.moves} "
+                f"relocation(s); {done}"
+            )
+            lines.append("  judged by exact checks: " + judged(self.greedy_problems))
+        if self.print_commands and self.relocations:
+            lines.append("Commands:" + commands_text(self.state, self.relocations).rstrip("\n"))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.result
+        out: dict[str, Any] = {
+            "groups": health_json(self.state, r.health),
+            "unhealthy": [group_name(self.state, g) for g in r.unhealthy],
+            "healthy_after": r.outcome is not None and r.outcome.plan is not None,
+            **outcome_json(r.outcome),
+            "moves": len(self.relocations),
+            "relocations": [relocation_json(self.state, x) for x in self.relocations],
+        }
+        if r.outcome is None:
+            out["status"] = (
+                "infeasible" if r.reason and r.reason.startswith("no plan") else "optimal"
+            )
+            out["reason"] = r.reason
+        if self.greedy is not None:
+            out["greedy"] = {
+                **greedy_json(self.state, self.greedy),
+                "healthy_after": not self.greedy_problems,
+                "problems": self.greedy_problems[:20],
+            }
+        return out
+
+
+def answer(path: str, options: GroupOptions) -> RedistributeReport:
+    from model import groups_greedy
+
+    state, storage = load(path, options, "exalloc redistribute")
+    kw = options.strategy_kwargs()
+    result = strategy.redistribute(state, storage, **kw)
+    verify(state, storage, result.outcome, options.mode)
+    greedy = groups_greedy.redistribute(state, storage) if options.greedy else None
+    problems: list[str] = []
+    if greedy is not None:
+        groups = list(result.health.groups)
+        everyone = [n for g in groups for n in group_nodes(state, g)]
+        problems = strategy.judge(state, storage, greedy.relocations, everyone, groups, **kw)
+    return RedistributeReport(path, state, result, greedy, options.print_commands, problems)
+
+
+def run(args: Any) -> RedistributeReport:
+    return answer(args.text_data, GroupOptions.of(args))

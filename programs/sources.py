@@ -70,20 +70,17 @@ class ClusterSource:
 
 def source_of(args: Namespace) -> ClusterSource:
     """The one source of `info` and `squeeze`: -t, -m or -L (cli.py makes them exclusive)."""
-    master = getattr(args, "master", None)
-    luxi = getattr(args, "luxi", None)
-    if master is not None:
-        return ClusterSource("rapi", master)
-    if luxi is not None:
-        return ClusterSource("luxi", luxi)
+    if args.master is not None:
+        return ClusterSource("rapi", args.master)
+    if args.luxi is not None:
+        return ClusterSource("luxi", args.luxi)
     return ClusterSource("text", args.text_data)
 
 
 def cluster_of(args: Namespace) -> tuple[Cluster, ClusterSource]:
     """Load the source the options name (with `--static-kvm-node-memory` when given)."""
     source = source_of(args)
-    kvm = getattr(args, "static_kvm_node_memory", 4096)
-    return source.load(static_kvm_node_memory=kvm), source
+    return source.load(static_kvm_node_memory=args.static_kvm_node_memory), source
 
 
 def save_snapshot(cluster: Cluster, path: str) -> None:
@@ -100,8 +97,8 @@ def save_snapshot(cluster: Cluster, path: str) -> None:
 
 def live_sources(args: Namespace) -> list[ClusterSource]:
     """The live clusters given to `compare` and `batch` (repeatable -m and -L), in order."""
-    masters: Sequence[str] = getattr(args, "master", None) or ()
-    sockets: Sequence[str] = getattr(args, "luxi", None) or ()
+    masters: Sequence[str] = args.master or ()
+    sockets: Sequence[str] = args.luxi or ()
     return [ClusterSource("rapi", m) for m in masters] + [ClusterSource("luxi", s) for s in sockets]
 
 

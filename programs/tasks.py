@@ -29,8 +29,9 @@ from typing import Any
 from model.errors import ExallocError, InfeasibleError, InputError
 from programs.groups_batch import METRICS as GROUP_METRICS
 from programs.groups_batch import problems_of as group_problems
+from programs.reference import DEFAULT_HAIL
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
 
-HAIL = Path("/usr/lib/ganeti/iallocators/hail")
 INSTALL_HINT = (
     "real htools not installed: run scripts/get-ganeti-reference"
     " (Debian: apt-get install ganeti-htools)"
@@ -55,10 +56,7 @@ SOLVER_KEYS = ("status", "objective", "bound", "gap", "build_s", "solve_s")
 class Options:
     """Solver and tool options shared by every input of a run (picklable, for the workers)."""
 
-    solver: str = "highs"
-    time_limit: float | None = None
-    gap: float = 0.0
-    threads: int = 1
+    solver: SolverOptions = DEFAULT_OPTIONS
     compare: bool = False
     greedy_timeout: float = 300.0
     hsqueeze: str | None = None  # path of the real tool when not the standard one
@@ -219,16 +217,6 @@ def require_inputs(inputs: list[str], tasks: list[Task]) -> None:
 # -- exact runners --------------------------------------------------------------------------------
 
 
-def _solver_args(o: Options) -> dict[str, Any]:
-    return {
-        "solver": o.solver,
-        "time_limit": o.time_limit,
-        "gap": o.gap,
-        "threads": o.threads,
-        "json": True,
-    }
-
-
 def _module(name: str) -> Any:
     """A module of exalloc, or a clear failure when this build does not have it yet."""
     import importlib
@@ -297,13 +285,11 @@ def _exact_squeeze(task: Task, o: Options) -> dict[str, Any]:
     from model.backends.text import load_text
     from model.squeeze import SqueezeRequest
     from model.state import node_states
-    from solvers.options import SolverOptions
 
     strategy = _module("solvers.strategies.squeeze")
     path = task.input
     request = SqueezeRequest(SQUEEZE_FACTOR, SQUEEZE_FACTOR, "ext")
-    options = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
-    result = strategy.plan(node_states(load_text(path)), request, options)
+    result = strategy.plan(node_states(load_text(path)), request, o.solver)
     moves = [(m.instance, m.target) for m in result.moves]
     judged = judge_squeeze(path, result.mode, list(result.nodes), moves)
     figures = {  # SOLVER_KEYS, in order
@@ -382,12 +368,10 @@ def response_placements(path: str, response: dict[str, Any]) -> dict[str, list[s
 
 def _exact_hail(task: Task, o: Options) -> dict[str, Any]:
     from model.backends.iallocator import load_request
-    from solvers.options import SolverOptions
     from solvers.strategies.iallocator import IAllocatorOptions, answer
 
     path = task.input
-    solver = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
-    ans = answer(load_request(path), IAllocatorOptions(solver=solver))
+    ans = answer(load_request(path), IAllocatorOptions(solver=o.solver))
     runs = [r.__dict__ for r in ans.runs]
     statuses = {str(r.get("status")) for r in runs}
     gaps = [r["gap"] for r in runs if isinstance(r.get("gap"), int | float)]
@@ -414,12 +398,10 @@ def _exact_partition(task: Task, o: Options) -> dict[str, Any]:
     """exalloc's layout in bareon-allocator's own format (no overheads), checked."""
     from model.bareon.outputs import allocator_document
     from model.bareon.schema import ALLOCATOR_OVERHEADS, read_problem
-    from solvers.options import SolverOptions
     from solvers.strategies.partition import solve_layout
 
     problem = read_problem(task.input, task.hw)
-    options = SolverOptions(o.solver, o.time_limit, o.gap, o.threads)
-    solved = solve_layout(problem, ALLOCATOR_OVERHEADS, options=options)
+    solved = solve_layout(problem, ALLOCATOR_OVERHEADS, options=o.solver)
     unallocated = solved.check.unallocated_mib
     return {
         "status": solved.status,
@@ -486,7 +468,7 @@ def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
 
 def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
     path = task.input
-    out, wall = _call([_tool(o.hail, HAIL), path], o.greedy_timeout)
+    out, wall = _call([_tool(o.hail, DEFAULT_HAIL), path], o.greedy_timeout)
     response = json.loads(out)
     if task.problem in MOVE_PROBLEMS:
         judged = judge_moves(path, response)
@@ -708,13 +690,11 @@ def value_cell(part: dict[str, Any]) -> str:
 
 
 def options_from(args: Any, compare: bool) -> Options:
+    """The options of `exalloc batch` and `compare` (both define --greedy-timeout)."""
     return Options(
-        solver=getattr(args, "solver", "highs"),
-        time_limit=getattr(args, "time_limit", None),
-        gap=getattr(args, "gap", 0.0),
-        threads=getattr(args, "threads", 1),
+        solver=args.solver_options,
         compare=compare,
-        greedy_timeout=getattr(args, "greedy_timeout", 300.0),
+        greedy_timeout=args.greedy_timeout,
         # the same override `exalloc hail --compare` honours, and its hsqueeze twin
         hail=os.environ.get("EXALLOC_REAL_HAIL") or None,
         hsqueeze=os.environ.get("EXALLOC_REAL_HSQUEEZE") or None,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from solvers.lexicographic import solve_lexicographic
 from solvers.options import SOLVERS, SolverOptions
 from solvers.result import LexResult, Objective, SolveResult, Status, Stopwatch
 
@@ -24,6 +23,16 @@ __all__ = [
     "solve",
     "solve_lexicographic",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """solve_lexicographic imports Pyomo: loaded when first used, so that a caller needing only
+    the options or result types (the batch planner, the hail client) starts without it."""
+    if name == "solve_lexicographic":
+        from solvers.lexicographic import solve_lexicographic
+
+        return solve_lexicographic
+    raise AttributeError(f"module 'solvers' has no attribute {name!r}")
 
 
 def solve(

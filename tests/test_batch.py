@@ -17,6 +17,7 @@ import pytest
 
 from programs import batch, tasks
 from programs.tasks import Options, Task, classify, solve_task
+from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "data" / "bareon" / "fixtures"
@@ -43,7 +44,8 @@ def _lines(path: Path) -> list[dict]:
 def _batch_args(inputs: list[str], out: Path, **kw) -> Namespace:
     base = dict(
         inputs=inputs, out=str(out), workers=2, scheduler=None, compare=True, no_progress=True,
-        greedy_timeout=60.0, solver="highs", time_limit=20.0, gap=0.0, threads=1, json=False,
+        greedy_timeout=60.0, json=False, solver_options=SolverOptions(time_limit=20.0),
+        master=None, luxi=None,
     )  # fmt: skip
     base.update(kw)
     return Namespace(**base)

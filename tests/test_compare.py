@@ -13,6 +13,7 @@ import pytest
 from model.backends.text import dump_text
 from model.generate import ClusterSpec, generate_cluster, generate_request
 from programs import compare, tasks
+from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "data" / "bareon" / "fixtures"
@@ -22,11 +23,10 @@ def _args(*inputs: Path) -> Namespace:
     return Namespace(
         inputs=[str(p) for p in inputs],
         greedy_timeout=60.0,
-        solver="highs",
-        time_limit=30.0,
-        gap=0.0,
-        threads=1,
+        solver_options=SolverOptions(time_limit=30.0),
         json=False,
+        master=None,
+        luxi=None,
     )
 
 

@@ -22,7 +22,7 @@ Variables
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from model.batch import BatchProblem
 from model.capacity import N1, CapacityRow

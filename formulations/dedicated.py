@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from model.batch import BatchProblem
 from solvers import Objective

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from model.n1 import Packing, PackItem
 from solvers import Objective

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.core.expr.numvalue import is_constant
 
 from model.bareon.schema import (

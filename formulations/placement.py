@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from formulations.batch import batch_solution, build_batch
 from model.placement import (

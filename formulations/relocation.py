@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from model.capacity import N1
 from model.relocation import Origin, PairingProblem, RelocationProblem, Scenario, redundant_rows

@@ -41,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from model.squeeze import (
     SHRINK,

@@ -171,7 +171,7 @@ def _warm_up() -> None:
     import importlib
 
     for name in (
-        "pyomo.environ",
+        "pyomo.core",
         "solvers.strategies.squeeze",
         "programs.hail",
         "programs.partition",

@@ -64,7 +64,7 @@ READ_TIMEOUT_S = 5.0
 LOG_QUOTE_CHARS = 200
 #: Modules a call needs, imported before the workers are forked.
 WARM_MODULES = (
-    "pyomo.environ",
+    "pyomo.core",
     "programs.hail",
     "formulations.dedicated",
     "solvers.highs_backend",

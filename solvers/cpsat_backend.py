@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from ortools.sat.python import cp_model
 from pyomo.repn import generate_standard_repn
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import highspy
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.contrib.solver.common.util import IncompatibleModelError
 from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs

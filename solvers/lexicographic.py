@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from solvers.result import LexResult, Objective, SolveResult, Status, classify
 

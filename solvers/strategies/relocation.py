@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from formulations import relocation as form
 from model.errors import CheckFailedError
@@ -721,7 +721,7 @@ def explain(problem: RelocationProblem, options: SolverOptions) -> str | None:
     """Which families of rows make the master infeasible: families are switched off one after
     the other until the model has a plan, then switched on again where it stays feasible, so
     that what is left is a small set whose rows cannot all hold."""
-    import pyomo.environ as pyo
+    import pyomo.core as pyo
 
     m, _ = form.build(problem, cut_pool=1)
     m.explain_obj = pyo.Objective(expr=m.moves)

@@ -4,6 +4,10 @@
     python -m benchmarks.bench_hail --allocate 1000 --multi '' --repeat 3
     python -m benchmarks.bench_hail --json results.json
     python -m benchmarks.bench_hail --allocate '' --multi '' --multi-drbd '' --normal 100,500,1000
+    python -m benchmarks.bench_hail --allocate '' --multi '' --multi-drbd '' --hetero 1000
+
+Heterogeneous dedicated groups, `--hetero SIZES` (default 1000): the generator's cluster with
+some nodes grown to 1.5x, 2x and 4x machines (HETERO_SIZES), keeping their instances.
 
 Normal (non-exclusive-storage) groups, `--normal SIZES`: one group of mixed machine sizes,
 either empty or populated with uneven fills (0-40 % of each node's memory, drbd, plain and
@@ -174,14 +178,44 @@ def _measure(path: Path, args: argparse.Namespace) -> tuple[dict, dict, dict[str
     return json.loads(hail_out), doc, fields
 
 
-def bench_allocate(n_nodes: int, template: str, args: argparse.Namespace, tmp: Path) -> dict:
-    rng = random.Random(n_nodes * 7 + (template == "drbd"))
+#: Machine sizes of a heterogeneous dedicated group, as multiples of the generator's node
+#: (64 GiB, 1 TiB, 16 spindles, 16 CPUs): most nodes standard, some 1.5x, 2x and 4x.
+HETERO_SIZES = (1.0, 1.0, 1.0, 1.5, 2.0, 4.0)
+
+
+def heterogeneous(data: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """Grow some nodes of a generated dedicated cluster to bigger machines, keeping what
+    their instances use (so fills are uneven: a 4x node hosting one slice is mostly empty)."""
+    for node in data["nodes"].values():
+        k = rng.choice(HETERO_SIZES)
+        if k == 1.0:
+            continue
+        for total, free in (
+            ("total_memory", "free_memory"),
+            ("total_disk", "free_disk"),
+            ("total_spindles", "free_spindles"),
+        ):
+            grown = int(node[total] * k)
+            node[free] += grown - node[total]
+            node[total] = grown
+        node["total_cpus"] = int(node["total_cpus"] * k)
+    return data
+
+
+def bench_allocate(
+    n_nodes: int, template: str, args: argparse.Namespace, tmp: Path, hetero: bool = False
+) -> dict:
+    rng = random.Random(n_nodes * 7 + (template == "drbd") + 1000 * hetero)
     data = gen.allocate(rng, n_nodes, template=template, fits=True)
-    path = tmp / f"allocate-{n_nodes}-{template}.json"
+    if hetero:
+        data = heterogeneous(data, rng)
+    kind = "hetero" if hetero else "allocate"
+    path = tmp / f"{kind}-{n_nodes}-{template}.json"
     path.write_text(json.dumps(data))
     hail, doc, fields = _measure(path, args)
     return {
-        "problem": "allocate",
+        "problem": "allocate (heterogeneous)" if hetero else "allocate",
+        "instances_in_cluster": len(data["instances"]),
         "nodes": n_nodes,
         "template": template,
         **fields,
@@ -302,8 +336,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        if r["problem"] == "allocate":
+        if r["problem"].startswith("allocate"):
             size = f"{r['nodes']} nodes, {r['template']}"
+            if "instances_in_cluster" in r and r["problem"] != "allocate":
+                size += f" ({r['instances_in_cluster']} instances)"
             hq = "same node(s)" if r["same"] else "DIFFERENT"
             eq = "/".join(r["result"]) or "(fails)"
         else:
@@ -322,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--allocate", default="100,500,1000", help="node counts ('' for none)")
     p.add_argument("--templates", default="plain,drbd")
+    p.add_argument(
+        "--hetero",
+        default="1000",
+        help="node counts of heterogeneous dedicated groups (mixed machine sizes; '' for none)",
+    )
     p.add_argument("--multi", default="10,50", help="batch sizes on --multi-nodes ('' for none)")
     p.add_argument("--multi-drbd", default="10", help="drbd batch sizes ('' for none)")
     p.add_argument("--multi-nodes", type=int, default=200)
@@ -364,6 +405,10 @@ def _bench_all(args: argparse.Namespace, tmp: Path, rows: list[dict[str, Any]]) 
     for n in [int(x) for x in args.allocate.split(",") if x]:
         for template in [t for t in args.templates.split(",") if t]:
             rows.append(bench_allocate(n, template, args, tmp))
+            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    for n in [int(x) for x in args.hetero.split(",") if x]:
+        for template in [t for t in args.templates.split(",") if t]:
+            rows.append(bench_allocate(n, template, args, tmp, hetero=True))
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     for template, sizes in (("plain", args.multi), ("drbd", args.multi_drbd)):
         for k in [int(x) for x in sizes.split(",") if x]:

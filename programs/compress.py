@@ -16,18 +16,8 @@ from typing import Any
 from model.errors import ExallocError, InputError
 from model.groups import Resources, group_nodes, hosts
 from model.state import ClusterState
-from programs.groups import (
-    GroupOptions,
-    commands_text,
-    group_name,
-    health_lines,
-    load,
-    outcome_json,
-    outcome_line,
-    relocation_json,
-    relocation_lines,
-    verify,
-)
+from programs import groups as shared
+from programs.groups import GroupOptions
 from programs.reference import real_hail
 from solvers.strategies import groups as strategy
 from solvers.strategies.relocation import Outcome
@@ -59,12 +49,12 @@ class CompressReport:
         r = self.result
         st = self.state
         lines = [f"Cluster {self.source}: {len(r.health.groups)} groups"]
-        lines += health_lines(st, r.health)
+        lines += shared.health_lines(st, r.health)
         lines.append(
             "Compression (exact: every strict check, no peer node loses its evacuation plan):"
         )
         for g, o in r.groups.items():
-            name = group_name(st, g)
+            name = shared.group_name(st, g)
             free = r.free[g]
             head = (
                 f"  {name}: evacuable {_yes(self._evacuable(g))}; free {free.memory_mib} MiB, "
@@ -75,7 +65,7 @@ class CompressReport:
                 continue
             moves = len(o.plan.relocations) if o.plan else 0
             tail = o.reason if o.status == "infeasible" else f"{moves} relocation(s)"
-            lines.append(f"{head}; {tail}; {outcome_line(o)}")
+            lines.append(f"{head}; {tail}; {shared.outcome_line(o)}")
             if self.greedy is not None:
                 gm = self.greedy.get(g)
                 lines.append(
@@ -98,12 +88,12 @@ class CompressReport:
             best = r.groups[r.best]
             relocs = best.plan.relocations if isinstance(best, Outcome) and best.plan else ()
             lines.append(
-                f"Best: {group_name(st, r.best)} (the most free resources), "
+                f"Best: {shared.group_name(st, r.best)} (the most free resources), "
                 f"{len(relocs)} relocation(s)"
             )
-            lines += relocation_lines(st, relocs)
+            lines += shared.relocation_lines(st, relocs)
             if self.print_commands and relocs:
-                lines.append("Commands:" + commands_text(st, relocs).rstrip("\n"))
+                lines.append("Commands:" + shared.commands_text(st, relocs).rstrip("\n"))
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -112,7 +102,7 @@ class CompressReport:
         groups = []
         for g, o in r.groups.items():
             item: dict[str, Any] = {
-                "name": group_name(st, g),
+                "name": shared.group_name(st, g),
                 "evacuable": self._evacuable(g),
                 "free": _res(r.free[g]),
                 "used": _res(r.used[g]),
@@ -121,9 +111,9 @@ class CompressReport:
                 item["reason"] = o
                 item["status"] = "infeasible"
             else:
-                item.update(outcome_json(o))
+                item.update(shared.outcome_json(o))
                 if o.plan is not None:
-                    item["plan"] = [relocation_json(st, x) for x in o.plan.relocations]
+                    item["plan"] = [shared.relocation_json(st, x) for x in o.plan.relocations]
                 elif o.status == "optimal":
                     item["plan"] = []
             if self.greedy is not None:
@@ -145,7 +135,7 @@ class CompressReport:
                     "failed": [{"instance": i, "reason": w} for i, w in failed],
                 }
             groups.append(item)
-        return {"groups": groups, "best": None if r.best is None else group_name(st, r.best)}
+        return {"groups": groups, "best": None if r.best is None else shared.group_name(st, r.best)}
 
 
 def _yes(x: bool | None) -> str:
@@ -155,13 +145,13 @@ def _yes(x: bool | None) -> str:
 def answer(path: str, options: GroupOptions) -> CompressReport:
     from model import groups_greedy
 
-    state, storage = load(path, options, "exalloc compress")
+    state, storage = shared.load(path, options, "exalloc compress")
     kw = options.strategy_kwargs()
     only = list(options.groups) or None
     result = strategy.compress(state, storage, only=only, **kw)
     for o in result.groups.values():
         if isinstance(o, Outcome):
-            verify(state, storage, o, options.mode)
+            shared.verify(state, storage, o, options.mode)
     greedy = None
     if options.greedy:
         uuids = [state.cluster.group(g).uuid for g in only] if only else None

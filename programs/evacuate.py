@@ -11,18 +11,8 @@ from typing import Any
 from model.errors import InputError
 from model.groups import Relocation, crosses_groups, group_nodes
 from model.state import ClusterState
-from programs.groups import (
-    GroupOptions,
-    commands_text,
-    greedy_json,
-    judged,
-    load,
-    outcome_json,
-    outcome_line,
-    relocation_json,
-    relocation_lines,
-    verify,
-)
+from programs import groups as shared
+from programs.groups import GroupOptions
 from solvers.strategies import groups as strategy
 
 
@@ -52,9 +42,9 @@ class EvacuateReport:
             f"Cluster {self.source}: evacuate {', '.join(r.nodes)} "
             f"({len(r.instances)} instance(s))",
             f"Evacuation: {moved} of {len(r.instances)} instance(s), {cross} across groups; "
-            + outcome_line(o),
+            + shared.outcome_line(o),
         ]
-        lines += relocation_lines(st, self.relocations)
+        lines += shared.relocation_lines(st, self.relocations)
         left = [n for n in r.instances if n not in {x.instance for x in self.relocations}]
         if left:
             lines.append("  left in place (no plan moves them): " + ", ".join(left))
@@ -64,9 +54,9 @@ class EvacuateReport:
                 f"Greedy (hail's node-evacuate, then the design's inter-group allocation): "
                 f"{gm} of {len(r.instances)}, {gc} across groups"
             )
-            lines.append("  judged by exact checks: " + judged(self.notes))
+            lines.append("  judged by exact checks: " + shared.judged(self.notes))
         if self.print_commands and self.relocations:
-            lines.append("Commands:" + commands_text(st, self.relocations).rstrip("\n"))
+            lines.append("Commands:" + shared.commands_text(st, self.relocations).rstrip("\n"))
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -78,14 +68,14 @@ class EvacuateReport:
             "instances": list(r.instances),
             "evacuated": moved,
             "cross_group": cross,
-            **outcome_json(r.outcome),
-            "relocations": [relocation_json(st, x) for x in self.relocations],
+            **shared.outcome_json(r.outcome),
+            "relocations": [shared.relocation_json(st, x) for x in self.relocations],
             "left": [n for n in r.instances if n not in {x.instance for x in self.relocations}],
         }
         if self.greedy is not None:
             gm, gc = self._counts(self.greedy.relocations)
             out["greedy"] = {
-                **greedy_json(st, self.greedy),
+                **shared.greedy_json(st, self.greedy),
                 "evacuated": gm,
                 "cross_group": gc,
                 "problems": self.notes[:20],
@@ -98,10 +88,10 @@ def answer(path: str, nodes: Sequence[str], options: GroupOptions) -> EvacuateRe
 
     if not nodes:
         raise InputError("--nodes: give at least one node")
-    state, storage = load(path, options, "exalloc evacuate")
+    state, storage = shared.load(path, options, "exalloc evacuate")
     kw = options.strategy_kwargs()
     result = strategy.evacuate(state, storage, list(nodes), **kw)
-    verify(state, storage, result.outcome, options.mode)
+    shared.verify(state, storage, result.outcome, options.mode)
     greedy = groups_greedy.evacuate(state, storage, list(nodes)) if options.greedy else None
     notes: list[str] = []
     if greedy is not None:

@@ -10,21 +10,8 @@ from typing import Any
 
 from model.groups import Relocation, group_nodes
 from model.state import ClusterState
-from programs.groups import (
-    GroupOptions,
-    commands_text,
-    greedy_json,
-    group_name,
-    health_json,
-    health_lines,
-    judged,
-    load,
-    outcome_json,
-    outcome_line,
-    relocation_json,
-    relocation_lines,
-    verify,
-)
+from programs import groups as shared
+from programs.groups import GroupOptions
 from solvers.strategies import groups as strategy
 
 
@@ -44,7 +31,7 @@ class RedistributeReport:
     def text(self) -> str:
         r = self.result
         lines = [f"Cluster {self.source}: {len(r.health.groups)} groups, exact N+1 per node"]
-        lines += health_lines(self.state, r.health)
+        lines += shared.health_lines(self.state, r.health)
         if r.outcome is None:
             lines.append(f"Redistribution: {r.reason}")
         else:
@@ -52,34 +39,35 @@ class RedistributeReport:
             if o.status == "infeasible":
                 lines.append(f"Redistribution: no plan exists (proven): {o.reason}")
             else:
-                lines.append(
-                    f"Redistribution: {len(self.relocations)} relocation(s), {outcome_line(o)}"
-                )
-                lines += relocation_lines(self.state, self.relocations)
+                moves = len(self.relocations)
+                lines.append(f"Redistribution: {moves} relocation(s), {shared.outcome_line(o)}")
+                lines += shared.relocation_lines(self.state, self.relocations)
         if self.greedy is not None:
             g = self.greedy
             done = (
-                ", ".join(f"{group_name(self.state, k)} {v}" for k, v in g.groups.items())
+                ", ".join(f"{shared.group_name(self.state, k)} {v}" for k, v in g.groups.items())
                 or "nothing to do"
             )
             lines.append(
                 f"Greedy (the design's algorithm, htools' allocation): {g.moves} "
                 f"relocation(s); {done}"
             )
-            lines.append("  judged by exact checks: " + judged(self.greedy_problems))
+            lines.append("  judged by exact checks: " + shared.judged(self.greedy_problems))
         if self.print_commands and self.relocations:
-            lines.append("Commands:" + commands_text(self.state, self.relocations).rstrip("\n"))
+            lines.append(
+                "Commands:" + shared.commands_text(self.state, self.relocations).rstrip("\n")
+            )
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
         out: dict[str, Any] = {
-            "groups": health_json(self.state, r.health),
-            "unhealthy": [group_name(self.state, g) for g in r.unhealthy],
+            "groups": shared.health_json(self.state, r.health),
+            "unhealthy": [shared.group_name(self.state, g) for g in r.unhealthy],
             "healthy_after": r.outcome is not None and r.outcome.plan is not None,
-            **outcome_json(r.outcome),
+            **shared.outcome_json(r.outcome),
             "moves": len(self.relocations),
-            "relocations": [relocation_json(self.state, x) for x in self.relocations],
+            "relocations": [shared.relocation_json(self.state, x) for x in self.relocations],
         }
         if r.outcome is None:
             out["status"] = (
@@ -88,7 +76,7 @@ class RedistributeReport:
             out["reason"] = r.reason
         if self.greedy is not None:
             out["greedy"] = {
-                **greedy_json(self.state, self.greedy),
+                **shared.greedy_json(self.state, self.greedy),
                 "healthy_after": not self.greedy_problems,
                 "problems": self.greedy_problems[:20],
             }
@@ -98,10 +86,10 @@ class RedistributeReport:
 def answer(path: str, options: GroupOptions) -> RedistributeReport:
     from model import groups_greedy
 
-    state, storage = load(path, options, "exalloc redistribute")
+    state, storage = shared.load(path, options, "exalloc redistribute")
     kw = options.strategy_kwargs()
     result = strategy.redistribute(state, storage, **kw)
-    verify(state, storage, result.outcome, options.mode)
+    shared.verify(state, storage, result.outcome, options.mode)
     greedy = groups_greedy.redistribute(state, storage) if options.greedy else None
     problems: list[str] = []
     if greedy is not None:

@@ -12,6 +12,7 @@ import pytest
 
 from model.errors import InputError
 from programs import batch, report
+from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "data" / "bareon" / "fixtures"
@@ -124,11 +125,10 @@ def test_batch_then_report_end_to_end(tmp_path: Path) -> None:
             compare=True,
             no_progress=True,
             greedy_timeout=60.0,
-            solver="highs",
-            time_limit=20.0,
-            gap=0.0,
-            threads=1,
+            solver_options=SolverOptions(time_limit=20.0),
             json=False,
+            master=None,
+            luxi=None,
         )  # fmt: skip
     )
     html = tmp_path / "r.html"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 def printable(text: str, limit: int | None = None) -> str:
     """`text` safe to quote on one line of a terminal or a log: every character Python, a
@@ -34,6 +37,18 @@ class ExallocError(Exception):
         if self.source is not None:
             where = f"{self.source}:{self.line}: " if self.line is not None else f"{self.source}: "
         return f"{where}{self.message}"
+
+
+@contextmanager
+def about(source: str | None) -> Iterator[None]:
+    """An error raised inside that names no file names `source`: the input the solve, the
+    check or the solver failure was about (the one line the user gets must say which)."""
+    try:
+        yield
+    except ExallocError as err:
+        if err.source is None and source is not None:
+            err.source = str(source)
+        raise
 
 
 class InputError(ExallocError):

@@ -105,6 +105,24 @@ class PlacementProblem:
     )
 
 
+def score_is_finite(problem: PlacementProblem) -> bool:
+    """Whether every number the score model is built from is finite. A node whose metric is
+    0/0 (e.g. a spindle count of 0 on a non-exclusive node) has a NaN score, as in htools;
+    no tangent plane bounds it, so such a problem is not given to the score model."""
+    tables = (
+        problem.base_sd.values(),
+        problem.primary_sd.values(),
+        problem.primary_sum.values(),
+        problem.secondary_sd.values(),
+        problem.secondary_sum.values(),
+    )
+    return (
+        math.isfinite(problem.score_constant)
+        and all(math.isfinite(x) for table in tables for values in table for x in values)
+        and all(math.isfinite(x) for x in problem.reserved_base.values())
+    )
+
+
 def _networks_ok(group: NodeGroup, nics: Sequence[Mapping]) -> bool:
     return all(nic.get("network") in (None, *group.networks) for nic in nics)
 

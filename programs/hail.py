@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.backends.iallocator import IAllocatorInput, load_request, parse_request
+from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
 from programs import hail_client
 from solvers.strategies.iallocator import IAllocatorOptions, answer
@@ -106,7 +107,8 @@ def run(args: Any) -> HailReport:
 
         inp = IAllocatorInput(load_text(args.text_data), inp.request, inp.enabled_hypervisors)
     loaded = time.perf_counter()
-    report = HailReport(answer(inp, opts))
+    with about("<stdin>" if args.request == "-" else args.request):
+        report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     report = HailReport(report.answer, timing=timing)
     if args.compare:

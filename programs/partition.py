@@ -17,7 +17,7 @@ from model.bareon.outputs import (
     layout_svg,
 )
 from model.bareon.schema import OVERHEADS_BY_FORMAT, read_problem
-from model.errors import InputError
+from model.errors import InputError, about
 from model.files import write_file
 from solvers.strategies.partition import Baseline, lp_floor_baseline, solve_layout
 
@@ -102,12 +102,13 @@ def run(args: Any) -> PartitionReport:
         raise InputError(f"unknown format {output_format!r}")
     overheads = OVERHEADS_BY_FORMAT[output_format]
     problem = read_problem(args.schema, args.hw_info)
-    solved = solve_layout(
-        problem,
-        overheads,
-        leave_preferred_empty=args.leave_preferred_empty,
-        options=args.solver_options,
-    )
+    with about(args.schema):
+        solved = solve_layout(
+            problem,
+            overheads,
+            leave_preferred_empty=args.leave_preferred_empty,
+            options=args.solver_options,
+        )
     layout = solved.layout
     if output_format == "allocator":
         document: Any = allocator_document(problem, layout, overheads)

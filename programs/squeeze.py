@@ -13,6 +13,7 @@ from typing import Any
 
 from model.backends.text import dump_text
 from model.cluster import Cluster
+from model.errors import about
 from model.files import write_files
 from model.squeeze import (
     SH_TEMPLATE,
@@ -74,6 +75,7 @@ class SqueezeReport:
             "jobsets": [[m.instance for m in js] for js in p.jobsets],
             "offline_candidates": list(p.offline_candidates),
             "online_candidates": list(p.online_candidates),
+            "not_enough_capacity": p.not_enough_capacity,
             "checker": dict(p.checker),
         }
 
@@ -113,10 +115,11 @@ def run(args: Any) -> SqueezeReport:
     would write."""
     from programs.sources import cluster_of
 
-    cluster, _ = cluster_of(args)
+    cluster, source = cluster_of(args)
     request = SqueezeRequest(args.minimal_resources, args.target_resources, args.move)
     state = node_states(cluster)
-    result = plan(state, request, args.solver_options)
+    with about(source.label):
+        result = plan(state, request, args.solver_options)
     report = report_of(
         cluster,
         result,

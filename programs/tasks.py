@@ -239,10 +239,20 @@ def _program(name: str) -> Any:
 SQUEEZE_FACTOR = 2.0  # hsqueeze's default --minimal-resources and --target-resources
 
 
+NOT_ENOUGH = "Onlining all nodes will not yield enough capacity"  # hsqueeze -v
+
+
 def judge_squeeze(
-    path: str, mode: str, nodes: list[str], moves: list[tuple[str, str]]
+    path: str,
+    mode: str,
+    nodes: list[str],
+    moves: list[tuple[str, str]],
+    not_enough: bool = False,
 ) -> dict[str, Any]:
-    """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations."""
+    """A squeeze plan as exalloc's checker sees it: nodes freed, moves, violations.
+    `not_enough`: onlining every node still leaves some node unable to host the probe
+    (hsqueeze's "will not yield enough capacity"): the probe is then not required anywhere,
+    only the plan itself must hold (as the squeeze strategy's own check)."""
     from model.backends.text import common_suffix, load_text
     from model.check import Move, check_squeeze
     from model.squeeze import not_preexisting
@@ -272,6 +282,8 @@ def judge_squeeze(
     freed = obj["nodes_powered_off"] - obj["nodes_powered_on"]
     # an instance that sat on an offline node before and was not moved is not the plan's doing
     broken = not_preexisting(cluster, report.violations, [Move(i, t) for i, t in moves])
+    if not_enough:
+        broken = [v for v in broken if v.kind != "probe"]
     return {
         "answer": {"mode": mode, "nodes": nodes, "moves": obj["moves"]},
         "value": freed,
@@ -291,7 +303,7 @@ def _exact_squeeze(task: Task, o: Options) -> dict[str, Any]:
     request = SqueezeRequest(SQUEEZE_FACTOR, SQUEEZE_FACTOR, "ext")
     result = strategy.plan(node_states(load_text(path)), request, o.solver)
     moves = [(m.instance, m.target) for m in result.moves]
-    judged = judge_squeeze(path, result.mode, list(result.nodes), moves)
+    judged = judge_squeeze(path, result.mode, list(result.nodes), moves, result.not_enough_capacity)
     figures = {  # SOLVER_KEYS, in order
         "status": result.status,
         "objective": list(result.objective),
@@ -447,14 +459,15 @@ def _call(cmd: list[str], timeout: float) -> tuple[str, float]:
 
 def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
     path = task.input
-    out, wall = _call([_tool(o.hsqueeze, "hsqueeze"), "-t", path, "-C"], o.greedy_timeout)
+    cmd = [_tool(o.hsqueeze, "hsqueeze"), "-t", path, "-C", "-v"]  # -v: says NOT_ENOUGH
+    out, wall = _call(cmd, o.greedy_timeout)
     lines = out.splitlines()
     mode, nodes = "none", []
     for i, line in enumerate(lines):
         if line.startswith("'Nodes to offline'") or line.startswith("'Nodes to online'"):
             mode = "offline" if "offline" in line else "online"
             for name in lines[i + 1 :]:
-                if not name.strip():
+                if not name.strip() or name.strip() == NOT_ENOUGH:
                     break
                 nodes.append(name.strip())
             break
@@ -463,7 +476,8 @@ def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
         words = line.split()
         if words[:2] == ["gnt-instance", "migrate"] and "-n" in words:
             moves.append((words[-1], words[words.index("-n") + 1]))
-    return {"tool": "hsqueeze", **judge_squeeze(path, mode, nodes, moves), "wall_s": round(wall, 6)}
+    judged = judge_squeeze(path, mode, nodes, moves, NOT_ENOUGH in lines)
+    return {"tool": "hsqueeze", **judged, "wall_s": round(wall, 6)}
 
 
 def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:

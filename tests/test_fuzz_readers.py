@@ -141,14 +141,18 @@ def snapshot_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     if clean(run, path, stats=stats) and json.loads(run.out)["status"] in ("optimal", "feasible"):
         plan = json.loads(run.out)
         moves = [(m["instance"], m["to"]) for m in plan.get("moves") or ()]
-        judged = judge_squeeze(str(path), str(plan["mode"]), list(plan["nodes"] or ()), moves)
+        nodes = list(plan["nodes"] or ())
+        judged = judge_squeeze(
+            str(path), str(plan["mode"]), nodes, moves, plan["not_enough_capacity"]
+        )
         assert judged["violations"] == 0, (text, plan, judged)
         stats["answers checked"] += 1
 
 
 def request_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
-    """An IAllocator request: `hail`; a successful placement is judged by the checker."""
-    from programs.tasks import judge_allocation, response_placements
+    """An IAllocator request: `hail`; a successful placement or move plan is judged by the
+    checker."""
+    from programs.tasks import MOVE_PROBLEMS, judge_allocation, judge_moves, response_placements
 
     tree = data.draw(st.sampled_from(REQUEST_SEEDS), label="seed")
     text = fi.dump_json(data, fi.mutate_tree(data, tree, fi.JSON_VALUES))
@@ -157,8 +161,11 @@ def request_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     if clean(run, path, stats=stats):
         response = json.loads(run.out)
         if response["success"] and response["result"]:
-            placed = response_placements(str(path), response)
-            judged = judge_allocation(str(path), placed)
+            kind = json.loads(path.read_text())["request"]["type"]
+            if kind in MOVE_PROBLEMS:
+                judged = judge_moves(str(path), response)
+            else:
+                judged = judge_allocation(str(path), response_placements(str(path), response))
             assert judged["violations"] == 0, (text, response, judged)
             stats["answers checked"] += 1
 

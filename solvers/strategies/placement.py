@@ -26,7 +26,7 @@ from formulations import batch as batch_form
 from formulations import placement as form
 from model.check import check_allocation
 from model.errors import CheckFailedError
-from model.placement import PlacementProblem
+from model.placement import PlacementProblem, score_is_finite
 from model.resources import InstanceDemand
 from model.state import ClusterState
 from solvers import Status, Stopwatch
@@ -120,6 +120,13 @@ def place_jointly(
         return true_score(state, demands, plan, group)
 
     began = time.perf_counter()
+    if not score_is_finite(problem):  # a NaN or infinite metric: the known plan stands
+        why = "the cluster score is not finite (a metric is 0/0 or x/0): not modelled"
+        if start:
+            score, _ = verdict(start)
+            return JointPlan(dict(start), len(start), score, None, "feasible", 0, 0.0, 0.0,
+                             notes=(why,))  # fmt: skip
+        return JointPlan({}, 0, None, None, "infeasible", 0, 0.0, 0.0, notes=(why,))
     deadline = None if options.time_limit is None else began + options.time_limit
     with Stopwatch() as sw:
         m = form.build(problem)

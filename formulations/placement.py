@@ -59,8 +59,8 @@ def _terms(problem: PlacementProblem) -> tuple[dict, dict]:
 
 
 def define_values(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
-    """v[k,n]: each scored node's SD-metric values after the batch (constants where nothing can
-    land); p_rem[n] = r[n] / t_mem[n] where the reserve may grow."""
+    """v[k,n]: each scored node's SD-metric values after the batch (nodes where nothing can
+    land keep their constants); p_rem[n] = r[n] / t_mem[n] where the reserve may grow."""
     per_node, _ = _terms(problem)
     m.K = pyo.Set(initialize=range(len(SD_METRICS)), ordered=True)
     movable = [n for n in problem.scored if per_node.get(n)]
@@ -74,11 +74,20 @@ def define_values(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
                 expr = expr + delta[k] * var
         return expr
 
-    m.v = pyo.Expression(m.K, m.NV, rule=value)
+    # v[k,n] and p_rem[n] are variables defined by equality rather than expressions: every
+    # tangent plane names them, and a plane over the expressions would repeat each node's
+    # Σ delta·x in every round (on 200 nodes and 40 instances, 80,000 nonzeros a round, more
+    # than the LP could take within a round's time; as variables, 200 a plane)
+    m.v = pyo.Var(m.K, m.NV, domain=pyo.Reals, doc="v[k,n]: SD metric k of node n after")
+    # v_def: v[k,n] = base_k[n] + Σ_j dp_k[j,n]·x[j,n] + Σ_j ds_k[j,n]·y[j,n]
+    m.v_def = pyo.Constraint(m.K, m.NV, rule=lambda _m, k, n: m.v[k, n] == value(m, k, n))
     reserve = [n for n in problem.scored if n in m.r]
     m.NR = pyo.Set(initialize=reserve, ordered=True, doc="scored nodes whose reserve may grow")
-    # p_rem[n] = r[n] / t_mem[n]
-    m.p_rem = pyo.Expression(m.NR, rule=lambda _m, n: m.r[n] / problem.total_memory_mib[n])
+    m.p_rem = pyo.Var(m.NR, domain=pyo.Reals, doc="p_rem[n]: n's reserve share after")
+    # p_rem_def: p_rem[n] = r[n] / t_mem[n]
+    m.p_rem_def = pyo.Constraint(
+        m.NR, rule=lambda _m, n: m.p_rem[n] == m.r[n] / problem.total_memory_mib[n]
+    )
 
 
 def define_reserve_exact(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:

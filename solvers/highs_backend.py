@@ -163,7 +163,9 @@ class HighsSession:
 
     solver_name = "highs"
 
-    def __init__(self, model: Any, *, mip_gap: float, threads: int, seed: int) -> None:
+    def __init__(
+        self, model: Any, *, mip_gap: float, threads: int, seed: int, presolve: bool = True
+    ) -> None:
         self._model = model
         self._opt = UncapturedHighs()
         if not self._opt.available():
@@ -174,7 +176,7 @@ class HighsSession:
         self._options: dict[str, Any] = {
             "rel_gap": mip_gap,
             "threads": threads,
-            "solver_options": {"random_seed": seed},
+            "solver_options": {"random_seed": seed, **({} if presolve else {"presolve": "off"})},
             "load_solutions": False,
             "raise_exception_on_nonoptimal_result": False,
         }

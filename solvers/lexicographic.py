@@ -61,12 +61,16 @@ def _from_previous(res: SolveResult, obj: Objective, previous: SolveResult) -> S
     )
 
 
-def open_session(solver: str, model: Any, mip_gap: float, threads: int, seed: int) -> Session:
-    """One solver instance on `model`, for strategies that re-solve as they add rows (cuts)."""
+def open_session(
+    solver: str, model: Any, mip_gap: float, threads: int, seed: int, presolve: bool = True
+) -> Session:
+    """One solver instance on `model`, for strategies that re-solve as they add rows (cuts).
+    presolve=False: HiGHS solves without presolve (CP-SAT ignores it), for large models that
+    are re-solved many times with a few rows more each time."""
     if solver == "highs":
         from solvers.highs_backend import HighsSession
 
-        return HighsSession(model, mip_gap=mip_gap, threads=threads, seed=seed)
+        return HighsSession(model, mip_gap=mip_gap, threads=threads, seed=seed, presolve=presolve)
     if solver == "cpsat":
         from solvers.cpsat_backend import CpSatSession
 

@@ -317,7 +317,8 @@ def mutate_hardware(data: st.DataObject, hw: Any) -> Any:
                 st.one_of(st.sampled_from(HW_SIZES), st.integers(-(2**64), 2**64))
             )
         elif op == "id":
-            disk["id"] = data.draw(st.sampled_from((None, "", 7, disks[0].get("id"), ["a"])))
+            first = disks[0].get("id") if isinstance(disks[0], dict) else "sda"  # a repeated id
+            disk["id"] = data.draw(st.sampled_from((None, "", 7, first, ["a"])))
         elif op == "type":
             disk["type"] = data.draw(st.sampled_from(values))
         elif op == "drop":

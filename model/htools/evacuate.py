@@ -170,6 +170,10 @@ def drbd_all_pair(
     return Evacuated(changed, p, s, tuple(steps))
 
 
+class _PastDeadline(Exception):
+    """A walk given a deadline ran past it (caught by try_node_evac, which returns None)."""
+
+
 def drbd_change_all(
     nodes: Mapping[str, NodeState],
     d: InstanceDemand,
@@ -179,11 +183,16 @@ def drbd_change_all(
     avail: Sequence[str],
     force: bool,
     cache: RowCache | None = None,
+    deadline: float | None = None,
 ) -> Evacuated | str:
-    """nodeEvacInstance ChangeAll for drbd: every ordered pair of `avail`, best group score."""
+    """nodeEvacInstance ChangeAll for drbd: every ordered pair of `avail`, best group score
+    (the pairs of one instance take seconds on a few hundred nodes: `deadline` is checked
+    between primaries)."""
     error = "no nodes available"
     ok: list[Evacuated] = []
     for tp in avail:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise _PastDeadline
         for ts in avail:
             if tp == ts:
                 continue
@@ -216,6 +225,7 @@ def node_evac_instance(
     cache: RowCache | None = None,
     *,
     need_choice: bool = True,
+    deadline: float | None = None,
 ) -> Evacuated | str:
     """nodeEvacInstance: one instance off its node(s) in one of the three modes."""
     t = d.disk_template
@@ -237,7 +247,7 @@ def node_evac_instance(
         return evac_one_node_only(
             nodes, d, primary, secondary, group_nodes, avail, force, cache, need_choice=need_choice
         )
-    return drbd_change_all(nodes, d, primary, secondary, group_nodes, avail, force, cache)
+    return drbd_change_all(nodes, d, primary, secondary, group_nodes, avail, force, cache, deadline)
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -304,9 +314,14 @@ def try_node_evac(
         members = group_nodes_of(state, group)
         avail = [n for n in members if n not in excluded and n != primary]
         d = state.demands[name]
-        r = node_evac_instance(
-            state.nodes, d, primary, secondary, mode, members, avail, ignore_soft_errors, cache
-        )
+        try:
+            r = node_evac_instance(
+                state.nodes,
+                *(d, primary, secondary, mode, members, avail, ignore_soft_errors, cache),
+                deadline=deadline,
+            )
+        except _PastDeadline:
+            return None
         if isinstance(r, str):
             failed.append((name, r))
             continue

@@ -307,6 +307,7 @@ def joint_node_evacuate(
     beaten. An instance never leaves its group, so each group is its own problem. hail's plan
     is the starting point when it is cheap to find; a proven optimal joint plan needs no
     comparison with it."""
+    started = time.perf_counter()  # the request's bound covers everything from here
     req = inp.request
     assert isinstance(req, NodeEvacuateRequest)
     state = node_states(inp.cluster)
@@ -360,8 +361,8 @@ def joint_node_evacuate(
     runs: list[SolverRun] = []
     # half the time for the joint model; hail's walk, when it must be run for the comparison,
     # the rest: the request stays within its bound
-    max_seconds = (budget.time_limit or DEFAULT_SECONDS) / (1 if hail is not None else 2)
-    deadline = time.perf_counter() + max_seconds
+    total = budget.time_limit or DEFAULT_SECONDS
+    deadline = started + total / (1 if hail is not None else 2) - FINISH_S
     for uuid, members in chosen.items():
         base = state1
         for name in members:
@@ -402,7 +403,7 @@ def joint_node_evacuate(
     unfinished = False
     if hail is None and not proven:
         # hail's walk for the comparison, within the other half of the time
-        hail = try_node_evac(state, mode, names, deadline=time.perf_counter() + max_seconds)
+        hail = try_node_evac(state, mode, names, deadline=started + total - FINISH_S)
         unfinished = hail is None
     return _better_moves(
         inp,
@@ -417,6 +418,10 @@ def joint_node_evacuate(
         why_alone="hail's walk did not finish in its half of the time" if unfinished else "proven",
     )
 
+
+#: Seconds of a node-evacuate's bound kept for what follows the model and hail's walk (the
+#: replay through hail's moves, the checker, the answer).
+FINISH_S = 1.0
 
 #: hail's walk for a start, with drbd pairs (mode `all`) drawn from this many nodes only
 NARROW_NODES = 20

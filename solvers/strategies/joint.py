@@ -354,15 +354,23 @@ def joint_node_evacuate(
         hail_plan = {
             n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved
         }
-    else:  # a quicker start instead
-        hail_plan = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
     budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
+    total = budget.time_limit or DEFAULT_SECONDS
+    walk = True  # hail's full walk, for the comparison, in the second half of the time
+    if hail is None:  # a quicker start instead
+        walk_started = time.perf_counter()
+        movers = [n for ms in chosen.values() for n in ms]
+        hail_plan = _narrow_walk(state1, mode, movers, avail_of)
+        # the full walk tries `trials` pairs at the narrow walk's pace: if that cannot end in
+        # half the time, it is not started and the model has the whole bound
+        narrow = sum(min(len(avail_of[n]), NARROW_NODES) ** 2 for n in movers) or 1
+        pace = narrow / max(time.perf_counter() - walk_started, 1e-3)
+        walk = trials / pace <= total / 2
     plan: Plan = {}
     runs: list[SolverRun] = []
-    # half the time for the joint model; hail's walk, when it must be run for the comparison,
-    # the rest: the request stays within its bound
-    total = budget.time_limit or DEFAULT_SECONDS
-    deadline = started + total / (1 if hail is not None else 2) - FINISH_S
+    # half the time for the joint model when hail's walk must still run for the comparison,
+    # the rest for that walk: the request stays within its bound
+    deadline = started + total / (2 if hail is None and walk else 1) - FINISH_S
     for uuid, members in chosen.items():
         base = state1
         for name in members:
@@ -403,7 +411,8 @@ def joint_node_evacuate(
     unfinished = False
     if hail is None and not proven:
         # hail's walk for the comparison, within the other half of the time
-        hail = try_node_evac(state, mode, names, deadline=started + total - FINISH_S)
+        if walk:
+            hail = try_node_evac(state, mode, names, deadline=started + total - FINISH_S)
         unfinished = hail is None
     return _better_moves(
         inp,
@@ -415,7 +424,15 @@ def joint_node_evacuate(
         runs,
         one_by_one,
         refused,
-        why_alone="hail's walk did not finish in its half of the time" if unfinished else "proven",
+        why_alone=(
+            (
+                "hail's walk did not finish in its half of the time"
+                if walk
+                else "hail's walk could not finish within the time (not started)"
+            )
+            if unfinished
+            else "proven"
+        ),
     )
 
 

@@ -182,15 +182,17 @@ def solve_layout(
     )
     check = _checked(lp, layout)
     values = check.stage_values
-    for name, value in reported.items():
-        # the solver's values hold to its tolerances (1e-7 relative on rows): at millions of
-        # MiB the reported objective may be a few MiB off the rounded layout's
-        if value is not None and abs(value - values[name]) > max(0.5, 1e-6 * abs(values[name])):
-            raise CheckFailedError(
-                f"stage {name}: solver reports {value}, checker recomputes {values[name]}"
-            )
+    # the solver's values hold to its tolerances (1e-7 relative on rows): at millions of MiB
+    # the reported objective may be a few MiB off the rounded layout's. The layout passed the
+    # checker, so it is printed; beyond 1e-6 relative it is only called feasible (the proof
+    # was about a point the rounding moved)
+    off = [
+        name
+        for name, value in reported.items()
+        if value is not None and abs(value - values[name]) > max(0.5, 1e-6 * abs(values[name]))
+    ]
     status = Status.OPTIMAL
-    if any(st is not Status.OPTIMAL for st in statuses):
+    if off or any(st is not Status.OPTIMAL for st in statuses):
         status = Status.FEASIBLE
     names = [st.name for st in lp.stages]
     return LayoutResult(

@@ -34,7 +34,7 @@ from model.resources import (
     probe_demand,
 )
 from model.score import cluster_score
-from model.state import PRIMARY, SECONDARY, ClusterState, node_states
+from model.state import PRIMARY, SECONDARY, ClusterState, StateEdit, node_states
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,15 +196,16 @@ def _distinct(shortfalls: Iterable[Shortfall]) -> list[Shortfall]:
 
 
 def _place(
-    state: ClusterState,
+    state: ClusterState | StateEdit,
     d: InstanceDemand,
     primary: str,
     secondary: str | None,
     strict: bool,
     unchecked: frozenset[str] = frozenset(),
     disk_unchecked: frozenset[str] = frozenset(),
-) -> tuple[ClusterState, list[Violation]]:
-    """Add an instance on its nodes, listing every failed check; apply it regardless.
+) -> tuple[ClusterState | StateEdit, list[Violation]]:
+    """Add an instance on its nodes, listing every failed check; apply it regardless (a
+    StateEdit is changed in place and returned).
     Roles in `unchecked` (a node keeping its role in a move) are not checked again, roles in
     `disk_unchecked` not for disk (htools' failover off an offline primary)."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
@@ -459,10 +460,11 @@ def check_moves(
                 )
         resolved.append((inst, d, primary, secondary))
 
-    # Everything moving leaves first, then arrives: the check is on the final layout.
-    state = powered
+    # Everything moving leaves first, then arrives: the check is on the final layout (one
+    # working copy for all the changes: plans move tens of thousands of instances)
+    edit = StateEdit(powered)
     for inst, _, _, _ in resolved:
-        state = state.remove(inst.name)
+        edit.remove(inst.name)
     for inst, d, primary, secondary in resolved:
         kept = frozenset()
         no_disk = frozenset()
@@ -477,8 +479,9 @@ def check_moves(
                 )
                 if old is not None and old == new
             )
-        state, found = _place(state, d, primary, secondary, strict, kept, no_disk)
+        _, found = _place(edit, d, primary, secondary, strict, kept, no_disk)
         violations += found
+    state = edit.state()
     nodes = state.nodes
 
     final_of = {inst.name: (p, s) for inst, _, p, s in resolved}

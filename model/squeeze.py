@@ -42,14 +42,13 @@ from model.check import Violation
 from model.cluster import Cluster, Instance
 from model.errors import InputError, SolverError
 from model.resources import (
-    FailMode,
     InstanceDemand,
     NodeState,
     add_primary,
     remove_primary,
     remove_secondary,
 )
-from model.state import ClusterState
+from model.state import ClusterState, StateEdit
 
 SHRINK = "shrink"
 EXPAND = "expand"
@@ -597,11 +596,11 @@ def migrations(
     return out
 
 
-def _step(state: ClusterState, mv: Migration) -> ClusterState | None:
-    """The state after one migration, or None when htools' strict checks refuse it."""
+def _step(edit: StateEdit, mv: Migration) -> bool:
+    """One migration made on `edit`; False (nothing done) when htools' strict checks refuse
+    it."""
     secondary = mv.secondary if mv.secondary else None
-    after = state.relocate(mv.instance, mv.target, secondary)
-    return None if isinstance(after, FailMode) else after
+    return edit.relocate(mv.instance, mv.target, secondary) is None
 
 
 def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migration]]:
@@ -614,6 +613,7 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
     """
     pending = list(moves)
     jobsets: list[list[Migration]] = []
+    edit = StateEdit(state)
     while pending:
         busy: set[str] = set()
         jobset: list[Migration] = []
@@ -623,11 +623,9 @@ def order_moves(state: ClusterState, moves: list[Migration]) -> list[list[Migrat
             if touched & busy:
                 rest.append(mv)
                 continue
-            new = _step(state, mv)
-            if new is None:
+            if not _step(edit, mv):
                 rest.append(mv)
                 continue
-            state = new
             busy |= touched
             jobset.append(mv)
         if not jobset:

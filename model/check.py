@@ -34,7 +34,14 @@ from model.resources import (
     probe_demand,
 )
 from model.score import cluster_score
-from model.state import PRIMARY, SECONDARY, ClusterState, StateEdit, node_states
+from model.state import (
+    PRIMARY,
+    SECONDARY,
+    ClusterState,
+    StateEdit,
+    node_states,
+    placement_shortfalls,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +219,7 @@ def _place(
         return state, []
     if secondary == primary or not d.has_secondary:
         secondary = None
-    found = state.placement_shortfalls(d, primary, secondary, strict=strict)
+    found = placement_shortfalls(state.nodes, d, primary, secondary, strict=strict)
     out: list[Violation] = []
     for role in (PRIMARY, SECONDARY):
         if role in unchecked:

@@ -48,6 +48,28 @@ from model.resources import (
 PRIMARY = "primary"
 SECONDARY = "secondary"
 
+#: What can be placed: a model record (kept for snapshots) or a bare demand.
+Placeable = Instance | InstanceDemand
+
+
+def placement_shortfalls(
+    nodes: Mapping[str, NodeState],
+    d: InstanceDemand,
+    primary: str,
+    secondary: str | None = None,
+    *,
+    strict: bool = True,
+) -> tuple[tuple[str, str, Shortfall], ...]:
+    """(role, node, shortfall) for every strict check a placement fails, primary first; both
+    nodes judged as they are (htools adds to each independently)."""
+    out = [(PRIMARY, primary, s) for s in primary_shortfalls(nodes[primary], d, strict=strict)]
+    if secondary is not None:
+        out += [
+            (SECONDARY, secondary, s)
+            for s in secondary_shortfalls(nodes[secondary], d, primary, strict=strict)
+        ]
+    return tuple(out)
+
 
 @dataclass(frozen=True)
 class ClusterState:
@@ -97,15 +119,7 @@ class ClusterState:
     ) -> tuple[tuple[str, str, Shortfall], ...]:
         """(role, node, shortfall) for every strict check the placement fails, primary first;
         both nodes are judged as they are now (htools adds to each independently)."""
-        out = [
-            (PRIMARY, primary, s) for s in primary_shortfalls(self.nodes[primary], d, strict=strict)
-        ]
-        if secondary is not None:
-            out += [
-                (SECONDARY, secondary, s)
-                for s in secondary_shortfalls(self.nodes[secondary], d, primary, strict=strict)
-            ]
-        return tuple(out)
+        return placement_shortfalls(self.nodes, d, primary, secondary, strict=strict)
 
     def placed(
         self,
@@ -128,7 +142,7 @@ class ClusterState:
         """A new instance added with htools' node checks (`allocateOnSingle/OnPair`; the
         policy is the caller's), or the first failure."""
         edit = StateEdit(self)
-        failed = edit.place(instance, primary, secondary, strict=strict)
+        failed = edit.place(instance, primary, secondary, strict)
         return failed if failed is not None else edit.state()
 
     # --- existing instances -----------------------------------------------------------
@@ -249,25 +263,6 @@ class StateEdit:
     def demand(self, instance: Instance | InstanceDemand) -> InstanceDemand:
         return self._base.demand(instance)
 
-    def placement_shortfalls(
-        self,
-        d: InstanceDemand,
-        primary: str,
-        secondary: str | None = None,
-        *,
-        strict: bool = True,
-    ) -> tuple[tuple[str, str, Shortfall], ...]:
-        """As ClusterState.placement_shortfalls, on the nodes as edited so far."""
-        out = [
-            (PRIMARY, primary, s) for s in primary_shortfalls(self.nodes[primary], d, strict=strict)
-        ]
-        if secondary is not None:
-            out += [
-                (SECONDARY, secondary, s)
-                for s in secondary_shortfalls(self.nodes[secondary], d, primary, strict=strict)
-            ]
-        return tuple(out)
-
     # -- the changes ---------------------------------------------------------------------
 
     def _unchecked(
@@ -338,12 +333,7 @@ class StateEdit:
         return self
 
     def place(
-        self,
-        instance: Instance | InstanceDemand,
-        primary: str,
-        secondary: str | None = None,
-        *,
-        strict: bool = True,
+        self, instance: Placeable, primary: str, secondary: str | None = None, strict: bool = True
     ) -> FailMode | None:
         """ClusterState.place, here: None when done, else the first failure (nothing done)."""
         d = self.demand(instance)

@@ -440,8 +440,11 @@ def joint_node_evacuate(
 #: replay through hail's moves, the checker, the answer).
 FINISH_S = 1.0
 
-#: hail's walk for a start, with drbd pairs (mode `all`) drawn from this many nodes only
-NARROW_NODES = 20
+#: hail's walk for a start, with drbd pairs (mode `all`) drawn from this many nodes only.
+#: 40 instances on 200 nodes in 30 s (docs/placement.md): 20 nodes gave a start 0.3-0.4 %
+#: above hail's full walk, 40 nodes 0.1 % (and a gap of 0.5-0.8 %), 60 nodes left the model
+#: too little time for a bound
+NARROW_NODES = 40
 
 
 def _narrow_walk(

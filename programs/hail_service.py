@@ -293,16 +293,23 @@ def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> Serve
                     children.add(_fork_worker(sock, log, rehearsal, make_main))
                 finally:
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-            pid, status = os.wait()
-            if pid not in children:
-                continue
-            children.discard(pid)
-            code = os.waitstatus_to_exitcode(status)
-            served += code == 0
-            rejected += code == WORKER_BAD_CALL
-            failed += code not in (0, WORKER_NO_CALL, WORKER_BAD_CALL)
-            if code < 0:
-                _log(log, f"worker {pid} killed by signal {-code}")
+            # wait without reaping (a stop here loses nothing: the worker is still a child
+            # the stop below waits for), then reap and count with stops held back, so that
+            # every finished call is counted exactly once
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
+                pid, status = os.waitpid(ended.si_pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+                if pid in children:
+                    children.discard(pid)
+                    served += code == 0
+                    rejected += code == WORKER_BAD_CALL
+                    failed += code not in (0, WORKER_NO_CALL, WORKER_BAD_CALL)
+                    if code < 0:
+                        _log(log, f"worker {pid} killed by signal {-code}")
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
             if code not in (0, WORKER_NO_CALL, WORKER_BAD_CALL):
                 time.sleep(0.1)  # a worker that fails at once must not spin the parent
     except _Stop:

@@ -246,18 +246,39 @@ class StateEdit:
 
     def __init__(self, state: ClusterState) -> None:
         self._base = state
-        self.nodes: dict[str, NodeState] = dict(state.nodes)
-        self.demands: dict[str, InstanceDemand] = dict(state.demands)
-        self.locations: dict[str, tuple[str, str | None]] = dict(state.locations)
-        self.added: dict[str, Instance] = dict(state.added)
+        # the state's own tables until the first change copies them (a refused place copies
+        # nothing)
+        self.nodes = state.nodes  # type: ignore[assignment]
+        self.demands = state.demands  # type: ignore[assignment]
+        self.locations = state.locations  # type: ignore[assignment]
+        self.added = state.added  # type: ignore[assignment]
+        self._handed_over = True
+
+    def _copy_tables(
+        self, nodes: Mapping, demands: Mapping, locations: Mapping, added: Mapping
+    ) -> None:
+        self.nodes: dict[str, NodeState] = dict(nodes)
+        self.demands: dict[str, InstanceDemand] = dict(demands)
+        self.locations: dict[str, tuple[str, str | None]] = dict(locations)
+        self.added: dict[str, Instance] = dict(added)
+        self._handed_over = False
+
+    def _own(self) -> None:
+        """Copy the tables before a change while they are shared (with the state this edit
+        began from, or one state() handed out)."""
+        if self._handed_over:
+            self._copy_tables(self.nodes, self.demands, self.locations, self.added)
 
     def state(self) -> ClusterState:
+        """The state so far; its tables are this edit's own (not copied again: a single edit
+        through ClusterState costs one copy, as before), so a later change copies first."""
+        self._handed_over = True
         return replace(
             self._base,
-            nodes=dict(self.nodes),
-            demands=dict(self.demands),
-            locations=dict(self.locations),
-            added=dict(self.added),
+            nodes=self.nodes,
+            demands=self.demands,
+            locations=self.locations,
+            added=self.added,
         )
 
     def demand(self, instance: Instance | InstanceDemand) -> InstanceDemand:
@@ -327,6 +348,7 @@ class StateEdit:
         self, instance: Instance | InstanceDemand, primary: str, secondary: str | None = None
     ) -> StateEdit:
         """ClusterState.placed, here."""
+        self._own()
         d = self.demand(instance)
         self.nodes.update(self._unchecked(self.nodes, d, primary, secondary))
         self._record(instance, d, primary, secondary)
@@ -340,12 +362,14 @@ class StateEdit:
         changed = self._checked(self.nodes, d, primary, secondary, strict)
         if isinstance(changed, FailMode):
             return changed
+        self._own()
         self.nodes.update(changed)
         self._record(instance, d, primary, secondary)
         return None
 
     def remove(self, instance: str) -> StateEdit:
         """ClusterState.remove, here."""
+        self._own()
         self.nodes.update(self._removal(instance))
         self._forget(instance)
         return self
@@ -365,6 +389,7 @@ class StateEdit:
             changed = self._checked(view, d, primary, secondary, strict)
         if isinstance(changed, FailMode):
             return changed
+        self._own()
         self.nodes.update(removal)
         self.nodes.update(changed)
         self._forget(instance)

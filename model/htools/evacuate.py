@@ -317,7 +317,14 @@ def try_node_evac(
         try:
             r = node_evac_instance(
                 state.nodes,
-                *(d, primary, secondary, mode, members, avail, ignore_soft_errors, cache),
+                d,
+                primary,
+                secondary,
+                mode,
+                members,
+                avail,
+                ignore_soft_errors,
+                cache,
                 deadline=deadline,
             )
         except _PastDeadline:

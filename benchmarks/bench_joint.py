@@ -131,11 +131,14 @@ def _cell(value: float | int | None) -> str:
     return f"{value:.6f}" if isinstance(value, float) else str(value)
 
 
-def run_case(kind: str, data: dict, tmp: Path, hail_timeout: float) -> dict:
+def run_case(
+    kind: str, data: dict, tmp: Path, hail_timeout: float, time_limit: float | None = None
+) -> dict:
     path = tmp / f"{kind}.json"
     path.write_text(json.dumps(data))
     hail_s, hail = _timed([str(real_hail()), str(path)], hail_timeout)
-    ours_s, ours = _timed([sys.executable, "-m", "cli", "hail", str(path)])
+    limit = ["--time-limit", str(time_limit)] if time_limit is not None else []
+    ours_s, ours = _timed([sys.executable, "-m", "cli", "hail", *limit, str(path)])
     assert ours is not None
     status = re.search(r"\[exalloc \w+: ([^\]]*)\]", ours["info"])
     wanted = len(data["request"]["instances"])
@@ -159,6 +162,9 @@ def main() -> None:
     p.add_argument("--multi", type=int, default=10)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--hail-timeout", type=float, default=120.0, help="seconds")
+    p.add_argument(
+        "--time-limit", type=float, default=None, help="exalloc's --time-limit (default: its own)"
+    )
     args = p.parse_args()
     print(
         "| request | seed | instances | hail s | hail done | hail score | exalloc s |"
@@ -167,11 +173,14 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
-            for kind, data in (
-                ("node-evacuate", evacuation(args.nodes, args.evacuate, seed)),
-                ("multi-allocate", multi(args.nodes, args.multi, seed)),
+            for kind, count, make in (
+                ("node-evacuate", args.evacuate, evacuation),
+                ("multi-allocate", args.multi, multi),
             ):
-                r = run_case(kind, data, Path(tmp), args.hail_timeout)
+                if not count:
+                    continue
+                data = make(args.nodes, count, seed)
+                r = run_case(kind, data, Path(tmp), args.hail_timeout, args.time_limit)
                 hail_s = (
                     f"{r['hail_s']:.2f}"
                     if r["hail_s"] != float("inf")

@@ -1129,6 +1129,61 @@ class MoveResult:
     secondary: str | None
 
 
+@dataclass(frozen=True)
+class SecondaryReplacement:
+    """A replace-secondary split into what does not depend on the target (the primary and the
+    old secondary giving the instance up) and what does, so that a walk over many targets
+    (hail's drbd evacuation, every ordered pair of nodes) does the first part once."""
+
+    d: InstanceDemand
+    primary: str
+    secondary: str
+    old_primary: NodeState
+    primary_without: NodeState  # the primary with the instance removed
+    secondary_without: NodeState  # the old secondary with the instance removed
+    force: bool
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Mapping[str, NodeState],
+        d: InstanceDemand,
+        primary: str,
+        secondary: str,
+        *,
+        force: bool = False,
+    ) -> SecondaryReplacement:
+        old_p, old_s = nodes[primary], nodes[secondary]
+        old_loc = pair_location_score(old_p, old_s)
+        int_p = remove_primary(old_p, d, old_loc)
+        int_s = remove_secondary(old_s, d, primary)
+        return cls(d, primary, secondary, old_p, int_p, int_s, force or old_s.offline)
+
+    def new_secondary(self, tgt: NodeState) -> NodeState | FailMode:
+        """The target with the instance's secondary added (depends on the target's state and
+        its failover memory for the primary only)."""
+        return add_secondary(tgt, self.d, self.primary, strict=not self.force)
+
+    def primary_back(self, tgt: NodeState) -> NodeState | FailMode:
+        """The primary with the instance back, scored for the pair it makes with the target
+        (depends on the location tags the two share only)."""
+        loc = pair_location_score(self.old_primary, tgt)
+        return add_primary(self.primary_without, self.d, strict=False, location_score=loc)
+
+    def to(self, target: str, tgt: NodeState) -> MoveResult | FailMode:
+        new_s = self.new_secondary(tgt)
+        if isinstance(new_s, FailMode):
+            return new_s
+        p_back = self.primary_back(tgt)
+        if isinstance(p_back, FailMode):
+            return p_back
+        return MoveResult(
+            {self.primary: p_back, target: new_s, self.secondary: self.secondary_without},
+            self.primary,
+            target,
+        )
+
+
 def apply_move(
     nodes: Mapping[str, NodeState],
     d: InstanceDemand,
@@ -1181,14 +1236,9 @@ def apply_move(
     assert target is not None
     tgt = nodes[target]
     if kind is MoveKind.REPLACE_SECONDARY:
-        loc = pair_location_score(old_p, tgt)
-        new_s = add_secondary(tgt, d, primary, strict=not (old_s.offline or force))
-        if isinstance(new_s, FailMode):
-            return new_s
-        p_back = add_primary(int_p, d, strict=False, location_score=loc)
-        if isinstance(p_back, FailMode):
-            return p_back
-        return MoveResult({primary: p_back, target: new_s, secondary: int_s}, primary, target)
+        return SecondaryReplacement(
+            d, primary, secondary, old_p, int_p, int_s, force or old_s.offline
+        ).to(target, tgt)
     if kind is MoveKind.REPLACE_PRIMARY:
         loc = pair_location_score(tgt, int_s)
         if fail := fail_or(check_migration(old_p, old_s), check_migration(old_s, tgt)):

@@ -16,7 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from model.htools.metrics import Change, RowCache
-from model.resources import FailMode, InstanceDemand, MoveKind, MoveResult, NodeState, apply_move
+from model.resources import (
+    FailMode,
+    InstanceDemand,
+    MoveKind,
+    MoveResult,
+    NodeState,
+    SecondaryReplacement,
+    apply_move,
+    pair_location_score,
+)
 from model.state import ClusterState
 
 CHANGE_PRIMARY = "primary-only"
@@ -186,31 +195,103 @@ def drbd_change_all(
     deadline: float | None = None,
 ) -> Evacuated | str:
     """nodeEvacInstance ChangeAll for drbd: every ordered pair of `avail`, best group score
-    (the pairs of one instance take seconds on a few hundred nodes: `deadline` is checked
-    between primaries)."""
+    (`deadline` is checked between primaries).
+
+    hail runs the three moves of `drbd_all_pair` for every ordered pair (O(N²) moves, each
+    scored over the group). The first two moves depend on the new primary alone, and the
+    last one, a replace-secondary, changes the new secondary by what depends only on its
+    state and its failover memory for the new primary, and the new primary by the location
+    tags the two share: each part is computed once and the pairs combine them. The winner is
+    then moved by `drbd_all_pair` itself; the candidates, their order and their scores are
+    hail's (tests/test_evacuate_walk.py compares with the pair-by-pair walk)."""
+    cache = cache or RowCache()
+    index = {n: i for i, n in enumerate(group_nodes)}
     error = "no nodes available"
-    ok: list[Evacuated] = []
+    pairs: list[tuple[str, str]] = []
+    changes: list[Change] = []
+    base, p, s, head = dict(nodes), primary, secondary, {}
+    if nodes[primary].offline and len(avail) > 1:
+        r = apply_move(base, d, p, s, MoveKind.FAILOVER, force=force)
+        if isinstance(r, FailMode):
+            why = f"Allocation failed: Failing over to the secondary: {r}"
+            return "Can't find any good nodes for relocation: " + why
+        base.update(r.nodes)
+        head.update(r.nodes)
+        p, s = r.primary, r.secondary
+    secondaries: dict[tuple[str, int], NodeState | FailMode] = {}
     for tp in avail:
         if deadline is not None and time.perf_counter() > deadline:
             raise _PastDeadline
+        if len(avail) < 2:
+            break
+        step = _first_two_moves(base, d, p, s, tp, force)
+        if isinstance(step, str):
+            if not changes:
+                error = "Allocation failed: " + step
+            continue
+        cur, changed, new_p, new_s = step
+        replace = SecondaryReplacement.of(cur, d, new_p, new_s, force=force)
+        changed = {**head, **changed}
+        backs: dict[int, NodeState | FailMode] = {}
         for ts in avail:
-            if tp == ts:
+            if ts == tp:
                 continue
-            r = drbd_all_pair(nodes, d, primary, secondary, tp, ts, force)
-            if isinstance(r, str):
-                if not ok:
-                    error = "Allocation failed: " + r
+            tgt = cur[ts]
+            if ts in changed:  # a node the first moves changed: its own state, not shared
+                added = replace.new_secondary(tgt)
+            else:
+                key = (ts, tgt.peer_memory_mib(new_p))
+                added = secondaries.get(key)
+                if added is None:
+                    added = secondaries[key] = replace.new_secondary(tgt)
+            if isinstance(added, FailMode):
+                if not changes:
+                    error = f"Allocation failed: Changing secondary to final secondary: {added}"
                 continue
-            ok.append(r)
-    if not ok:
+            loc = pair_location_score(replace.old_primary, tgt)
+            back = backs.get(loc)
+            if back is None:
+                back = backs[loc] = replace.primary_back(tgt)
+            if isinstance(back, FailMode):
+                if not changes:
+                    error = f"Allocation failed: Changing secondary to final secondary: {back}"
+                continue
+            # in the order of apply_move's result: a node in two roles keeps the last
+            final = {**changed, new_p: back, ts: added, new_s: replace.secondary_without}
+            pairs.append((tp, ts))
+            changes.append(_change(index, final, cache))
+    if not changes:
         return "Can't find any good nodes for relocation: " + error
-    cache = cache or RowCache()
-    scores = cache.scores(nodes, group_nodes)
-    index = {n: i for i, n in enumerate(group_nodes)}
-    changes = [_change(index, r.nodes, cache) for r in ok]
-    i, score = scores.best(changes, need_score=False)
-    best = ok[i]
+    i, score = cache.scores(nodes, group_nodes).best(changes, need_score=False)
+    best = drbd_all_pair(nodes, d, primary, secondary, *pairs[i], force)
+    assert not isinstance(best, str), "the pair was feasible when combined"
     return Evacuated(best.nodes, best.primary, best.secondary, best.steps, score)
+
+
+def _first_two_moves(
+    nodes: Mapping[str, NodeState],
+    d: InstanceDemand,
+    primary: str,
+    secondary: str,
+    target: str,
+    force: bool,
+) -> tuple[dict[str, NodeState], dict[str, NodeState], str, str] | str:
+    """The secondary moved to the new primary and the instance failed over to it (the moves
+    of `drbd_all_pair` that do not depend on the final secondary): the cluster and the nodes
+    changed after them, the instance's primary and secondary; or the failure, as worded by
+    `drbd_all_pair`."""
+    cur, changed, p, s = dict(nodes), {}, primary, secondary
+    for kind, tgt, what in (
+        (MoveKind.REPLACE_SECONDARY, target, "Changing secondary to new primary"),
+        (MoveKind.FAILOVER, None, "Failing over to new primary"),
+    ):
+        r = apply_move(cur, d, p, s, kind, tgt, force=force)
+        if isinstance(r, FailMode):
+            return f"{what}: {r}"
+        cur.update(r.nodes)
+        changed.update(r.nodes)
+        p, s = r.primary, r.secondary  # type: ignore[assignment]
+    return cur, changed, p, s
 
 
 def node_evac_instance(

@@ -107,8 +107,9 @@ def _info(sol: AllocSolution) -> str:
     return ", ".join(sol.log)
 
 
-def process(inp: IAllocatorInput, opts: AllocOptions) -> Answer:
-    """IAlloc.processRequest for every request type."""
+def process(inp: IAllocatorInput, opts: AllocOptions, walked: EvacSolution | None = None) -> Answer:
+    """IAlloc.processRequest for every request type (a node-evacuate from `walked`, the walk
+    `try_node_evac` made with these options, when the caller has it already)."""
     req = inp.request
     state = node_states(inp.cluster)
     if isinstance(req, AllocateRequest):
@@ -118,7 +119,7 @@ def process(inp: IAllocatorInput, opts: AllocOptions) -> Answer:
     if isinstance(req, RelocateRequest):
         return _relocate(state, req, opts)
     if isinstance(req, NodeEvacuateRequest):
-        sol = try_node_evac(
+        sol = walked or try_node_evac(
             state,
             EVAC_MODES[req.evac_mode],
             req.instances,

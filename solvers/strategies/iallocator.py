@@ -26,6 +26,7 @@ from model.htools.allocate import AllocOptions
 from model.htools.answer import HailAnswer
 from model.htools.capacity import CapacityCheck, NoCapacityCheck
 from model.htools.dedicated import is_dedicated
+from model.htools.evacuate import EvacSolution
 from model.htools.global_n1 import GreedyGlobalN1
 from model.htools.requests import Answer, process
 from model.htools.verify import check_answer
@@ -87,7 +88,9 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
         from solvers.strategies.joint import joint_node_evacuate
 
-        return joint_node_evacuate(inp, lambda: one_by_one_answer(inp, opts), opts.solver)
+        return joint_node_evacuate(
+            inp, lambda walked: one_by_one_answer(inp, opts, walked), opts.solver
+        )
     if isinstance(req, ChangeGroupRequest) and opts.joint:
         from solvers.strategies.joint import joint_change_group
 
@@ -106,10 +109,12 @@ def _rest(options: SolverOptions, started: float) -> SolverOptions:
     return options.within(max(options.time_limit - (time.perf_counter() - started), 1.0))
 
 
-def one_by_one_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
+def one_by_one_answer(
+    inp: IAllocatorInput, opts: IAllocatorOptions, walked: EvacSolution | None = None
+) -> HailAnswer:
     """htools' own answer on normal and shared-storage groups and for every non-allocation
-    request."""
-    return _as_hail(*answer_normal(inp, opts))
+    request (a node-evacuate's from `walked`, hail's walk when the caller has done it)."""
+    return _as_hail(*answer_normal(inp, opts, walked))
 
 
 def _as_hail(ans: Answer, line: str, objectives: dict) -> HailAnswer:
@@ -127,14 +132,16 @@ def _as_hail(ans: Answer, line: str, objectives: dict) -> HailAnswer:
 UNUSABLE = frozenset({"offline_node", "drained_node", "not_vm_capable"})
 
 
-def answer_normal(inp: IAllocatorInput, opts: IAllocatorOptions) -> tuple[Answer, str, dict]:
+def answer_normal(
+    inp: IAllocatorInput, opts: IAllocatorOptions, walked: EvacSolution | None = None
+) -> tuple[Answer, str, dict]:
     """hail's answer (checked), its response line, and the checker's objectives."""
     alloc = AllocOptions(
         capacity_check(opts.capacity_checks, opts.solver),
         opts.ignore_soft_errors,
         tuple(opts.restrict_to_nodes) if opts.restrict_to_nodes is not None else None,
     )
-    ans = process(inp, alloc)
+    ans = process(inp, alloc, walked)
     objectives: dict[str, Any] = {}
     if ans.success:
         report = check_answer(inp, ans)

@@ -11,9 +11,10 @@ answer, so it is never worse than the one-by-one batch.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from model.backends.iallocator import (
     ChangeGroupRequest,
@@ -293,20 +294,23 @@ def _group_score(state: ClusterState, groups: set[str]) -> float:
     return sum(cluster_score(state, group=g) for g in sorted(groups))
 
 
-#: Above this many (instance, target) trials hail's own walk is slow (drbd in mode `all` tries
-#: every ordered pair of nodes: 40 instances on 200 nodes take minutes, in hail as in its port),
-#: so it is run only when the joint plan is not proven optimal.
-EAGER_TRIALS = 20_000
+#: What one (instance, target) trial of hail's walk costs, to tell whether the walk ends in
+#: half a request's time (drbd in mode `all` tries every ordered pair of nodes: 40 instances on
+#: 200 nodes are 1.3 million pairs, 8.5-11 s on the machine of docs/placement.md, where hail
+#: itself takes 108-119 s); set high, as the walk then runs and stops at half the time
+SECONDS_PER_TRIAL = 1.2e-5
 
 
 def joint_node_evacuate(
-    inp: IAllocatorInput, one_by_one: Callable[[], HailAnswer], options: SolverOptions
+    inp: IAllocatorInput,
+    one_by_one: Callable[[EvacSolution | None], HailAnswer],
+    options: SolverOptions,
 ) -> HailAnswer:
     """Node-evacuate jointly: the most instances moved off the nodes (proven), then the least
-    score of their groups after all moves; hail's answer (`one_by_one()`) when it is not
-    beaten. An instance never leaves its group, so each group is its own problem. hail's plan
-    is the starting point when it is cheap to find; a proven optimal joint plan needs no
-    comparison with it."""
+    score of their groups after all moves; hail's answer (`one_by_one(walk)`, made of hail's
+    walk when it was done here) when it is not beaten. An instance never leaves its group, so
+    each group is its own problem. hail's plan is the starting point and the plan to beat when
+    its walk ends in half the time."""
     started = time.perf_counter()  # the request's bound covers everything from here
     req = inp.request
     assert isinstance(req, NodeEvacuateRequest)
@@ -344,33 +348,28 @@ def joint_node_evacuate(
         ]
         avail_of[name] = [n for n in avail_of[name] if n != p]
     if not chosen:
-        return one_by_one()
+        return one_by_one(None)
     trials = sum(
         len(a) ** 2 if state.demands[n].disk_template == "drbd" and mode == CHANGE_ALL else len(a)
         for n, a in avail_of.items()
     )
-    hail = try_node_evac(state, mode, names) if trials <= EAGER_TRIALS else None
+    budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
+    total = budget.time_limit or DEFAULT_SECONDS
+    # hail's own walk: the model's start and the plan to beat, when it can end in half the
+    # time (it stops at that deadline otherwise); else the narrow walk as the start, and no
+    # comparison
+    hail = None
+    if trials * SECONDS_PER_TRIAL <= total / 2:
+        hail = try_node_evac(state, mode, names, deadline=started + total / 2)
     if hail is not None:
         hail_plan = {
             n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved
         }
-    budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
-    total = budget.time_limit or DEFAULT_SECONDS
-    walk = True  # hail's full walk, for the comparison, in the second half of the time
-    if hail is None:  # a quicker start instead
-        walk_started = time.perf_counter()
-        movers = [n for ms in chosen.values() for n in ms]
-        hail_plan = _narrow_walk(state1, mode, movers, avail_of)
-        # the full walk tries `trials` pairs at the narrow walk's pace: if that cannot end in
-        # half the time, it is not started and the model has the whole bound
-        narrow = sum(min(len(avail_of[n]), NARROW_NODES) ** 2 for n in movers) or 1
-        pace = narrow / max(time.perf_counter() - walk_started, 1e-3)
-        walk = trials / pace <= total / 2
+    else:
+        hail_plan = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
     plan: Plan = {}
     runs: list[SolverRun] = []
-    # half the time for the joint model when hail's walk must still run for the comparison,
-    # the rest for that walk: the request stays within its bound
-    deadline = started + total / (2 if hail is None and walk else 1) - FINISH_S
+    deadline = started + total - FINISH_S
     for uuid, members in chosen.items():
         base = state1
         for name in members:
@@ -402,18 +401,11 @@ def joint_node_evacuate(
         runs.append(_run_of(options, joint))
     replay = _replay(state1, mode, names, plan)
     if isinstance(replay, str):
-        return one_by_one()  # the model's plan cannot be made of hail's steps
+        return one_by_one(hail)  # the model's plan cannot be made of hail's steps
     after, moved, jobs = replay
     if done is not None:
         moved = [*done.moved, *moved]
         jobs = [*done.jobs, *jobs]
-    proven = all(r.status == "optimal" for r in runs)
-    unfinished = False
-    if hail is None and not proven:
-        # hail's walk for the comparison, within the other half of the time
-        if walk:
-            hail = try_node_evac(state, mode, names, deadline=started + total - FINISH_S)
-        unfinished = hail is None
     return _better_moves(
         inp,
         state,
@@ -422,16 +414,12 @@ def joint_node_evacuate(
         (moved, jobs, after),
         hail,
         runs,
-        one_by_one,
+        lambda: one_by_one(hail),  # hail's answer made of the walk done, not walked again
         refused,
         why_alone=(
-            (
-                "hail's walk did not finish in its half of the time"
-                if walk
-                else "hail's walk could not finish within the time (not started)"
-            )
-            if unfinished
-            else "proven"
+            "proven"
+            if all(r.status == "optimal" for r in runs)
+            else "hail's walk does not end within half the time"
         ),
     )
 
@@ -486,7 +474,7 @@ def _better_moves(
 ) -> HailAnswer:
     """The joint moves as hail's answer when they beat hail's (more instances moved, or as
     many and a lower score of the groups either touches), else `one_by_one()`. `hail` None:
-    the joint plan is proven optimal, nothing to compare; `refused` gives the reasons of
+    nothing to compare (`why_alone` says why); `refused` gives the reasons of
     instances no plan could move."""
     moved, jobs, after = joint
     touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
@@ -495,7 +483,7 @@ def _better_moves(
     if hail is not None:
         theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
         if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
-            return one_by_one()
+            return _kept_hails(one_by_one(), runs, _note(-mine[0], mine[1], -theirs[0], theirs[1]))
     reasons = {**refused, **(dict(hail.failed) if hail else {})}
     crowded = "no room left by the joint plan, which moves the most instances that fit together"
     moved_names = {n for n, _, _ in moved}
@@ -515,6 +503,21 @@ def _better_moves(
         runs=tuple(runs),
         objectives={"score": mine[1], "moved": len(moved)},
     )
+
+
+def _kept_hails(ans: HailAnswer, runs: list[SolverRun], note: str) -> HailAnswer:
+    """hail's answer, kept because the joint model found nothing better, with the model's
+    runs: started from hail's plan, their bound is a bound for it too (the gap says how far
+    hail's plan can be from the best)."""
+    if not runs or not ans.response:
+        return ans
+    line = json.loads(ans.response)
+    if not line.get("success"):
+        return ans
+    info = line["info"].removeprefix("Request successful: ")
+    note = f"{note}; kept hail's plan, the joint model found none better"
+    response = response_json(True, info + run_note(tuple(runs), note), line["result"])
+    return replace(ans, response=response, runs=tuple(runs))
 
 
 def _note(done: int, score: float | None, hail_done: int, hail_score: float | None) -> str:

@@ -943,16 +943,6 @@ def hail_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def exalloc_hail(argv: Sequence[str] | None = None) -> int:
-    """The `exalloc-hail` console script: a running `exalloc hail-server`'s answer, else
-    exalloc's in this process (programs.hail_client imports nothing heavy)."""
-    from programs import hail_client
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    code = hail_client.forward(args)
-    return hail_main(args) if code is None else code
-
-
 def hail_main(argv: Sequence[str] | None = None) -> int:
     """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process (the console script,
     programs.hail_client.main, first tries a running `exalloc hail-server`)."""

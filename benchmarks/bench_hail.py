@@ -116,7 +116,7 @@ class HailServer:
             else [
                 sys.executable,
                 "-c",
-                "import sys; from cli import exalloc_hail; sys.exit(exalloc_hail())",
+                "import sys; from programs.hail_client import console; sys.exit(console())",
             ]
         )
         self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))

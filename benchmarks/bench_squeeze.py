@@ -2,9 +2,12 @@
 
     python benchmarks/bench_squeeze.py --compare 8,16,32,64 --hsqueeze-timeout 300
     python benchmarks/bench_squeeze.py --scale 500:5000,3000:30000 --time-limit 120
+    python benchmarks/bench_squeeze.py --drbd 64:192:62 --time-limit 120
 
 Clusters come from `tests/squeeze_gen.py` (seeded, ext instances): the comparison uses small
-nodes with four instances per node, the scale runs large nodes with ten instances per node.
+nodes with four instances per node, the scale runs large nodes with ten instances per node,
+the DRBD runs small nodes with ext instances and DRBD pairs, squeezed with `--move ext` and
+`--move drbd`.
 In the comparison both tools run as subprocesses, so the wall times include process start and
 loading. The scale runs call the solve strategy (`solvers.strategies.squeeze.plan`) in this
 process on the snapshot read back from its file: wall time is loading plus planning, and the
@@ -26,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from squeeze_gen import LARGE_NODE_TYPES, SqueezeSpec, ext_cluster  # noqa: E402
+from squeeze_gen import LARGE_NODE_TYPES, SqueezeSpec, drbd_cluster, ext_cluster  # noqa: E402
 
 from model.backends.text import load_text, save_text  # noqa: E402
 from model.squeeze import SqueezeRequest  # noqa: E402
@@ -88,11 +91,11 @@ def run_exalloc(path: Path, time_limit: float | None, threads: int) -> dict:
     }
 
 
-def plan_in_process(path: Path, time_limit: float | None, threads: int) -> dict:
+def plan_in_process(path: Path, time_limit: float | None, threads: int, move: str = "ext") -> dict:
     """exalloc's plan through the solve strategy, timed from reading the snapshot."""
     t0 = time.perf_counter()
     state = node_states(load_text(path))
-    request = SqueezeRequest(DEFAULT_FACTOR, DEFAULT_FACTOR, "ext")
+    request = SqueezeRequest(DEFAULT_FACTOR, DEFAULT_FACTOR, move)
     result = plan(state, request, SolverOptions(time_limit=time_limit, threads=threads))
     wall = time.perf_counter() - t0
     return {
@@ -172,10 +175,39 @@ def scale(
     return rows
 
 
+def drbd(
+    cases: list[tuple[int, int, int]], time_limit: float, seed: int, threads: int, tmp: Path
+) -> list[dict]:
+    rows = []
+    print(
+        "| nodes / ext / drbd | move | freed | bound | gap | moves | status "
+        "| build s | solve s | wall s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n, i, k in cases:
+        cluster = drbd_cluster(SqueezeSpec(nodes=n, instances=i, seed=seed), k)
+        path = tmp / f"drbd-{n}-{i}-{k}.data"
+        save_text(cluster, path)
+        for move in ("ext", "drbd"):
+            e = plan_in_process(path, time_limit, threads, move)
+            rows.append({"nodes": n, "ext": i, "drbd": k, "move": move, "exalloc": e})
+            gap = e.get("gap") or [None]
+            bound = e.get("bound") or [None]
+            print(
+                f"| {n} / {i} / {k} | {move} | {e['nodes']} | {_fmt(bound[0], 0)} "
+                f"| {_fmt(None if gap[0] is None else 100 * gap[0], 2)} % | {e.get('moves')} "
+                f"| {e.get('status')} | {_fmt(e.get('build_s'))} | {_fmt(e.get('solve_s'))} "
+                f"| {_fmt(e['wall_s'])} |",
+                flush=True,
+            )
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", default="", help="node counts for exalloc vs hsqueeze")
     ap.add_argument("--scale", default="", help="NODES:INSTANCES,... for exalloc alone")
+    ap.add_argument("--drbd", default="", help="NODES:EXT:DRBD,... squeezed with --move drbd")
     ap.add_argument("--hsqueeze-timeout", type=float, default=300.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--threads", type=int, default=1)
@@ -193,6 +225,9 @@ def main() -> None:
         if args.scale:
             cases = [tuple(int(v) for v in x.split(":")) for x in args.scale.split(",")]
             out["scale"] = scale(cases, args.time_limit, args.seed, args.threads, tmp)  # type: ignore[arg-type]
+        if args.drbd:
+            specs = [tuple(int(v) for v in x.split(":")) for x in args.drbd.split(",")]
+            out["drbd"] = drbd(specs, args.time_limit, args.seed, args.threads, tmp)  # type: ignore[arg-type]
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
 

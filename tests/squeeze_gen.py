@@ -125,18 +125,7 @@ def mixed_cluster(spec: SqueezeSpec) -> Cluster:
     insts = list(base.instances)
     nodes = {n.name: n for n in base.nodes}
     online = [n.name for n in base.nodes if n.online]
-    for k in range(rng.randint(0, 4) if len(online) > 1 else 0):
-        p, s = rng.sample(online, 2)
-        mem, disk = rng.choice((512, 1024, 2048)), rng.choice((10240, 40960))
-        status = rng.choice(("running", "ADMIN_down"))
-        insts.append(Instance(f"drbd-{k}", mem, (Disk(disk),), 1, status, True, p, s, "drbd"))
-        used = mem if status == "running" else 0
-        nodes[p] = replace(
-            nodes[p],
-            free_memory_mib=nodes[p].free_memory_mib - used,
-            free_disk_mib=nodes[p].free_disk_mib - disk,
-        )
-        nodes[s] = replace(nodes[s], free_disk_mib=nodes[s].free_disk_mib - disk)
+    _add_drbd(rng, insts, nodes, online, rng.randint(0, 4) if len(online) > 1 else 0)
     for k in range(rng.randint(0, 2)):
         p = rng.choice(online)
         auto = rng.random() < 0.5
@@ -162,3 +151,34 @@ def mixed_cluster(spec: SqueezeSpec) -> Cluster:
         nodes=tuple(nodes[n.name] for n in base.nodes),
         cluster_tags=tags,
     )
+
+
+def drbd_cluster(spec: SqueezeSpec, count: int) -> Cluster:
+    """`ext_cluster` plus `count` DRBD instances on random pairs of online nodes (for
+    `squeeze --move drbd` at scale, benchmarks/bench_squeeze.py --drbd)."""
+    rng = random.Random(spec.seed + 104729)
+    base = ext_cluster(spec)
+    insts = list(base.instances)
+    nodes = {n.name: n for n in base.nodes}
+    online = [n.name for n in base.nodes if n.online]
+    _add_drbd(rng, insts, nodes, online, count if len(online) > 1 else 0)
+    return replace(base, instances=tuple(insts), nodes=tuple(nodes[n.name] for n in base.nodes))
+
+
+def _add_drbd(
+    rng: random.Random, insts: list[Instance], nodes: dict, online: list[str], count: int
+) -> None:
+    """`count` DRBD instances on random (primary, secondary) pairs, the nodes' free memory
+    and disk reduced to match."""
+    for k in range(count):
+        p, s = rng.sample(online, 2)
+        mem, disk = rng.choice((512, 1024, 2048)), rng.choice((10240, 40960))
+        status = rng.choice(("running", "ADMIN_down"))
+        insts.append(Instance(f"drbd-{k}", mem, (Disk(disk),), 1, status, True, p, s, "drbd"))
+        used = mem if status == "running" else 0
+        nodes[p] = replace(
+            nodes[p],
+            free_memory_mib=nodes[p].free_memory_mib - used,
+            free_disk_mib=nodes[p].free_disk_mib - disk,
+        )
+        nodes[s] = replace(nodes[s], free_disk_mib=nodes[s].free_disk_mib - disk)

@@ -16,7 +16,9 @@ Each keeps the contract of formulations/__init__.py: `batch.build_batch(BatchPro
 `batch_objectives` (here), `batch.batch_solution`; `build_single(SingleProblem)`,
 `single_objectives`, `single_solution`. Objectives: [placed (batch only, max)],
 lost_0 … lost_{T-1} (min), remaining disk on the nodes that received instances (min),
-[tie-break (single, max)].
+[tie-break (single, max)]; the single model reads the lost vector as one integer
+(`lost_radix`) and, where the range allows, the lost vector and the disk as one
+(`single_key`).
 """
 
 from __future__ import annotations
@@ -269,24 +271,80 @@ def lost_radix(
     return tuple(lo), tuple(weights)
 
 
-def single_objectives(m: pyo.ConcreteModel, p: SingleProblem) -> list[Objective]:
+#: The stage that reads the lost vector and the remaining disk as one integer (`single_key`).
+LOST_AND_DISK = "lost_vector_and_disk"
+
+
+def single_key(p: SingleProblem) -> tuple[int, int] | None:
+    """(R, lowest disk) to read (lost vector, remaining disk) as one integer R·L + disk, with
+    L the lost vector's radix rank (`lost_radix`) and R above the disk's range, so that the
+    integer orders choices as the two stages do; None when it could exceed MAX_LOST_RANK.
+    One stage fewer: a third of the solve of a 1,000-node drbd allocate (docs/hail.md)."""
+    if p.lost_radix is None or p.n_tests == 0:
+        return None
+    _, weights = p.lost_radix
+    prim, sec = p.representatives
+    by = p.candidate
+
+    def rank(v: tuple[int, ...]) -> int:
+        return sum(w * x for w, x in zip(weights, v, strict=True))
+
+    p_ranks = [rank(by[n].primary_lost) for n in prim]
+    p_disks = [by[n].primary_disk_mib for n in prim]
+    s_ranks, s_disks = [0], [0]
+    if p.drbd:
+        s_ranks = [
+            rank(v)
+            for n in sec
+            for v in (by[n].secondary_lost, *by[n].secondary_lost_with.values())
+            if v is not None
+        ] or [0]
+        s_disks = [by[n].secondary_disk_mib for n in sec] or [0]
+    lost_lo, lost_hi = min(p_ranks) + min(s_ranks), max(p_ranks) + max(s_ranks)
+    disk_lo, disk_hi = min(p_disks) + min(s_disks), max(p_disks) + max(s_disks)
+    width = disk_hi - disk_lo + 1
+    largest = max(abs(width * lost_lo + disk_lo), abs(width * lost_hi + disk_hi))
+    return (width, disk_lo) if largest <= MAX_LOST_RANK else None
+
+
+def single_objectives(
+    m: pyo.ConcreteModel, p: SingleProblem, *, blend: bool = True
+) -> list[Objective]:
     """The lost vector (min; one stage when `lost_radix` allows, else lost_0 … lost_{T-1}),
     remaining disk (min), tie-break (max; left out when the stages before it already have a
-    single optimum)."""
-    if p.lost_radix is not None and p.n_tests > 1:
+    single optimum). With `blend`, the lost vector and the disk are one stage when
+    `single_key` allows (`single_lost_claim` and `split_lost_and_disk` read it back)."""
+    key = single_key(p) if blend else None
+    if key is not None:
+        width, _ = key
+        _, weights = p.lost_radix  # type: ignore[misc]
+        rank = sum(w * m.lost[t] for t, w in enumerate(weights))
+        objs = [Objective(LOST_AND_DISK, width * rank + m.remaining_disk, "min")]
+    elif p.lost_radix is not None and p.n_tests > 1:
         _, weights = p.lost_radix
         rank = sum(w * m.lost[t] for t, w in enumerate(weights))
         objs = [Objective("lost_vector", rank, "min")]
     else:
         objs = [Objective(f"lost_{t}", m.lost[t], "min") for t in range(p.n_tests)]
-    objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
+    if key is None:
+        objs.append(Objective("remaining_disk_mib", m.remaining_disk, "min"))
     if p.needs_tie_break:
         objs.append(Objective("tie_break", m.tie, "max"))
     return objs
 
 
+def split_lost_and_disk(p: SingleProblem, value: float) -> tuple[int, int]:
+    """(lost rank L, remaining disk) of the blended stage's value R·L + disk."""
+    key = single_key(p)
+    assert key is not None, "the stage was blended"
+    width, disk_lo = key
+    lost = (round(value) - disk_lo) // width
+    return lost, round(value) - width * lost
+
+
 def single_lost_claim(p: SingleProblem, objective: tuple[float, ...]) -> tuple[int, ...]:
-    """The lost vector the solver's stage values claim (decoding the one-stage form)."""
+    """The lost vector the solver's stage values claim (decoding the one-stage form; a
+    blended stage is split first)."""
     if p.lost_radix is None or p.n_tests <= 1:
         return tuple(int(round(v)) for v in objective[: p.n_tests])
     lo, weights = p.lost_radix

@@ -83,37 +83,34 @@ def max_total_vcpus(total_cpus: float, vcpu_ratio: float) -> int | None:
 def capacity_rows(state: NodeState) -> tuple[CapacityRow, ...]:
     """The linear capacities behind every strict `addPri` check of a node
     (docs/htools-facts.md §2)."""
+    return tuple(CapacityRow(kind, cap) for kind, cap in row_caps(state))
+
+
+def row_caps(state: NodeState) -> list[tuple[str, int]]:
+    """`capacity_rows` as (kind, cap) pairs: what the allocation vector of every candidate,
+    before and after each placement, reads (no row objects)."""
     unalloc = state.unallocated_memory_mib
     disk_floor = max(1, state.lo_disk_mib)
-    rows = [
-        CapacityRow(MEMORY, unalloc - 1),
-        CapacityRow(DISK, state.free_disk_mib - disk_floor),
-    ]
+    hi_spindles = state.hi_spindles
+    rows = [(MEMORY, unalloc - 1), (DISK, state.free_disk_mib - disk_floor)]
     if state.exclusive_storage:
-        rows.append(CapacityRow(SPINDLES, state.free_spindles))
+        rows.append((SPINDLES, state.free_spindles))
     else:
-        rows.append(
-            CapacityRow(SPINDLE_RATIO, math.floor(state.hi_spindles - state.instance_spindles))
-        )
+        rows.append((SPINDLE_RATIO, math.floor(hi_spindles - state.instance_spindles)))
     if not state.fail_n1:
-        rows.append(CapacityRow(N1, unalloc - 1))
+        rows.append((N1, unalloc - 1))
     vmax = max_total_vcpus(state.total_cpus, state.vcpu_ratio)
     if vmax is not None:
-        rows.append(CapacityRow(VCPU, vmax - state.used_vcpus))
-    rows.append(CapacityRow(MEMORY_FORTH, state.free_memory_forth_mib - 1))
-    rows.append(CapacityRow(DISK_FORTH, state.free_disk_forth_mib - disk_floor))
+        rows.append((VCPU, vmax - state.used_vcpus))
+    rows.append((MEMORY_FORTH, state.free_memory_forth_mib - 1))
+    rows.append((DISK_FORTH, state.free_disk_forth_mib - disk_floor))
     if state.exclusive_storage:
-        rows.append(CapacityRow(SPINDLES_FORTH, state.free_spindles_forth))
+        rows.append((SPINDLES_FORTH, state.free_spindles_forth))
     else:
-        rows.append(
-            CapacityRow(
-                SPINDLE_RATIO_FORTH,
-                math.floor(state.hi_spindles - state.instance_spindles_forth),
-            )
-        )
+        rows.append((SPINDLE_RATIO_FORTH, math.floor(hi_spindles - state.instance_spindles_forth)))
     if vmax is not None:
-        rows.append(CapacityRow(VCPU_FORTH, vmax - state.used_vcpus_forth))
-    return tuple(rows)
+        rows.append((VCPU_FORTH, vmax - state.used_vcpus_forth))
+    return rows
 
 
 def hard_rows(state: NodeState) -> tuple[CapacityRow, ...]:
@@ -195,11 +192,12 @@ def caps_left(state: NodeState) -> tuple[tuple[str, int], ...] | None:
     is already over its cap, so that nothing meeting every row fits."""
     reserve = state.reserved_memory_mib
     caps = []
-    for row in capacity_rows(state):
-        cap = row.cap - reserve if row.kind == N1 else row.cap
+    for kind, cap in row_caps(state):
+        if kind == N1:
+            cap -= reserve
         if cap < 0:
             return None
-        caps.append((row.kind, cap))
+        caps.append((kind, cap))
     return tuple(caps)
 
 

@@ -99,11 +99,15 @@ def vector_of(tests: tuple[InstanceDemand, ...]) -> Callable[[NodeState], tuple[
     placement)."""
     usages = [{kind: test_usage(kind, t) for kind in ROW_KINDS} for t in tests]
     zeros = (0,) * len(tests)
+    known: dict[tuple, tuple[int, ...]] = {}  # caps -> vector: nodes alike share one
 
     def vector(state: NodeState) -> tuple[int, ...]:
         caps = caps_left(state)
         if caps is None:
             return zeros
+        hit = known.get(caps)
+        if hit is not None:
+            return hit
         out = []
         for usage in usages:
             best = MAX_REPEAT
@@ -112,7 +116,8 @@ def vector_of(tests: tuple[InstanceDemand, ...]) -> Callable[[NodeState], tuple[
                 if use > 0 and cap // use < best:
                     best = cap // use
             out.append(best)
-        return tuple(out)
+        known[caps] = vec = tuple(out)
+        return vec
 
     return vector
 

@@ -66,7 +66,8 @@ def open_session(
 ) -> Session:
     """One solver instance on `model`, for strategies that re-solve as they add rows (cuts).
     presolve=False: HiGHS solves without presolve (CP-SAT ignores it), for large models that
-    are re-solved many times with a few rows more each time."""
+    are re-solved many times with a few rows more each time, and for tiny ones where its fixed
+    cost is most of the solve."""
     if solver == "highs":
         from solvers.highs_backend import HighsSession
 
@@ -89,6 +90,7 @@ def solve_lexicographic(
     seed: int = 0,
     build_s: float = 0.0,
     stage_rows: StageRows | None = None,
+    presolve: bool = True,
 ) -> LexResult:
     """Optimise `objectives` in order, each stage fixed as a row before the next.
 
@@ -104,7 +106,7 @@ def solve_lexicographic(
     names = tuple(o.name for o in objectives)
     start = time.perf_counter()
     stages: list[SolveResult] = []
-    session = open_session(solver, model, mip_gap, threads, seed)
+    session = open_session(solver, model, mip_gap, threads, seed, presolve)
     try:
         for k, obj in enumerate(objectives):
             left = None

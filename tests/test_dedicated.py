@@ -157,7 +157,7 @@ def test_build_single_drbd_peer_reservation_changes_the_pair() -> None:
     )
     problem = form.SingleProblem(cands, 2, drbd=True)
     m = form.build_single(problem)
-    lex = solve_lexicographic(m, form.single_objectives(m, problem))
+    lex = solve_lexicographic(m, form.single_objectives(m, problem, blend=False))
     assert lex.status == Status.OPTIMAL
     assert form.single_solution(m, problem) == ("p0", "s2")
     assert form.single_lost_claim(problem, lex.objective) == (0, 2)
@@ -243,6 +243,42 @@ def test_build_single_with_representatives_is_exact(drbd: bool) -> None:
         assert lex.status == Status.OPTIMAL
         assert form.single_solution(m, problem) == expected
     assert reduced > 30  # the classes did leave candidates out
+
+
+@pytest.mark.parametrize("drbd", [False, True])
+def test_single_blended_stage_has_the_optimum_of_separate_stages(drbd: bool) -> None:
+    """The lost vector and the disk read as one integer (`single_key`, issue 15) give the
+    same choice, lost vector and disk as the two stages they replace, on random cases with
+    disks of every size."""
+    rng = random.Random(23 + drbd)
+    blended = 0
+    for _ in range(80):
+        cands = tuple(
+            replace(
+                c,
+                primary_disk_mib=rng.randint(0, 4_000_000),
+                secondary_disk_mib=rng.randint(0, 4_000_000),
+            )
+            for c in _random_candidates(rng, drbd)
+        )
+        if _brute_force_single(cands, drbd) is None:
+            continue
+        problem = form.SingleProblem(cands, 2, drbd)
+        answers = []
+        for blend in (True, False):
+            m = form.build_single(problem)
+            objs = form.single_objectives(m, problem, blend=blend)
+            lex = solve_lexicographic(m, objs)
+            assert lex.status == Status.OPTIMAL
+            first = lex.objective[0]
+            if objs[0].name == form.LOST_AND_DISK:
+                lost, disk = form.split_lost_and_disk(problem, first)
+                blended += 1
+            else:
+                lost, disk = round(first), round(lex.objective[1])
+            answers.append((form.single_solution(m, problem), lost, disk))
+        assert answers[0] == answers[1]
+    assert blended > 40
 
 
 def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:

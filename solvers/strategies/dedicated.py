@@ -124,7 +124,12 @@ def solve_group(
         mip_gap=opts.gap,
         threads=opts.threads,
         build_s=sw.seconds,
+        # drbd's pair model (a few hundred binaries) solves faster without presolve (30 ms
+        # against 49 ms on a 1,000-node group), the plain one with it (6 ms against 10 ms)
+        presolve=not drbd,
     )
+    if lex.names and lex.names[0] == form.LOST_AND_DISK:
+        lex = _split_first_stage(problem, lex)
     run_ = solver_run(opts.solver, lex)
     if not lex.has_solution:
         raise SolverError(
@@ -153,6 +158,22 @@ def solve_group(
         disk_mib=disk,
         run=run_,
     )
+
+
+def _split_first_stage(problem: form.SingleProblem, lex: LexResult) -> LexResult:
+    """The blended stage (lost vector and disk as one integer, `form.single_key`) as the two
+    stages it stands for, so that reports and claims read as without the blend."""
+    first = lex.stages[0]
+    if first.objective is None:
+        return lex
+    lost, disk = form.split_lost_and_disk(problem, first.objective)
+    proven = first.status is Status.OPTIMAL
+    names = ("lost_vector" if problem.n_tests > 1 else "lost_0", "remaining_disk_mib")
+    split = tuple(
+        replace(first, objective=float(v), bound=float(v) if proven else None, solve_s=t)
+        for v, t in ((lost, first.solve_s), (disk, 0.0))
+    )
+    return LexResult.from_stages((*names, *lex.names[1:]), split + lex.stages[1:], lex.build_s)
 
 
 def allocate_one(

@@ -185,7 +185,10 @@ def drbd(
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n, i, k in cases:
-        cluster = drbd_cluster(SqueezeSpec(nodes=n, instances=i, seed=seed), k)
+        # nodes filled to at most half by ext instances (the default is 0.6): with the DRBD
+        # instances on top, every node can still host hsqueeze's probe (a shrink, not expand)
+        spec = SqueezeSpec(nodes=n, instances=i, seed=seed, max_fill=0.5)
+        cluster = drbd_cluster(spec, k)
         path = tmp / f"drbd-{n}-{i}-{k}.data"
         save_text(cluster, path)
         for move in ("ext", "drbd"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import ExallocError, InputError
+from model.errors import ExallocError, InputError, about
 from model.groups import Resources, group_nodes, hosts
 from model.state import ClusterState
 from programs import groups as shared
@@ -177,7 +177,8 @@ def answer(path: str, options: GroupOptions) -> CompressReport:
 
 
 def run(args: Any) -> CompressReport:
-    return answer(args.text_data, GroupOptions.of(args))
+    with about(args.text_data):
+        return answer(args.text_data, GroupOptions.of(args))
 
 
 def hail_change_group(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import InputError
+from model.errors import InputError, about
 from model.groups import Relocation, crosses_groups, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
@@ -103,4 +103,6 @@ def answer(path: str, nodes: Sequence[str], options: GroupOptions) -> EvacuateRe
 
 
 def run(args: Any) -> EvacuateReport:
-    return answer(args.text_data, [n for n in args.nodes.split(",") if n], GroupOptions.of(args))
+    nodes = [n for n in args.nodes.split(",") if n]
+    with about(args.text_data):
+        return answer(args.text_data, nodes, GroupOptions.of(args))

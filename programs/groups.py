@@ -4,11 +4,13 @@ plan passes, and the lines and JSON of plans and group health."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from model.backends import load_cluster
-from model.errors import CheckFailedError
+from model.cluster import Cluster
+from model.errors import CheckFailedError, InputError
 from model.groups import (
     Relocation,
     Storage,
@@ -63,8 +65,17 @@ class GroupOptions:
 def load(path: str, options: GroupOptions, what: str) -> tuple[ClusterState, Storage]:
     cluster = load_cluster(path)
     unique_instance_names(cluster, what)
+    known_groups(cluster, options.groups)
     state = node_states(cluster)
     return state, storage_of(state, options.pool_prefix)
+
+
+def known_groups(cluster: Cluster, names: Sequence[str]) -> None:
+    """-G names groups of the cluster (by name or uuid), or the user hears which do not."""
+    unknown = [g for g in names if g not in cluster.group_index]
+    if unknown:
+        have = ", ".join(sorted(g.name for g in cluster.groups))
+        raise InputError(f"-G/--group: no such group: {', '.join(unknown)} (the groups: {have})")
 
 
 def group_name(state: ClusterState, uuid: str) -> str:

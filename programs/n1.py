@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.backends import load_cluster
-from model.errors import InputError
+from model.errors import InputError, about
 from model.state import ClusterState, node_states, unique_instance_names
-from programs.groups import GroupOptions
+from programs.groups import GroupOptions, known_groups
 from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
 
 HCHECK = "hcheck"
@@ -146,6 +146,7 @@ def hcheck_counts(path: str) -> dict[str, int]:
 def answer(path: str, options: GroupOptions) -> N1ProgramReport:
     cluster = load_cluster(path)
     unique_instance_names(cluster, "exalloc n1")
+    known_groups(cluster, options.groups)
     state = node_states(cluster)
     report = check_cluster(
         state,
@@ -165,4 +166,5 @@ def answer(path: str, options: GroupOptions) -> N1ProgramReport:
 
 
 def run(args: Any) -> N1ProgramReport:
-    return answer(args.text_data, GroupOptions.of(args))
+    with about(args.text_data):
+        return answer(args.text_data, GroupOptions.of(args))

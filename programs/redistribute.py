@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from model.errors import about
 from model.groups import Relocation, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
@@ -100,4 +101,5 @@ def answer(path: str, options: GroupOptions) -> RedistributeReport:
 
 
 def run(args: Any) -> RedistributeReport:
-    return answer(args.text_data, GroupOptions.of(args))
+    with about(args.text_data):
+        return answer(args.text_data, GroupOptions.of(args))

@@ -446,3 +446,21 @@ def test_a_failure_inside_a_solve_names_the_input() -> None:
     with pytest.raises(SolverError) as kept, about("request.json"):
         raise SolverError("bad", source="other.json")
     assert str(kept.value).startswith("other.json: ")
+
+
+# -- the super-cluster programs ---------------------------------------------------------------
+
+SUPER = REPO / "data" / "clusters" / "super-pools.data"
+
+
+@pytest.mark.parametrize("command", ["n1", "compress"])
+def test_unknown_group_is_a_one_line_error_naming_the_file(capsys, command: str) -> None:
+    """-G with a group the cluster lacks: was an internal error (a KeyError, exit 70)."""
+    line = _rejected(capsys, command, "-t", str(SUPER), "-G", "nosuch")
+    assert str(SUPER) in line and "no such group: nosuch" in line and "rack-a" in line
+
+
+def test_super_cluster_errors_name_their_input(capsys) -> None:
+    """An error raised inside the solve names the snapshot it was about."""
+    line = _rejected(capsys, "evacuate", "-t", str(SUPER), "--nodes", "nosuchnode")
+    assert line == f"exalloc: error: {SUPER}: --nodes: no such node(s): nosuchnode"

@@ -89,7 +89,7 @@ def _solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> N
         "--solver",
         choices=("highs", "cpsat"),
         default=argparse.SUPPRESS,
-        help=text("MIP backend (default: highs)"),
+        help=text("MIP backend (default: highs; cpsat for squeeze --move drbd|all)"),
     )
     group.add_argument(
         "--time-limit",
@@ -875,22 +875,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _solver_options_of(args: argparse.Namespace) -> object:
+def _solver_options_of(args: argparse.Namespace, solver_given: bool) -> object:
     """The typed solver options programs pass on (solvers.options.SolverOptions)."""
     from solvers.options import SolverOptions
 
-    return SolverOptions(args.solver, args.time_limit, args.gap, args.threads)
+    return SolverOptions(args.solver, args.time_limit, args.gap, args.threads, solver_given)
 
 
 def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
     words = sys.argv[1:] if argv is None else argv
     args = (parser or build_parser()).parse_args(_attached_luxi(words))
+    solver_given = hasattr(args, "solver")
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)
     if not getattr(args, "no_solver", False):  # the service's clients solve nothing
-        args.solver_options = _solver_options_of(args)
+        args.solver_options = _solver_options_of(args, solver_given)
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()

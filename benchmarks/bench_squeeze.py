@@ -96,7 +96,9 @@ def plan_in_process(path: Path, time_limit: float | None, threads: int, move: st
     t0 = time.perf_counter()
     state = node_states(load_text(path))
     request = SqueezeRequest(DEFAULT_FACTOR, DEFAULT_FACTOR, move)
-    result = plan(state, request, SolverOptions(time_limit=time_limit, threads=threads))
+    # no solver named, as on the command line without --solver: the strategy picks per problem
+    options = SolverOptions(time_limit=time_limit, threads=threads, solver_given=False)
+    result = plan(state, request, options)
     wall = time.perf_counter() - t0
     return {
         "mode": result.mode,
@@ -107,6 +109,7 @@ def plan_in_process(path: Path, time_limit: float | None, threads: int, move: st
         "bound": list(result.bound),
         "gap": list(result.gap),
         "method": result.method,
+        "solver": result.solver,
         "build_s": result.build_s,
         "solve_s": result.solve_s,
         "wall_s": wall,
@@ -180,10 +183,10 @@ def drbd(
 ) -> list[dict]:
     rows = []
     print(
-        "| nodes / ext / drbd | move | freed | bound | gap | moves | status "
+        "| nodes / ext / drbd | move | solver | freed | bound | gap | moves | status "
         "| build s | solve s | wall s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, i, k in cases:
         # nodes filled to at most half by ext instances (the default is 0.6): with the DRBD
         # instances on top, every node can still host hsqueeze's probe (a shrink, not expand)
@@ -197,7 +200,7 @@ def drbd(
             gap = e.get("gap") or [None]
             bound = e.get("bound") or [None]
             print(
-                f"| {n} / {i} / {k} | {move} | {e['nodes']} | {_fmt(bound[0], 0)} "
+                f"| {n} / {i} / {k} | {move} | {e['solver']} | {e['nodes']} | {_fmt(bound[0], 0)} "
                 f"| {_fmt(None if gap[0] is None else 100 * gap[0], 2)} % | {e.get('moves')} "
                 f"| {e.get('status')} | {_fmt(e.get('build_s'))} | {_fmt(e.get('solve_s'))} "
                 f"| {_fmt(e['wall_s'])} |",

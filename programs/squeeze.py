@@ -72,6 +72,7 @@ class SqueezeReport:
             "solve_s": p.solve_s,
             "stages": list(p.stage_names),
             "method": p.method,
+            "solver": p.solver,
             "jobsets": [[m.instance for m in js] for js in p.jobsets],
             "offline_candidates": list(p.offline_candidates),
             "online_candidates": list(p.online_candidates),

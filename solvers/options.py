@@ -19,6 +19,9 @@ class SolverOptions:
     time_limit: float | None = None  # seconds for the whole answer; None: until proven
     gap: float = 0.0  # relative MIP gap accepted (0: prove optimality)
     threads: int = 1
+    # False when the user named no solver (`--solver` absent): a strategy may then pick the
+    # backend per problem (squeeze with DRBD moves runs CP-SAT, docs/squeeze.md)
+    solver_given: bool = True
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:

@@ -260,14 +260,28 @@ def test_move_drbd_failover_and_replace(capsys) -> None:  # noqa: ANN001
 
 def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
     path = str(DATA / "mixed-standby.data")
-    _, out, _ = run_cli(capsys, "--json", "squeeze", "-t", path, "--move", "drbd")
+    _, out, _ = run_cli(
+        capsys, "--json", "--solver", "highs", "squeeze", "-t", path, "--move", "drbd"
+    )
     highs = json.loads(out)
     _, out, _ = run_cli(
         capsys, "--json", "--solver", "cpsat", "squeeze", "-t", path, "--move", "drbd"
     )
     cpsat = json.loads(out)
+    assert (highs["solver"], cpsat["solver"]) == ("highs", "cpsat")
     assert cpsat["status"] == highs["status"] == "optimal"
     assert cpsat["objective"] == highs["objective"] and cpsat["checker"]["ok"]
+
+
+def test_drbd_moves_run_cpsat_unless_a_solver_is_named(capsys) -> None:  # noqa: ANN001
+    """With DRBD pair moves and no --solver the strategy picks CP-SAT (docs/squeeze.md: much
+    faster there); a named solver is kept, and ext-only squeezes stay on HiGHS."""
+    path = str(DATA / "mixed-standby.data")
+    ran = {}
+    for move, named in (("drbd", ()), ("drbd", ("--solver", "highs")), ("ext", ())):
+        _, out, _ = run_cli(capsys, "--json", *named, "squeeze", "-t", path, "--move", move)
+        ran[move, bool(named)] = json.loads(out)["solver"]
+    assert ran == {("drbd", False): "cpsat", ("drbd", True): "highs", ("ext", False): "highs"}
 
 
 def test_unknown_offline_node_forces_expand_like_hsqueeze(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001

@@ -166,16 +166,19 @@ def scale(
         save_text(cluster, path)
         e = plan_in_process(path, time_limit, threads)
         rows.append({"nodes": n, "instances": len(cluster.instances), "exalloc": e})
-        gap = e.get("gap") or [None]
-        bound = e.get("bound") or [None]
-        print(
-            f"| {n} / {len(cluster.instances)} | {e.get('method')} | {e['nodes']} "
-            f"| {_fmt(bound[0], 0)} | {_fmt(None if gap[0] is None else 100 * gap[0], 2)} % "
-            f"| {e.get('moves')} | {e.get('status')} | {_fmt(e.get('build_s'))} "
-            f"| {_fmt(e.get('solve_s'))} | {_fmt(e['wall_s'])} |",
-            flush=True,
-        )
+        print(f"| {n} / {len(cluster.instances)} | {e.get('method')} | {_cells(e)}", flush=True)
     return rows
+
+
+def _cells(e: dict) -> str:
+    """A scale or DRBD row from the nodes freed on: bound, gap, moves, status, times."""
+    gap = (e.get("gap") or [None])[0]
+    bound = (e.get("bound") or [None])[0]
+    return (
+        f"{e['nodes']} | {_fmt(bound, 0)} | {_fmt(None if gap is None else 100 * gap, 2)} % "
+        f"| {e.get('moves')} | {e.get('status')} | {_fmt(e.get('build_s'))} "
+        f"| {_fmt(e.get('solve_s'))} | {_fmt(e['wall_s'])} |"
+    )
 
 
 def drbd(
@@ -197,15 +200,7 @@ def drbd(
         for move in ("ext", "drbd"):
             e = plan_in_process(path, time_limit, threads, move)
             rows.append({"nodes": n, "ext": i, "drbd": k, "move": move, "exalloc": e})
-            gap = e.get("gap") or [None]
-            bound = e.get("bound") or [None]
-            print(
-                f"| {n} / {i} / {k} | {move} | {e['solver']} | {e['nodes']} | {_fmt(bound[0], 0)} "
-                f"| {_fmt(None if gap[0] is None else 100 * gap[0], 2)} % | {e.get('moves')} "
-                f"| {e.get('status')} | {_fmt(e.get('build_s'))} | {_fmt(e.get('solve_s'))} "
-                f"| {_fmt(e['wall_s'])} |",
-                flush=True,
-            )
+            print(f"| {n} / {i} / {k} | {move} | {e['solver']} | {_cells(e)}", flush=True)
     return rows
 
 

@@ -12,8 +12,9 @@ moves shared-storage instances in the greedy global N+1 simulation (`global_n1`)
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from model.htools.metrics import Change, RowCache
 from model.resources import (
@@ -241,18 +242,12 @@ def drbd_change_all(
                 added = replace.new_secondary(tgt)
             else:
                 key = (ts, tgt.peer_memory_mib(new_p))
-                added = secondaries.get(key)
-                if added is None:
-                    added = secondaries[key] = replace.new_secondary(tgt)
-            if isinstance(added, FailMode):
-                if not changes:
-                    error = f"Allocation failed: Changing secondary to final secondary: {added}"
-                continue
-            loc = pair_location_score(replace.old_primary, tgt)
-            back = backs.get(loc)
-            if back is None:
-                back = backs[loc] = replace.primary_back(tgt)
-            if isinstance(back, FailMode):
+                added = _kept(secondaries, key, replace.new_secondary, tgt)
+            back = added
+            if not isinstance(added, FailMode):
+                loc = pair_location_score(replace.old_primary, tgt)
+                back = _kept(backs, loc, replace.primary_back, tgt)
+            if isinstance(back, FailMode):  # the first of the two to fail, as apply_move
                 if not changes:
                     error = f"Allocation failed: Changing secondary to final secondary: {back}"
                 continue
@@ -266,6 +261,16 @@ def drbd_change_all(
     best = drbd_all_pair(nodes, d, primary, secondary, *pairs[i], force)
     assert not isinstance(best, str), "the pair was feasible when combined"
     return Evacuated(best.nodes, best.primary, best.secondary, best.steps, score)
+
+
+def _kept(
+    table: dict, key: object, make: Callable[[NodeState], NodeState | FailMode], node: NodeState
+) -> Any:
+    """table[key], made by `make(node)` the first time it is asked for."""
+    found = table.get(key)
+    if found is None:
+        found = table[key] = make(node)
+    return found
 
 
 def _first_two_moves(

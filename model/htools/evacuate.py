@@ -132,12 +132,6 @@ def evac_one_node_only(
     return Evacuated(r.nodes, r.primary, r.secondary, (Step(kind, t),), score)
 
 
-def _merged(nodes: Mapping[str, NodeState], changed: Mapping[str, NodeState]) -> dict:
-    out = dict(nodes)
-    out.update(changed)
-    return out
-
-
 def drbd_all_pair(
     nodes: Mapping[str, NodeState],
     d: InstanceDemand,
@@ -149,13 +143,44 @@ def drbd_all_pair(
 ) -> Evacuated | str:
     """evacDrbdAllInner: replace-secondary to the new primary, failover, replace-secondary
     to the new secondary (a failover first if the primary is offline)."""
-    steps: list[Step] = []
-    cur = dict(nodes)
-    changed: dict[str, NodeState] = {}
-    p, s = primary, secondary
+    moves = [_OFFLINE_FAILOVER] if nodes[primary].offline else []
+    moves += [*_onto_new_primary(t_primary), _final_secondary(t_secondary)]
+    r = _run_moves(nodes, d, primary, secondary, moves, force)
+    if isinstance(r, str):
+        return r
+    _, changed, p, s, steps = r
+    return Evacuated(changed, p, s, steps)
 
-    def run(kind: MoveKind, target: str | None, what: str) -> str | None:
-        nonlocal p, s
+
+Move = tuple[MoveKind, str | None, str]  # a move, its target, how its failure is worded
+_OFFLINE_FAILOVER: Move = (MoveKind.FAILOVER, None, "Failing over to the secondary")
+
+
+def _onto_new_primary(target: str) -> list[Move]:
+    """The moves of `drbd_all_pair` that do not depend on the final secondary."""
+    return [
+        (MoveKind.REPLACE_SECONDARY, target, "Changing secondary to new primary"),
+        (MoveKind.FAILOVER, None, "Failing over to new primary"),
+    ]
+
+
+def _final_secondary(target: str) -> Move:
+    return (MoveKind.REPLACE_SECONDARY, target, "Changing secondary to final secondary")
+
+
+def _run_moves(
+    nodes: Mapping[str, NodeState],
+    d: InstanceDemand,
+    primary: str,
+    secondary: str,
+    moves: Sequence[Move],
+    force: bool,
+) -> tuple[dict[str, NodeState], dict[str, NodeState], str, str, tuple[Step, ...]] | str:
+    """The moves one after another, each on the cluster the previous one left: the cluster,
+    the nodes changed, the instance's primary and secondary, the steps; or the first failure,
+    worded `<what>: <failure>`."""
+    cur, changed, steps, p, s = dict(nodes), {}, [], primary, secondary
+    for kind, target, what in moves:
         r = apply_move(cur, d, p, s, kind, target, force=force)
         if isinstance(r, FailMode):
             return f"{what}: {r}"
@@ -163,21 +188,7 @@ def drbd_all_pair(
         changed.update(r.nodes)
         p, s = r.primary, r.secondary  # type: ignore[assignment]
         steps.append(Step(kind, target))
-        return None
-
-    if nodes[primary].offline:
-        err = run(MoveKind.FAILOVER, None, "Failing over to the secondary")
-        if err:
-            return err
-    for kind, target, what in (
-        (MoveKind.REPLACE_SECONDARY, t_primary, "Changing secondary to new primary"),
-        (MoveKind.FAILOVER, None, "Failing over to new primary"),
-        (MoveKind.REPLACE_SECONDARY, t_secondary, "Changing secondary to final secondary"),
-    ):
-        err = run(kind, target, what)
-        if err:
-            return err
-    return Evacuated(changed, p, s, tuple(steps))
+    return cur, changed, p, s, tuple(steps)
 
 
 class _PastDeadline(Exception):
@@ -212,25 +223,22 @@ def drbd_change_all(
     changes: list[Change] = []
     base, p, s, head = dict(nodes), primary, secondary, {}
     if nodes[primary].offline and len(avail) > 1:
-        r = apply_move(base, d, p, s, MoveKind.FAILOVER, force=force)
-        if isinstance(r, FailMode):
-            why = f"Allocation failed: Failing over to the secondary: {r}"
-            return "Can't find any good nodes for relocation: " + why
-        base.update(r.nodes)
-        head.update(r.nodes)
-        p, s = r.primary, r.secondary
+        first = _run_moves(base, d, p, s, [_OFFLINE_FAILOVER], force)
+        if isinstance(first, str):
+            return "Can't find any good nodes for relocation: Allocation failed: " + first
+        base, head, p, s, _ = first
     secondaries: dict[tuple[str, int], NodeState | FailMode] = {}
     for tp in avail:
         if deadline is not None and time.perf_counter() > deadline:
             raise _PastDeadline
         if len(avail) < 2:
             break
-        step = _first_two_moves(base, d, p, s, tp, force)
+        step = _run_moves(base, d, p, s, _onto_new_primary(tp), force)
         if isinstance(step, str):
             if not changes:
                 error = "Allocation failed: " + step
             continue
-        cur, changed, new_p, new_s = step
+        cur, changed, new_p, new_s, _ = step
         replace = SecondaryReplacement.of(cur, d, new_p, new_s, force=force)
         changed = {**head, **changed}
         backs: dict[int, NodeState | FailMode] = {}
@@ -271,32 +279,6 @@ def _kept(
     if found is None:
         found = table[key] = make(node)
     return found
-
-
-def _first_two_moves(
-    nodes: Mapping[str, NodeState],
-    d: InstanceDemand,
-    primary: str,
-    secondary: str,
-    target: str,
-    force: bool,
-) -> tuple[dict[str, NodeState], dict[str, NodeState], str, str] | str:
-    """The secondary moved to the new primary and the instance failed over to it (the moves
-    of `drbd_all_pair` that do not depend on the final secondary): the cluster and the nodes
-    changed after them, the instance's primary and secondary; or the failure, as worded by
-    `drbd_all_pair`."""
-    cur, changed, p, s = dict(nodes), {}, primary, secondary
-    for kind, tgt, what in (
-        (MoveKind.REPLACE_SECONDARY, target, "Changing secondary to new primary"),
-        (MoveKind.FAILOVER, None, "Failing over to new primary"),
-    ):
-        r = apply_move(cur, d, p, s, kind, tgt, force=force)
-        if isinstance(r, FailMode):
-            return f"{what}: {r}"
-        cur.update(r.nodes)
-        changed.update(r.nodes)
-        p, s = r.primary, r.secondary  # type: ignore[assignment]
-    return cur, changed, p, s
 
 
 def node_evac_instance(

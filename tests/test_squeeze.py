@@ -380,3 +380,31 @@ def test_empty_cluster_is_no_action_like_hsqueeze(ganeti, capsys) -> None:  # no
     ).stdout
     code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "-C", "-v")
     assert code == 0 and out == real
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_drbd_squeeze_on_cpsat_equals_highs(seed: int) -> None:
+    """The backend picked for DRBD moves (CP-SAT) reaches HiGHS's optimum, shrinking and
+    expanding (standby nodes), on generated clusters with DRBD pairs and exclusion tags."""
+    from squeeze_gen import mixed_cluster
+
+    from model.squeeze import SqueezeRequest
+    from model.state import node_states
+    from solvers.options import SolverOptions
+
+    for standby in (0, 2):
+        cluster = mixed_cluster(SqueezeSpec(8, 24, seed=seed, standby=standby))
+        state = node_states(cluster)
+        request = SqueezeRequest(2.0, 2.0, "drbd")
+        auto = strategy.plan(state, request, SolverOptions(time_limit=60, solver_given=False))
+        highs = strategy.plan(state, request, SolverOptions(time_limit=60))
+        assert highs.solver == "highs"
+        assert (auto.mode, len(auto.nodes), auto.status) == (
+            highs.mode,
+            len(highs.nodes),
+            highs.status,
+        )
+        assert [round(v) for v in auto.objective] == [round(v) for v in highs.objective]
+        assert auto.checker["ok"] and highs.checker["ok"]
+        if any(i.disk_template == "drbd" for i in cluster.instances):
+            assert auto.solver == "cpsat"

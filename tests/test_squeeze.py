@@ -217,6 +217,31 @@ def test_decomposition_matches_mip_on_small_cluster(tmp_path, capsys, monkeypatc
     assert dec["bound"][0] >= mip["objective"][0] >= dec["objective"][0]
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_decomposition_claims_optimal_only_with_the_least_moves(seed: int, monkeypatch) -> None:  # noqa: ANN001
+    """The decomposition reached the node bound with each type packed optimally and called
+    itself optimal, with 277 moves where the single MIP needs 270 (seed 1): a plan is
+    `optimal` only when the moves meet their bound too."""
+    from squeeze_gen import LARGE_NODE_TYPES
+
+    from model.squeeze import SqueezeRequest
+    from model.state import node_states
+    from solvers.options import SolverOptions
+
+    spec = SqueezeSpec(nodes=40, instances=400, seed=seed, node_types=LARGE_NODE_TYPES)
+    state = node_states(ext_cluster(spec))
+    request, options = SqueezeRequest(2.0, 2.0, "ext"), SolverOptions(time_limit=60)
+    mip = strategy.plan(state, request, options)
+    monkeypatch.setattr(strategy, "DECOMPOSE_NODES", 10)
+    dec = strategy.plan(state, request, options)
+    assert mip.status == "optimal" and dec.method == "decomposed" and dec.checker["ok"]
+    assert dec.objective[0] == mip.objective[0]  # these seeds reach the node count
+    if dec.status == "optimal":
+        assert dec.objective == mip.objective
+    assert dec.objective[1] > mip.objective[1]  # ... with more moves than the least
+    assert dec.status == "feasible"
+
+
 def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
     """Cross-check with the real tool: on exalloc's -S result every node hosts the probe, so
     hsqueeze (same minimal and target factor) neither expands nor finds more to free."""

@@ -149,6 +149,11 @@ class SingleProblem:
         return self.drbd or len(metrics) < len(prim)
 
     @cached_property
+    def blend_key(self) -> tuple[int, int] | None:
+        """`single_key`, asked by the objectives and again when the value is read back."""
+        return single_key(self)
+
+    @cached_property
     def lost_radix(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """Each lost_t lies in [lo_t, hi_t]: the primary's value plus any secondary's."""
         prim, sec = self.representatives
@@ -314,7 +319,7 @@ def single_objectives(
     remaining disk (min), tie-break (max; left out when the stages before it already have a
     single optimum). With `blend`, the lost vector and the disk are one stage when
     `single_key` allows (`single_lost_claim` and `split_lost_and_disk` read it back)."""
-    key = single_key(p) if blend else None
+    key = p.blend_key if blend else None
     if key is not None:
         width, _ = key
         _, weights = p.lost_radix  # type: ignore[misc]
@@ -335,7 +340,7 @@ def single_objectives(
 
 def split_lost_and_disk(p: SingleProblem, value: float) -> tuple[int, int]:
     """(lost rank L, remaining disk) of the blended stage's value R·L + disk."""
-    key = single_key(p)
+    key = p.blend_key
     assert key is not None, "the stage was blended"
     width, disk_lo = key
     lost = (round(value) - disk_lo) // width

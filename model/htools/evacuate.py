@@ -228,11 +228,9 @@ def drbd_change_all(
             return "Can't find any good nodes for relocation: Allocation failed: " + first
         base, head, p, s, _ = first
     secondaries: dict[tuple[str, int], NodeState | FailMode] = {}
-    for tp in avail:
+    for tp in avail if len(avail) > 1 else ():  # a pair needs two nodes
         if deadline is not None and time.perf_counter() > deadline:
             raise _PastDeadline
-        if len(avail) < 2:
-            break
         step = _run_moves(base, d, p, s, _onto_new_primary(tp), force)
         if isinstance(step, str):
             if not changes:

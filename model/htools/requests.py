@@ -119,11 +119,15 @@ def process(inp: IAllocatorInput, opts: AllocOptions, walked: EvacSolution | Non
     if isinstance(req, RelocateRequest):
         return _relocate(state, req, opts)
     if isinstance(req, NodeEvacuateRequest):
-        sol = walked or try_node_evac(
-            state,
-            EVAC_MODES[req.evac_mode],
-            req.instances,
-            ignore_soft_errors=opts.ignore_soft_errors,
+        sol = (
+            walked
+            if walked is not None
+            else try_node_evac(
+                state,
+                EVAC_MODES[req.evac_mode],
+                req.instances,
+                ignore_soft_errors=opts.ignore_soft_errors,
+            )
         )
         return evac_answer("node-evacuate", state, sol, opts.ignore_soft_errors)
     if isinstance(req, ChangeGroupRequest):

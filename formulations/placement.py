@@ -35,6 +35,7 @@ from model.placement import (
     tangent,
 )
 from model.score import WEIGHTS
+from model.spread import NodeSpread, SpreadBound, twin_groups
 from solvers import Objective
 
 RESERVED_WEIGHT = WEIGHTS["reserved_mem_cv"]
@@ -79,8 +80,16 @@ def define_values(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
     # Σ delta·x in every round (on 200 nodes and 40 instances, 80,000 nonzeros a round, more
     # than the LP could take within a round's time; as variables, 200 a plane)
     m.v = pyo.Var(m.K, m.NV, domain=pyo.Reals, doc="v[k,n]: SD metric k of node n after")
-    # v_def: v[k,n] = base_k[n] + Σ_j dp_k[j,n]·x[j,n] + Σ_j ds_k[j,n]·y[j,n]
-    m.v_def = pyo.Constraint(m.K, m.NV, rule=lambda _m, k, n: m.v[k, n] == value(m, k, n))
+    # a metric with another's values and changes (model.spread.twin_groups) names its values
+    leader = {k: group[0] for group in twin_groups(problem) for k in group}
+
+    def define(_m, k, n):  # noqa: ANN001, ANN202
+        if leader[k] != k:  # twin: v[k,n] = v[leader,n]
+            return m.v[k, n] == m.v[leader[k], n]
+        # v_def: v[k,n] = base_k[n] + Σ_j dp_k[j,n]·x[j,n] + Σ_j ds_k[j,n]·y[j,n]
+        return m.v[k, n] == value(m, k, n)
+
+    m.v_def = pyo.Constraint(m.K, m.NV, rule=define)
     reserve = [n for n in problem.scored if n in m.r]
     m.NR = pyo.Set(initialize=reserve, ordered=True, doc="scored nodes whose reserve may grow")
     m.p_rem = pyo.Var(m.NR, domain=pyo.Reals, doc="p_rem[n]: n's reserve share after")
@@ -208,6 +217,181 @@ def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
         * sum(m.location_conflicts[key] - max(c - 1, 0) for key, c in problem.location_pool.items())
         + problem.score_constant
     )
+
+
+#: Pieces of the secants of σ² (widths doubling from σ_lo) and of (μ − c)² (equal widths).
+SD_PIECES = 8
+MEAN_PIECES = 8
+
+
+def _pieces(m: pyo.ConcreteModel, name: str, points: Sequence[float]) -> pyo.Var:
+    """An incremental piecewise variable over the breakpoints: value = points[0] + Σ_s d[s],
+    0 ≤ d[s] ≤ width_s, the pieces filled in order (binary z[s]):
+        fill:  d[s] ≥ width_s·z[s],   order:  d[s+1] ≤ width_{s+1}·z[s]"""
+    widths = [b - a for a, b in zip(points, points[1:], strict=False)]
+    inner = range(len(widths) - 1)
+    d = pyo.Var(range(len(widths)), bounds=lambda _m, s: (0.0, widths[s]))
+    z = pyo.Var(inner, domain=pyo.Binary)
+    m.add_component(f"{name}_step", d)
+    m.add_component(f"{name}_full", z)
+    m.add_component(
+        f"{name}_fill", pyo.Constraint(inner, rule=lambda _m, s: d[s] >= widths[s] * z[s])
+    )
+    m.add_component(
+        f"{name}_order",
+        pyo.Constraint(inner, rule=lambda _m, s: d[s + 1] <= widths[s + 1] * z[s]),
+    )
+    return d
+
+
+def _exact_at(node: NodeSpread, points: Sequence[float]) -> list[tuple[str, float]]:
+    """Rows exact at these changes: the lattice chords around each, or tangents."""
+    if node.lattice is None:
+        return [("tangent", a) for a in points]
+    return [("chord", float(t)) for t in sorted({t for a in points for t in node.chords(a)})]
+
+
+def _node_lower(
+    m: pyo.ConcreteModel,
+    b: SpreadBound,
+    n: str,
+    kind: str,
+    a: float,
+    changes: Sequence[tuple[object, float]] = (),
+) -> object:
+    """A lower bound of (v[k,n] − c)² = (b_n − c)² + 2(b_n − c)·D + D², D = v[k,n] − b_n."""
+    node = b.nodes[n]
+    gap = node.base - b.centre
+    change = m.v[b.metric, n] - node.base
+    expr = gap * gap + 2 * gap * change
+    if kind == "squares":  # D² ≥ Σ_j d_jn²·x_jn
+        return expr + sum(dk * dk * var for var, dk in changes)
+    if kind == "chord":  # D² ≥ δ²·((2t+1)·|D|/δ − t(t+1))
+        unit = node.lattice
+        return expr + (2 * a + 1) * unit * node.sign * change - a * (a + 1) * unit * unit
+    return expr + 2 * a * change - a * a  # tangent: D² ≥ 2aD − a²
+
+
+def spread_rows_at(
+    m: pyo.ConcreteModel,
+    bounds: Sequence[SpreadBound],
+    values: Mapping[str, Sequence[float]],
+) -> list[tuple[object, float, None]]:
+    """Rows exact at a plan's node values (node -> SD values), as (expr, lb, None) for the
+    solver session: later rounds make the bound exact where their plans land."""
+    rows = []
+    for b in bounds:
+        k = b.metric
+        for n, node in b.nodes.items():
+            change = values[n][k] - node.base
+            if not change:
+                continue
+            for kind, a in _exact_at(node, [change]):
+                rows.append((m.sq[k, n] - _node_lower(m, b, n, kind, a), 0.0, None))
+    return rows
+
+
+def define_spread_bound(
+    m: pyo.ConcreteModel, problem: PlacementProblem, bounds: Sequence[SpreadBound]
+) -> None:
+    """Each bounded σ_k from below by rows exact at whole placements (model/spread.py):
+    node:    q[k,n] ≥ (b_n − c)² + 2·(b_n − c)·D + lower(D²),   D = v[k,n] − b_n
+    spread:  W_k = (Σ_n q[k,n] + fixed_k)/N − P_k,   P_k ≥ (μ_k − c_k)² by secants
+    sd:      W_k ≤ secants of σ_k² over [σ_lo, σ_hi]  (so σ_k ≥ √W_k)
+    twin:    σ_t = σ_k for a metric t with k's values and changes"""
+    size = len(problem.scored)
+    changes: dict[tuple[int, str], list[tuple[object, float]]] = defaultdict(list)
+    for table, var in ((problem.primary_sd, m.x), (problem.secondary_sd, m.y)):
+        for (j, n), delta in table.items():
+            for k, dk in enumerate(delta):
+                if dk:
+                    changes[k, n].append((var[j, n], dk))
+    rows = []  # (k, n, kind, parameter)
+    for b in bounds:
+        for n, node in b.nodes.items():
+            if node.sign:
+                rows.append((b.metric, n, "squares", 0.0))
+            rows += [(b.metric, n, kind, a) for kind, a in _exact_at(node, node.points)]
+    by_metric = {b.metric: b for b in bounds}
+    m.SBN = pyo.Set(initialize=[(b.metric, n) for b in bounds for n in b.nodes], dimen=2)
+    m.SBR = pyo.Set(initialize=range(len(rows)))
+    m.sq = pyo.Var(m.SBN, doc="q[k,n] ≥ (v[k,n] − c_k)², exact at whole placements")
+
+    def node_row(_m, r):  # noqa: ANN001, ANN202
+        k, n, kind, a = rows[r]
+        return m.sq[k, n] >= _node_lower(m, by_metric[k], n, kind, a, changes[k, n])
+
+    m.sq_lower = pyo.Constraint(m.SBR, rule=node_row)
+    for b in bounds:
+        k = b.metric
+        mean = (
+            sum(m.v[k, n] for n in b.nodes)
+            + sum(problem.base_sd[n][k] for n in problem.scored if n not in b.nodes)
+        ) / size - b.centre
+        lo, hi = b.mean_range
+        if hi - lo > 1e-12:
+            points = [lo + (hi - lo) * s / MEAN_PIECES for s in range(MEAN_PIECES + 1)]
+            step = _pieces(m, f"mean{k}", points)
+            # mean_at: μ_k − c_k = lo + Σ_s e[s];   P_k = lo² + Σ_s (e_s + e_{s+1})·e[s]
+            m.add_component(f"mean{k}_at", pyo.Constraint(expr=mean == lo + sum(step.values())))
+            square = lo * lo + sum(
+                (points[s] + points[s + 1]) * step[s] for s in range(MEAN_PIECES)
+            )
+        else:
+            square = max(lo * lo, hi * hi)
+        spread = (sum(m.sq[k, n] for n in b.nodes) + b.fixed) / size - square
+        sd_lo, sd_hi = b.sd_range
+        width = (sd_hi - sd_lo) / (2**SD_PIECES - 1)
+        points = [sd_lo + width * (2**s - 1) for s in range(SD_PIECES + 1)]
+        step = _pieces(m, f"sd{k}", points)
+        # sd_at: σ_k = σ_lo + Σ_s d[s]
+        m.add_component(f"sd{k}_at", pyo.Constraint(expr=m.sigma[k] == sd_lo + sum(step.values())))
+        # sd_spread: W_k ≤ σ_lo² + Σ_s (σ_s + σ_{s+1})·d[s]
+        m.add_component(
+            f"sd{k}_spread",
+            pyo.Constraint(
+                expr=spread
+                <= sd_lo * sd_lo
+                + sum((points[s] + points[s + 1]) * step[s] for s in range(SD_PIECES))
+            ),
+        )
+        for t in b.twins[1:]:
+            # twin: σ_t = σ_k
+            m.add_component(f"sd{t}_twin", pyo.Constraint(expr=m.sigma[t] == m.sigma[k]))
+
+
+def _fill(m: pyo.ConcreteModel, name: str, amount: float) -> None:
+    """Set a piecewise variable's increments to `amount` above its first breakpoint, the
+    pieces filled in order (a start for the solver)."""
+    step, full = m.component(f"{name}_step"), m.component(f"{name}_full")
+    if step is None:
+        return
+    for s in step:
+        width = step[s].ub
+        take = min(max(amount, 0.0), width)
+        step[s].set_value(take, skip_validation=True)
+        amount -= take
+        if s in full:
+            full[s].set_value(1 if amount > 0 else 0, skip_validation=True)
+
+
+def load_spread(
+    m: pyo.ConcreteModel,
+    problem: PlacementProblem,
+    bounds: Sequence[SpreadBound],
+    values: Mapping[str, Sequence[float]],
+) -> None:
+    """The spread bound's variables at a plan (node -> SD values there): q at the true
+    squares, the pieces at the plan's mean and spread (σ ≤ σ_hi for a plan no worse than the
+    cutoff), so that a start completed without them stays complete."""
+    size = len(problem.scored)
+    for b in bounds:
+        k = b.metric
+        column = [values[n][k] for n in problem.scored]
+        for n in b.nodes:
+            m.sq[k, n].set_value((values[n][k] - b.centre) ** 2, skip_validation=True)
+        _fill(m, f"mean{k}", sum(column) / size - b.centre - b.mean_range[0])
+        _fill(m, f"sd{k}", sd_of(column) - b.sd_range[0])
 
 
 def build(problem: PlacementProblem) -> pyo.ConcreteModel:

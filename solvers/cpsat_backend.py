@@ -240,9 +240,6 @@ class CpSatSession:
     def add_bound(self, expr: Any, lb: float | None, ub: float | None) -> None:
         self._bridge.add_linear(expr, lb, ub, f"fixing row of stage {self._stage}")
 
-    def warm_start(self) -> None:
-        """Not passed on: later stages are hinted with the previous stage's solution."""
-
     def close(self) -> None:
         """Nothing was added to the Pyomo model."""
 

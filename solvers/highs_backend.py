@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -181,7 +181,6 @@ class HighsSession:
             "raise_exception_on_nonoptimal_result": False,
         }
         self._instance_ready = False
-        self._warm = False
         self._objective: ObjectiveData | None = None
         self._scratch: pyo.Block | None = None
         self._deactivated: list[ObjectiveData] = []
@@ -225,10 +224,34 @@ class HighsSession:
             with _model_errors():
                 self._opt.add_constraints([con])
 
-    def warm_start(self) -> None:
-        """The variables' current values are a known solution (possibly partial): the next
-        solve hands them to HiGHS as its first incumbent, which it completes or drops."""
-        self._warm = True
+    def solve_with_fixed(
+        self, variables: Sequence[Any], *, time_limit: float | None
+    ) -> SolveResult:
+        """Solve with `variables` fixed at their loaded values (with presolve, which removes
+        them), on this session's copy of the model: a known plan completed into a solution,
+        which the next solve starts from, without a second copy of a large model. Their
+        bounds are restored after."""
+        t0 = time.perf_counter()
+        if not self._instance_ready:  # the copy made with the variables free: rows keep them
+            with _model_errors():
+                self._opt.set_instance(self._model)
+            self._instance_ready = True
+        if time_limit is not None:
+            time_limit = max(time_limit - (time.perf_counter() - t0), 0.0)
+        options = self._options["solver_options"]
+        self._options["solver_options"] = {**options, "presolve": "on"}
+        for v in variables:
+            v.fix()
+        try:
+            with _model_errors():
+                self._opt.update_variables(list(variables))
+            return self.solve(time_limit=time_limit, build_s=0.0)
+        finally:
+            self._options["solver_options"] = options
+            for v in variables:
+                v.unfix()
+            with _model_errors():
+                self._opt.update_variables(list(variables))
 
     def close(self) -> None:
         """Leave the model as it was given (apart from loaded variable values)."""
@@ -271,11 +294,17 @@ class HighsSession:
         t0 = time.perf_counter()
         if self._objective is None:
             self._objective = self._single_objective()
-        if self._warm and not self._instance_ready:
-            self._run(0.0)  # HiGHS's copy of the model exists only after a first solve call
-        if self._instance_ready:
+        started = self._instance_ready  # a previous stage's solution is loaded
+        if not self._instance_ready:
+            # HiGHS's copy of the model, made before the clock starts for HiGHS: on a large
+            # model (46,000 rows) the copy takes seconds, which the time limit must cover
+            with _model_errors():
+                self._opt.set_instance(self._model)
+            self._instance_ready = True
+        if started:
             self._start_from_loaded()
-        self._warm = False
+        if time_limit is not None:
+            time_limit = max(time_limit - (time.perf_counter() - t0), 0.0)
         res = self._run(time_limit)
         tc = res.termination_condition
         has_solution = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)

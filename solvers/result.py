@@ -201,7 +201,8 @@ class LexResult:
 
 
 class Stopwatch:
-    """`with Stopwatch() as sw: build(...)`, then pass `build_s=sw.seconds` to solve()."""
+    """`with Stopwatch() as sw: build(...)`, then pass `build_s=sw.seconds` to solve(). Entered
+    again, it adds the new interval (a model built in two steps)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -212,4 +213,4 @@ class Stopwatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self._start
+        self.seconds += time.perf_counter() - self._start

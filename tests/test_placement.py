@@ -16,7 +16,7 @@ from model.backends.text import parse_text
 from model.check import check_allocation
 from model.cluster import Disk, Instance
 from model.placement import candidates, new_instance, placement_problem, sd_of, tangent
-from model.state import node_states
+from model.state import ClusterState, node_states
 from solvers.strategies.placement import place_jointly
 
 
@@ -64,12 +64,8 @@ def _best_by_brute_force(state, demands, cands) -> tuple[int, float]:
     return -best[0], best[1]
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_joint_placement_equals_brute_force(seed: int) -> None:
-    rng = random.Random(seed)
-    templates = ("plain", "ext", "drbd") if seed % 3 == 0 else ("plain", "ext")
-    state = node_states(parse_text(_snapshot(rng, rng.randrange(3, 5), templates), "<test>"))
-    group = state.cluster.groups[0]
+def _batch(rng: random.Random, state: ClusterState, templates: tuple[str, ...]) -> dict:
+    """1-3 new instances of the given templates: name -> demand."""
     demands = {}
     for j in range(rng.randrange(1, 4)):
         template = rng.choice(templates)
@@ -78,7 +74,23 @@ def test_joint_placement_equals_brute_force(seed: int) -> None:
         inst = Instance(f"new{j}", memory, (disk,), rng.randrange(1, 4), "running", True, "",
                         None, template)  # fmt: skip
         demands[inst.name] = state.demand(inst)
-    cands = {n: candidates(state, d, [group]) for n, d in demands.items()}
+    return demands
+
+
+def random_case(seed: int, drbd_every: int) -> tuple[ClusterState, dict, dict]:
+    """A small random cluster (drbd among the templates for every `drbd_every`-th seed), a
+    batch for it and each instance's candidates: (state, name -> demand, name -> candidates)."""
+    rng = random.Random(seed)
+    templates = ("plain", "ext", "drbd") if seed % drbd_every == 0 else ("plain", "ext")
+    state = node_states(parse_text(_snapshot(rng, rng.randrange(3, 5), templates), "<test>"))
+    group = state.cluster.groups[0]
+    demands = _batch(rng, state, templates)
+    return state, demands, {n: candidates(state, d, [group]) for n, d in demands.items()}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_joint_placement_equals_brute_force(seed: int) -> None:
+    state, demands, cands = random_case(seed, drbd_every=3)
     placed, score = _best_by_brute_force(state, demands, cands)
     kinds = [
         (d, new_instance(state, d, *cands[n], order=i)) for i, (n, d) in enumerate(demands.items())

@@ -28,6 +28,7 @@ from model.check import check_allocation
 from model.errors import CheckFailedError
 from model.placement import PlacementProblem, score_is_finite
 from model.resources import InstanceDemand
+from model.spread import SpreadBound, spread_bounds, values_at
 from model.state import ClusterState
 from solvers import Status, Stopwatch
 from solvers.lexicographic import fixing_bounds, open_session
@@ -134,17 +135,27 @@ def place_jointly(
                              notes=(why,))  # fmt: skip
         return JointPlan({}, 0, None, None, "infeasible", 0, 0.0, 0.0, notes=(why,))
     deadline = None if options.time_limit is None else began + options.time_limit
+    everyone = sum(k.count for k in problem.batch.instances)
+    start_score, start_bad = verdict(start) if start else (None, ["no start"])
+    start_ok = start is not None and len(start) == everyone and not start_bad
+    kind_of = {name: kind for kind, names in members.items() for name in names}
     with Stopwatch() as sw:
         m = form.build(problem)
         objs = form.objectives(m, problem)
-    # HiGHS starts from a known plan (CP-SAT hints only between its own stages)
-    warm = (
-        bool(start) and options.solver == "highs" and _complete(m, problem, start, members, options)
-    )
+    bounds = []
+    known = start_ok and start_score is not None and all(name in kind_of for name in start)
+    remaining = None if deadline is None else deadline - time.perf_counter()
+    if known and options.solver == "highs" and _spread_in_time(problem, remaining):
+        with sw:
+            placements = [(kind_of[name], p, s) for name, (p, s) in start.items()]
+            bounds = spread_bounds(problem, placements, start_score)
+            form.define_spread_bound(m, problem, bounds)
+    spread = bool(bounds)
     big = len(m.x) + len(m.y) > PRESOLVE_OFF_ABOVE
-    session = open_session(options.solver, m, options.gap, options.threads, 0, presolve=not big)
-    if warm:
-        session.warm_start()
+    # the spread bound's first solve is one long solve: presolve pays there
+    session = open_session(
+        options.solver, m, options.gap, options.threads, 0, presolve=spread or not big
+    )
     solve_s = 0.0
     notes: list[str] = []
 
@@ -166,12 +177,13 @@ def place_jointly(
         return ROUND_SECONDS * (2 ** min(k // 8, 6))
 
     try:
+        # HiGHS starts from a known plan (CP-SAT hints only between its own stages)
+        if start and options.solver == "highs":
+            limit = COMPLETE_SECONDS if deadline is None else min(COMPLETE_SECONDS, left())
+            solve_s += _complete(session, m, problem, start, members, bounds, limit)
         # lexicographic stages before the score: placed, then on_last_resort
         reached: dict[str, float] = {}
         proven = True  # every stage so far solved to optimality
-        everyone = sum(k.count for k in problem.batch.instances)
-        start_score, start_bad = verdict(start) if start else (None, ["no start"])
-        start_ok = start is not None and len(start) == everyone and not start_bad
         for k, obj in enumerate(objs[:-1]):
             if obj.name == "placed" and start_ok:
                 # a valid known plan places every instance: the stage's optimum, proven
@@ -222,7 +234,7 @@ def place_jointly(
             rounds += 1
             # a round need not be proven: its incumbent places the next planes, its dual bound
             # (of a relaxation) bounds the least score from below; only the bound must meet
-            cap = round_cap(rounds) * boost
+            cap = None if spread and rounds == 1 else round_cap(rounds) * boost
             res = run(cap)
             if not res.has_solution:
                 remaining = left()
@@ -286,6 +298,10 @@ def place_jointly(
             values, rem = form.point(m, problem)
             for row in form.tangent_rows(m, problem, values, rem):
                 session.add_bound(*row)
+            if spread:  # the node rows exact where this plan lands
+                held = [(kind_of[name], p, s) for name, (p, s) in plan.items()]
+                for row in form.spread_rows_at(m, bounds, values_at(problem, held)):
+                    session.add_bound(*row)
             if deadline is not None and time.perf_counter() >= deadline:
                 status = Status.FEASIBLE
                 notes.append("time limit during the score rounds")
@@ -334,32 +350,50 @@ def place_jointly(
     )
 
 
+#: Seconds per placement variable that must be left, once the model is built, for the spread
+#: bound's first solve: on a 200-node evacuation of 40 (10,000 placement variables) its root
+#: LP ends 12-16 s later (the copy into HiGHS 2.4 s, the start 0.3 s, presolve 3 s, LP 6-10
+#: s; docs/placement.md), and plans better than the start came with 30 s. With less time the
+#: score is bounded by tangent planes only, whose rounds give a bound from the first second.
+SPREAD_SECONDS_PER_VARIABLE = 0.002
+
+
+def _spread_in_time(problem: PlacementProblem, seconds_left: float | None) -> bool:
+    """Whether the spread bound's first solve fits in the time left."""
+    if seconds_left is None:
+        return True
+    variables = sum(len(i.primaries) + len(i.secondaries) for i in problem.batch.instances)
+    return seconds_left >= SPREAD_SECONDS_PER_VARIABLE * variables
+
+
 def _complete(
+    session: Any,
     m: Any,
     problem: PlacementProblem,
     plan: Plan,
     members: Mapping[str, list[str]],
-    options: SolverOptions,
-) -> bool:
-    """Load a known plan as a complete solution of the model: the placements as given, the
-    other variables by a solve with the placements fixed, the spreads lifted onto the sd so
-    that every tangent plane holds. True when it worked (the solver then starts from it)."""
+    bounds: Sequence[SpreadBound],
+    time_limit: float,
+) -> float:
+    """Load a known plan as a complete solution of the model, from which the session's next
+    solve starts: the placements as given, the other variables by a solve with the
+    placements fixed, the spreads lifted onto the sd so that every tangent plane holds (and
+    the spread bound's pieces with them). Returns the seconds it took."""
     form.load_plan(m, problem, plan, members)
-    placement = [*m.x.values(), *m.y.values()]
-    for v in placement:
-        v.fix()
-    session = open_session(options.solver, m, 0.0, options.threads, seed=0)
-    try:
-        session.set_objective(m.score, "min")
-        res = session.solve(time_limit=min(options.time_limit or 5.0, 5.0), build_s=0.0)
-    finally:
-        session.close()
-        for v in placement:
-            v.unfix()
-    if not res.has_solution:
-        return False
-    form.lift_spread(m, problem)
-    return True
+    session.set_objective(m.score, "min")
+    res = session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=time_limit)
+    if res.has_solution:
+        form.lift_spread(m, problem)
+        if bounds:
+            kind_of = {name: kind for kind, names in members.items() for name in names}
+            held = [(kind_of[name], p, s) for name, (p, s) in plan.items()]
+            form.load_spread(m, problem, bounds, values_at(problem, held))
+    return res.solve_s
+
+
+#: Seconds for completing a known plan into a solution (the placements fixed: presolve
+#: removes most of the model).
+COMPLETE_SECONDS = 5.0
 
 
 def _held(

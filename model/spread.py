@@ -1,0 +1,370 @@
+"""The score's spreads, bounded where placements are whole (docs/placement.md, "A bound that
+sees whole instances").
+
+Each standard deviation is sd = √V with, for any constant c (here the mean at a known plan),
+
+    V = (1/N)·Σ_n (v_n − c)² − (μ − c)²,    v_n = b_n + D_n,   D_n = Σ_j d_jn·x_jn
+
+and x_jn counts whole instances. Tangent planes of sd alone are exact only where they touch:
+a relaxation spreads fractions of instances over every node and stays under them. Per node,
+(v_n − c)² = (b_n − c)² + 2·(b_n − c)·D_n + D_n², and D_n² has linear lower bounds that are
+exact at whole placements:
+
+    squares:  D² ≥ Σ_j d_jn²·x_jn              (every d_jn of one sign: cross terms ≥ 0, x² ≥ x)
+    lattice:  D² ≥ δ²·((2t+1)·u − t·(t+1))     (every d_jn a multiple of δ, u = |D|/δ whole:
+                                               the chord of u² between t and t+1)
+    tangent:  D² ≥ 2·a·D − a²                  (everywhere)
+
+(μ − c)² is bounded from above by secants over μ's range, and √V from below through σ² ≤
+secants of σ² over [σ_lo, σ_hi]: σ_lo is the least spread of the continuous relaxation (the
+batch's amounts poured onto the nodes, `lowest_sd`), σ_hi the most that a plan no worse than the
+known one allows. This module computes these constants from the problem alone;
+formulations/placement.py writes the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.placement import SD_METRICS, PlacementProblem, sd_weights, sum_weights
+from model.score import WEIGHTS
+
+#: Totals of two instances per node where rows are exact from the start (the largest ones;
+#: later rounds add rows where their plans land).
+MAX_POINTS = 10
+#: Largest divisor of the smallest change tried for a lattice unit (memory sizes in whole GiB
+#: have unit 1 GiB: divisor ≤ 16 for 16 GiB instances).
+MAX_DIVISOR = 64
+#: Relative slack on every bound computed in floating point, so that rounding never cuts off a
+#: plan (σ_lo lowered, σ_hi raised by this fraction).
+SLACK = 1e-7
+
+Placements = Sequence[tuple[str, str, str | None]]  # (kind, primary, secondary)
+
+
+@dataclass(frozen=True)
+class NodeSpread:
+    """One movable node of one metric: its value now and where its rows are exact."""
+
+    base: float
+    sign: float  # +1 or −1 when every change has this sign, 0 when they are mixed
+    lattice: float | None  # δ: every change is a whole multiple of it (None: no small unit)
+    points: tuple[float, ...]  # changes D at which a row is exact (chords on a lattice)
+
+    def chords(self, point: float) -> tuple[int, ...]:
+        """The lattice chords exact at `point` (u = |D|/δ): between u−1, u and u, u+1."""
+        assert self.lattice is not None
+        u = int(round(abs(point) / self.lattice))
+        return (u - 1, u) if u else (0,)
+
+
+@dataclass(frozen=True)
+class SpreadBound:
+    """What the model needs to bound one standard-deviation metric (and its twins)."""
+
+    metric: int  # index into SD_METRICS
+    twins: tuple[int, ...]  # metrics with the same values now and the same changes
+    centre: float  # c
+    fixed: float  # Σ (b_n − c)² over the scored nodes no placement changes
+    nodes: Mapping[str, NodeSpread]
+    mean_range: tuple[float, float]  # μ − c over plans placing every instance
+    sd_range: tuple[float, float]  # σ_lo, σ_hi
+
+
+def _changes(problem: PlacementProblem) -> dict[tuple[int, str], list[tuple[str, str, float]]]:
+    """(metric, node) -> [(kind, role, change)] for the nonzero changes."""
+    out: dict[tuple[int, str], list[tuple[str, str, float]]] = defaultdict(list)
+    for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd)):
+        for (j, n), delta in table.items():
+            for k, d in enumerate(delta):
+                if d:
+                    out[k, n].append((j, role, d))
+    return out
+
+
+def twin_groups(problem: PlacementProblem) -> list[tuple[int, ...]]:
+    """Metrics grouped when their values now and every change are equal (htools scores
+    e.g. the cpu, memory and network loads alike when no utilisation is given): one sd."""
+
+    def signature(k: int) -> tuple:
+        base = tuple(problem.base_sd[n][k] for n in problem.scored)
+        changes = tuple(
+            sorted(
+                (role, j, n, delta[k])
+                for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd))
+                for (j, n), delta in table.items()
+            )
+        )
+        return base, changes
+
+    groups: dict[tuple, list[int]] = {}
+    for k in range(len(SD_METRICS)):
+        groups.setdefault(signature(k), []).append(k)
+    return [tuple(g) for g in groups.values()]
+
+
+def values_at(problem: PlacementProblem, plan: Placements) -> dict[str, list[float]]:
+    """Every scored node's SD-metric values after a plan."""
+    values = {n: list(problem.base_sd[n]) for n in problem.scored}
+    for j, p, s in plan:
+        for table, node in ((problem.primary_sd, p), (problem.secondary_sd, s)):
+            if node is None or node not in values:
+                continue
+            for k, d in enumerate(table[j, node]):
+                values[node][k] += d
+    return values
+
+
+def _lattice(changes: list[float]) -> float | None:
+    """The largest δ that every |change| is a whole multiple of, among the smallest change
+    divided by 1 .. MAX_DIVISOR (None when there is none)."""
+    sizes = sorted({abs(d) for d in changes})
+    smallest = sizes[0]
+    for divisor in range(1, MAX_DIVISOR + 1):
+        unit = smallest / divisor
+        if all(abs(s / unit - round(s / unit)) <= 1e-9 * (s / unit) for s in sizes):
+            return unit
+    return None
+
+
+def _pairs(sizes: Mapping[float, int]) -> list[float]:
+    """The totals of two changes (size -> how many there are), largest first: a single change
+    is exact by the squares row, and a missed total costs (D − a)², most for large ones."""
+    items = sorted(sizes)
+    totals = {a + b for i, a in enumerate(items) for b in items[i:] if a != b or sizes[a] >= 2}
+    return sorted(totals, reverse=True)
+
+
+def _node_rows(base: float, terms: list[tuple[str, str, float]], counts: Mapping[str, int],
+               at: float) -> NodeSpread:  # fmt: skip
+    """The rows of one node: squares (exact with one instance) when one sign; rows exact at
+    the largest totals of two instances, at one to three lattice units and at the known
+    plan's change."""
+    changes = [d for _, _, d in terms]
+    sign = 1.0 if all(d > 0 for d in changes) else -1.0 if all(d < 0 for d in changes) else 0.0
+    unit = _lattice(changes) if sign else None
+    sizes: dict[float, int] = defaultdict(int)
+    for j, _, d in terms:
+        sizes[abs(d)] += counts[j]
+    reach = sum(size * k for size, k in sizes.items())
+    direction = sign or 1.0
+    points = [direction * t for t in _pairs(sizes)[:MAX_POINTS] if t <= reach * (1 + 1e-12)]
+    if unit is not None:  # a few whole units (a node's third or fourth instance of one size)
+        points += [direction * unit * u for u in (1, 2, 3) if unit * u <= reach * (1 + 1e-12)]
+    if at:
+        points.append(at)
+    return NodeSpread(base, sign, unit, tuple(sorted(set(points))))
+
+
+def _separable(
+    problem: PlacementProblem, k: int
+) -> tuple[dict[tuple[str, str], float], dict[str, float]] | None:
+    """Changes of metric k as amount(kind, role) × scale(node), or None: then the batch's
+    amounts can be poured onto the nodes (`lowest_sd`)."""
+    scale: dict[str, float] = {}
+    amount: dict[tuple[str, str], float] = {}
+    entries = [
+        (j, role, n, delta[k])
+        for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd))
+        for (j, n), delta in table.items()
+    ]
+    # a node's scale from its first nonzero change per unit of the kind's largest change
+    largest: dict[tuple[str, str], float] = defaultdict(float)
+    for j, role, _, d in entries:
+        if abs(d) > abs(largest[j, role]):
+            largest[j, role] = d
+    for j, role, n, d in entries:
+        ref = largest[j, role]
+        if not ref:
+            continue
+        amount[j, role] = abs(ref)
+        s = d / abs(ref)
+        if n not in scale:
+            scale[n] = s
+    for j, role, n, d in entries:
+        expect = amount.get((j, role), 0.0) * scale.get(n, 0.0)
+        if abs(d - expect) > 1e-9 * max(abs(d), abs(expect), 1e-12):
+            return None
+    return amount, scale
+
+
+def lowest_sd(base: np.ndarray, scale: np.ndarray, cap: np.ndarray, total: float) -> float:
+    """min sd(b + s·M) over 0 ≤ M_n ≤ cap_n, Σ M_n = total (the amounts poured continuously):
+    below every whole plan's sd. For a centre c, the least Σ (b_n + s_n·M_n − c)² has
+    M_n = clamp((c − b_n)/s_n − λ/(2·s_n²), 0, cap_n), λ found by bisection; the least over c
+    by golden section (the inner minimum is convex in c). Nodes with s_n = 0 take amounts
+    without changing: Σ over the others need only reach total − their room."""
+    if len(base) == 0:
+        return 0.0
+    active = scale != 0
+    room = float(cap[~active].sum())
+    least = max(total - room, 0.0)
+    s = np.where(active, scale, 1.0)
+
+    def amounts(c: float, lam: float) -> np.ndarray:
+        return np.where(active, np.clip((c - base) / s - lam / (2 * s * s), 0.0, cap), 0.0)
+
+    def pour(c: float) -> np.ndarray:
+        free = amounts(c, 0.0)
+        poured = float(free.sum())
+        if least <= poured <= total:
+            return free
+        target, lo, hi = (total, 0.0, 1.0) if poured > total else (least, -1.0, 0.0)
+        while amounts(c, hi).sum() > target and hi < 1e300:
+            hi *= 2
+        while amounts(c, lo).sum() < target and lo > -1e300:
+            lo *= 2
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if mid in (lo, hi):
+                break
+            if amounts(c, mid).sum() > target:
+                lo = mid
+            else:
+                hi = mid
+        return amounts(c, (lo + hi) / 2)
+
+    def cost(c: float) -> float:
+        return float(np.sum((base + scale * pour(c) - c) ** 2))
+
+    reach = np.abs(scale) * cap
+    least_cost = _golden(cost, float((base - reach).min()), float((base + reach).max()))
+    return math.sqrt(least_cost / len(base))
+
+
+def _golden(cost, a: float, b: float) -> float:  # noqa: ANN001
+    """The least value of a convex function of one variable on [a, b], by golden section."""
+    golden = (math.sqrt(5) - 1) / 2
+    x1, x2 = b - golden * (b - a), a + golden * (b - a)
+    f1, f2 = cost(x1), cost(x2)
+    while b - a > 1e-13 * max(1.0, abs(a), abs(b)):
+        if f1 <= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - golden * (b - a)
+            f1 = cost(x1)
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + golden * (b - a)
+            f2 = cost(x2)
+    return min(f1, f2)
+
+
+def box_sd(low: np.ndarray, high: np.ndarray) -> float:
+    """min sd(v) over low ≤ v ≤ high: for a centre c the best v is c clamped into the box."""
+    if len(low) == 0:
+        return 0.0
+    least = _golden(
+        lambda c: float(np.sum((np.clip(c, low, high) - c) ** 2)),
+        float(low.min()),
+        float(high.max()),
+    )
+    return math.sqrt(least / len(low))
+
+
+def rest_lower(problem: PlacementProblem) -> float:
+    """A lower bound of the score apart from its spreads: the constant, each kind's least
+    summed-metric change over its candidates (times its count), the N+1 reserves as they are
+    now (a new secondary only raises them) and the least spread of the reserves, each between
+    its value now and now plus every failover that may land on it."""
+    weights = sum_weights()
+    least: dict[tuple[str, str], float] = {}
+    for role, table in (("p", problem.primary_sum), ("s", problem.secondary_sum)):
+        for (j, _), delta in table.items():
+            c = sum(w * d for w, d in zip(weights, delta, strict=True))
+            least[j, role] = min(least.get((j, role), c), c)
+    counts = {k.name: k.count for k in problem.batch.instances}
+    now = problem.reserved_base
+    rise: dict[str, float] = defaultdict(float)
+    for i in problem.batch.instances:
+        if i.forthcoming or i.failover_mib <= 0:
+            continue
+        for n in i.secondaries:
+            if n in now:
+                rise[n] += i.failover_mib * i.count / problem.total_memory_mib[n]
+    nodes = list(now)
+    reserve_spread = box_sd(
+        np.array([now[n] for n in nodes]), np.array([now[n] + rise[n] for n in nodes])
+    )
+    return (
+        problem.score_constant
+        + WEIGHTS["reserved_mem_rtotal"] * math.fsum(now.values())
+        + WEIGHTS["reserved_mem_cv"] * reserve_spread
+        + math.fsum(counts[j] * c for (j, _), c in least.items())
+    )
+
+
+def _least_spread(problem: PlacementProblem, k: int) -> float | None:
+    """σ_lo of metric k (None when its changes are not amount × scale)."""
+    split = _separable(problem, k)
+    if split is None:
+        return None
+    amount, scale = split
+    counts = {i.name: i.count for i in problem.batch.instances}
+    cap: dict[str, float] = defaultdict(float)
+    for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd)):
+        for j, n in table:
+            cap[n] += amount.get((j, role), 0.0) * counts[j]
+    nodes = list(problem.scored)
+    total = math.fsum(a * counts[j] for (j, _), a in amount.items())
+    low = lowest_sd(
+        np.array([problem.base_sd[n][k] for n in nodes]),
+        np.array([scale.get(n, 0.0) for n in nodes]),
+        np.array([cap.get(n, 0.0) for n in nodes]),
+        total,
+    )
+    return low
+
+
+def spread_bounds(problem: PlacementProblem, plan: Placements, cutoff: float) -> list[SpreadBound]:
+    """The bounds of every metric whose least spread is known, centred at `plan` (which places
+    every instance), for plans scoring at most `cutoff` (the known plan's score)."""
+    values = values_at(problem, plan)
+    changes = _changes(problem)
+    counts = {i.name: i.count for i in problem.batch.instances}
+    weights = sd_weights()
+    groups = twin_groups(problem)
+    lows = {g: _least_spread(problem, g[0]) for g in groups}
+    floor = rest_lower(problem) + math.fsum(
+        sum(weights[i] for i in g) * (low or 0.0) for g, low in lows.items()
+    )
+    nodes = problem.scored
+    size = len(nodes)
+    out = []
+    for g, low in lows.items():
+        weight = sum(weights[i] for i in g)
+        if low is None or weight <= 0:
+            continue
+        k = g[0]
+        high = (cutoff - (floor - weight * low)) / weight
+        low_s = max(low * (1 - SLACK) - SLACK, 0.0)
+        high_s = max(high * (1 + SLACK) + SLACK, low_s)
+        centre = math.fsum(values[n][k] for n in nodes) / size
+        moved: dict[str, NodeSpread] = {}
+        fixed = 0.0
+        for n in nodes:
+            base = problem.base_sd[n][k]
+            terms = changes.get((k, n), [])
+            if not terms:
+                fixed += (base - centre) ** 2
+                continue
+            moved[n] = _node_rows(base, terms, counts, values[n][k] - base)
+        spread_lo = spread_hi = math.fsum(problem.base_sd[n][k] for n in nodes)
+        reach: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd)):
+            for (j, _), delta in table.items():
+                reach[j, role].append(delta[k])
+        for (j, _), ds in reach.items():
+            spread_lo += counts[j] * min(ds)
+            spread_hi += counts[j] * max(ds)
+        mean_range = (spread_lo / size - centre, spread_hi / size - centre)
+        out.append(SpreadBound(k, g, centre, fixed, moved, mean_range, (low_s, high_s)))
+    return out
+
+
+def _sd_after(base: np.ndarray, scale: np.ndarray, amounts: np.ndarray) -> float:
+    return float(np.std(base + scale * amounts))

@@ -1,0 +1,120 @@
+"""The spread bound (model/spread.py, formulations/placement.py `define_spread_bound`): its
+constants are lower bounds of what they claim, its rows lie under the true score of every plan
+placing the whole batch, and the joint placement started from a known plan (which turns the
+bound on) still reaches the brute force's least score and proves it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_placement import random_case
+
+from formulations import placement as form
+from model.check import check_allocation
+from model.placement import new_instance, placement_problem
+from model.spread import box_sd, lowest_sd, spread_bounds, twin_groups
+from solvers.lexicographic import open_session
+from solvers.strategies.placement import place_jointly
+
+values = st.floats(-10, 10, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_lowest_sd_is_below_every_pour(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 8))
+    base = np.array(data.draw(st.lists(values, min_size=n, max_size=n)))
+    scale = np.array(data.draw(st.lists(st.sampled_from((0.0, 0.5, -1.0, 2.0)), min_size=n,
+                                        max_size=n)))  # fmt: skip
+    cap = np.array(data.draw(st.lists(st.floats(0, 5), min_size=n, max_size=n)))
+    shares = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
+    poured = cap * shares  # any amounts within the caps; their sum is the total
+    low = lowest_sd(base, scale, cap, float(poured.sum()))
+    assert low <= float(np.std(base + scale * poured)) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_box_sd_is_below_every_point_of_the_box(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 8))
+    low = np.array(data.draw(st.lists(values, min_size=n, max_size=n)))
+    width = np.array(data.draw(st.lists(st.floats(0, 5), min_size=n, max_size=n)))
+    where = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
+    assert box_sd(low, low + width) <= float(np.std(low + width * where)) + 1e-9
+
+
+def _case(seed: int):  # noqa: ANN202
+    """A small random cluster, a batch of 1-3 new instances, and every plan placing all (the
+    test is skipped when no plan places all)."""
+    state, demands, cands = random_case(seed, drbd_every=2)
+    kinds = [
+        (d, new_instance(state, d, *cands[n], order=i)) for i, (n, d) in enumerate(demands.items())
+    ]
+    if any(not k.primaries or (k.drbd and not k.secondaries) for _, k in kinds):
+        pytest.skip("an instance has no candidate")
+    options = []
+    for _, k in kinds:
+        if k.drbd:
+            pairs = [(p, s) for p in k.primaries for s in k.secondaries if s != p]
+            options.append([pair for pair in pairs if pair not in k.forbidden_pairs])
+        else:
+            options.append([(p, None) for p in k.primaries])
+    plans = []
+    for combo in itertools.product(*options):
+        plan = {k.name: spot for (_, k), spot in zip(kinds, combo, strict=True)}
+        report = check_allocation(state, [(demands[j], p, s) for j, (p, s) in plan.items()])
+        if not report.violations:
+            plans.append((report.objectives["score"], plan))
+    if not plans:
+        pytest.skip("no plan places the whole batch")
+    problem = placement_problem(state, kinds, list(state.nodes))
+    return state, demands, kinds, problem, sorted(plans, key=lambda sp: sp[0])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_spread_rows_lie_under_the_score_of_every_plan(seed: int) -> None:
+    _, _, kinds, problem, plans = _case(seed)
+    worst = plans[-1]
+    held = [(j, p, s) for j, (p, s) in worst[1].items()]
+    bounds = spread_bounds(problem, held, worst[0])  # the cutoff keeps every plan
+    for score, plan in plans[:20]:
+        m = form.build(problem)
+        form.define_spread_bound(m, problem, bounds)
+        form.load_plan(m, problem, plan, {k.name: [k.name] for _, k in kinds})
+        for var in [*m.x.values(), *m.y.values()]:
+            var.fix()
+        session = open_session("highs", m, 0.0, 1, 0)
+        try:
+            session.set_objective(m.score, "min")
+            res = session.solve(time_limit=30, build_s=0.0)
+        finally:
+            session.close()
+        assert res.objective is not None
+        assert res.objective <= score + 1e-7 * max(1.0, abs(score))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_joint_placement_from_a_known_plan_equals_brute_force(seed: int) -> None:
+    state, demands, kinds, problem, plans = _case(seed)
+    least, worst = plans[0][0], plans[-1][1]
+    plan = place_jointly(state, problem, demands, {k.name: [k.name] for _, k in kinds},
+                         group=None, start=worst)  # fmt: skip
+    assert plan.placed == len(kinds)
+    assert plan.status == "optimal"
+    assert plan.score == pytest.approx(least, abs=1e-9)
+    assert plan.bound is not None and plan.bound <= plan.score + 1e-9
+
+
+def test_twin_metrics_share_values_and_changes() -> None:
+    problem = _case(0)[3]
+    for group in twin_groups(problem):
+        first = group[0]
+        for k in group[1:]:
+            assert all(problem.base_sd[n][k] == problem.base_sd[n][first] for n in problem.scored)
+            for delta in (*problem.primary_sd.values(), *problem.secondary_sd.values()):
+                assert delta[k] == delta[first]

@@ -353,18 +353,14 @@ def spread_bounds(problem: PlacementProblem, plan: Placements, cutoff: float) ->
                 fixed += (base - centre) ** 2
                 continue
             moved[n] = _node_rows(base, terms, counts, values[n][k] - base)
-        spread_lo = spread_hi = math.fsum(problem.base_sd[n][k] for n in nodes)
+        total_lo = total_hi = math.fsum(problem.base_sd[n][k] for n in nodes)  # Σ_n v_n
         reach: dict[tuple[str, str], list[float]] = defaultdict(list)
         for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd)):
             for (j, _), delta in table.items():
                 reach[j, role].append(delta[k])
         for (j, _), ds in reach.items():
-            spread_lo += counts[j] * min(ds)
-            spread_hi += counts[j] * max(ds)
-        mean_range = (spread_lo / size - centre, spread_hi / size - centre)
+            total_lo += counts[j] * min(ds)
+            total_hi += counts[j] * max(ds)
+        mean_range = (total_lo / size - centre, total_hi / size - centre)
         out.append(SpreadBound(k, g, centre, fixed, moved, mean_range, (low_s, high_s)))
     return out
-
-
-def _sd_after(base: np.ndarray, scale: np.ndarray, amounts: np.ndarray) -> float:
-    return float(np.std(base + scale * amounts))

@@ -358,6 +358,16 @@ def place_jointly(
 SPREAD_SECONDS_PER_VARIABLE = 0.002
 
 
+#: Seconds per placement variable that building the joint model takes (2 s for 10,000).
+BUILD_SECONDS_PER_VARIABLE = 0.0002
+
+
+def spread_seconds(variables: int) -> float:
+    """Seconds a joint model of this many placement variables needs from its start for the
+    spread bound: its build, then its first solve."""
+    return (BUILD_SECONDS_PER_VARIABLE + SPREAD_SECONDS_PER_VARIABLE) * variables
+
+
 def _spread_in_time(problem: PlacementProblem, seconds_left: float | None) -> bool:
     """Whether the spread bound's first solve fits in the time left."""
     if seconds_left is None:

@@ -1,0 +1,50 @@
+"""A pure computation run beside the solver, in a forked child process.
+
+hail's node-evacuate walk is pure Python (minutes in hail, seconds here) and HiGHS is C++ on
+one thread: on two cores the walk need not hold up the model (docs/placement.md). A thread
+would share the interpreter lock with the model's construction, so the walk runs in a child
+forked from the current process (no re-import, no arguments to pickle); only its answer comes
+back, pickled, through a pipe. Linux only (os.fork), as Ganeti.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+
+class Aside:
+    """`Aside(fn, *args)` starts fn(*args) in a forked child; `result()` waits for it and
+    returns its value, or None when the child failed (the caller then does without it)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, leave without running the parent's exit code
+            code = 0
+            try:
+                os.close(read)
+                data = pickle.dumps(fn(*args))
+                with os.fdopen(write, "wb") as out:
+                    out.write(data)
+            except BaseException:  # noqa: BLE001 - the parent sees no answer and goes on
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write)
+        self._pid = pid
+        self._read = read
+
+    def result(self) -> Any:
+        with os.fdopen(self._read, "rb") as source:
+            data = source.read()
+        _, status = os.waitpid(self._pid, 0)
+        if status != 0 or not data:
+            return None
+        return pickle.loads(data)
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,15 @@ class Aside:
         os.close(write)
         self._pid = pid
         self._read = read
+
+    def cancel(self) -> None:
+        """Stop the child and reap it (the caller failed before it needed the answer)."""
+        try:
+            os.kill(self._pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self._read)
+        os.waitpid(self._pid, 0)
 
     def result(self) -> Any:
         with os.fdopen(self._read, "rb") as source:

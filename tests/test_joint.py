@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import htools_gen as gen
@@ -218,6 +219,7 @@ def test_joint_never_worse_than_one_by_one(seed):
 def test_aside_returns_the_value_or_none():
     assert Aside(sorted, [3, 1, 2]).result() == [1, 2, 3]
     assert Aside(int, "not a number").result() is None  # the child failed: no answer
+    Aside(time.sleep, 30).cancel()  # stopped and reaped at once, not waited for
 
 
 @pytest.mark.parametrize("seed", _seeds("node-evacuate", 6), ids=lambda s: f"seed{s}")

@@ -359,7 +359,8 @@ def joint_node_evacuate(
     total = budget.time_limit or DEFAULT_SECONDS
     # hail's own walk: the model's start and the plan to beat, when it can end in half the
     # time (it stops at that deadline otherwise); else the narrow walk as the start, and no
-    # comparison
+    # comparison. When walking first would leave the model too little time, the walk runs
+    # beside it in a forked child and the narrow walk is the start (`_walk_aside`)
     hail = None
     aside: Aside | None = None
     walk_s = trials * SECONDS_PER_TRIAL
@@ -370,43 +371,21 @@ def joint_node_evacuate(
             aside = Aside(walk, state, mode, names)
         else:
             hail = walk(state, mode, names)
-    if hail is not None:
-        hail_plan = _plan_of(hail)
-    else:
-        hail_plan = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
     plan: Plan = {}
     runs: list[SolverRun] = []
-    joints: list[tuple[JointPlan, list[str], Callable[[Plan], tuple[float | None, list[str]]]]] = []
     deadline = started + total - FINISH_S
-    for uuid, members in chosen.items():
-        base = state1
-        for name in members:
-            base = base.remove(name)
-        group_nodes = [n for n, st in state1.nodes.items() if st.group_uuid == uuid]
-        kinds = []
-        for order, name in enumerate(members):
-            d = state1.demands[name]
-            p, _ = state1.locations[name]
-            keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
-            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], keep)
-            item = batch_item(base, d, prims, secs, forbidden, order=order)
-            if item.primaries and (not item.drbd or item.secondaries):
-                kinds.append((d, item))
-        if not kinds:
-            continue
-        start = {n: hail_plan[n] for n in members if n in hail_plan}
-        judge = _moves_judge(state1, names, uuid)
-        joint = place_jointly(
-            base,
-            placement_problem(base, kinds, group_nodes),
-            {d.name: d for d, _ in kinds},
-            {k.name: [k.name] for _, k in kinds},
-            group=inp.cluster.group(uuid).name,
-            options=budget.within(max(deadline - time.perf_counter(), 0.1)),
-            start=start or None,
-            judge=judge,
-        )
-        joints.append((joint, [k.name for _, k in kinds], judge))
+    try:
+        if hail is not None:
+            start = _plan_of(hail)
+        else:
+            moving = [n for ms in chosen.values() for n in ms]
+            start = _narrow_walk(state1, mode, moving, avail_of)
+        joints = _evacuate_groups(inp, state1, mode, names, chosen, avail_of, start,
+                                  budget, deadline)  # fmt: skip
+    except BaseException:
+        if aside is not None:
+            aside.cancel()
+        raise
     if aside is not None:
         hail = aside.result()  # ended by its deadline, half the time
     for joint, members, judge in joints:
@@ -439,6 +418,55 @@ def joint_node_evacuate(
     )
 
 
+Judge = Callable[[Plan], tuple[float | None, list[str]]]
+
+
+def _evacuate_groups(
+    inp: IAllocatorInput,
+    state1: ClusterState,
+    mode: str,
+    names: list[str],
+    chosen: Mapping[str, list[str]],
+    avail_of: Mapping[str, list[str]],
+    start_plan: Plan,
+    budget: SolverOptions,
+    deadline: float,
+) -> list[tuple[JointPlan, list[str], Judge]]:
+    """The joint model of each group's instances (an instance never leaves its group), from
+    `start_plan`: (its result, its instances, the judge of its moves) per group."""
+    joints = []
+    for uuid, members in chosen.items():
+        base = state1
+        for name in members:
+            base = base.remove(name)
+        group_nodes = [n for n, st in state1.nodes.items() if st.group_uuid == uuid]
+        kinds = []
+        for order, name in enumerate(members):
+            d = state1.demands[name]
+            p, _ = state1.locations[name]
+            keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
+            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], keep)
+            item = batch_item(base, d, prims, secs, forbidden, order=order)
+            if item.primaries and (not item.drbd or item.secondaries):
+                kinds.append((d, item))
+        if not kinds:
+            continue
+        start = {n: start_plan[n] for n in members if n in start_plan}
+        judge = _moves_judge(state1, names, uuid)
+        joint = place_jointly(
+            base,
+            placement_problem(base, kinds, group_nodes),
+            {d.name: d for d, _ in kinds},
+            {k.name: [k.name] for _, k in kinds},
+            group=inp.cluster.group(uuid).name,
+            options=budget.within(max(deadline - time.perf_counter(), 0.1)),
+            start=start or None,
+            judge=judge,
+        )
+        joints.append((joint, [k.name for _, k in kinds], judge))
+    return joints
+
+
 def _walk_aside(walk_s: float, total: float, variables: int) -> bool:
     """Whether hail's walk runs beside the model: when it takes long enough to matter and,
     walked first, it would leave the model too little time for the spread bound (the model
@@ -463,17 +491,12 @@ def _plan_of(walk: EvacSolution) -> Plan:
     return {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in walk.moved}
 
 
-def _offered(
-    joint: JointPlan,
-    hails: Plan,
-    members: list[str],
-    judge: Callable[[Plan], tuple[float | None, list[str]]],
-) -> JointPlan:
+def _offered(joint: JointPlan, hails: Plan, members: list[str], judge: Judge) -> JointPlan:
     """The joint result with hail's plan for its instances in place of its own when hail's
     moves as many and scores lower (hail's walk ran beside the model, which started from the
     narrow walk): the model's bound stands for both."""
     offer = {n: hails[n] for n in members if n in hails}
-    if len(offer) < joint.placed:
+    if len(offer) != joint.placed:  # the bound is for plans moving as many as the model's
         return joint
     score, bad = judge(offer)
     if bad or score is None or (joint.score is not None and score >= joint.score - 1e-12):

@@ -251,21 +251,16 @@ def _exact_at(node: NodeSpread, points: Sequence[float]) -> list[tuple[str, floa
     return [("chord", float(t)) for t in sorted({t for a in points for t in node.chords(a)})]
 
 
-def _node_lower(
-    m: pyo.ConcreteModel,
-    b: SpreadBound,
-    n: str,
-    kind: str,
-    a: float,
-    changes: Sequence[tuple[object, float]] = (),
-) -> object:
+def _node_lower(m: pyo.ConcreteModel, b: SpreadBound, n: str, kind: str, a: float) -> object:
     """A lower bound of (v[k,n] − c)² = (b_n − c)² + 2(b_n − c)·D + D², D = v[k,n] − b_n."""
     node = b.nodes[n]
     gap = node.base - b.centre
     change = m.v[b.metric, n] - node.base
     expr = gap * gap + 2 * gap * change
     if kind == "squares":  # D² ≥ Σ_j d_jn²·x_jn
-        return expr + sum(dk * dk * var for var, dk in changes)
+        return expr + sum(
+            d * d * (m.x[j, n] if role == "p" else m.y[j, n]) for j, role, d in node.terms
+        )
     if kind == "chord":  # D² ≥ δ²·((2t+1)·|D|/δ − t(t+1))
         unit = node.lattice
         return expr + (2 * a + 1) * unit * node.sign * change - a * (a + 1) * unit * unit
@@ -300,12 +295,6 @@ def define_spread_bound(
     sd:      W_k ≤ secants of σ_k² over [σ_lo, σ_hi]  (so σ_k ≥ √W_k)
     twin:    σ_t = σ_k for a metric t with k's values and changes"""
     size = len(problem.scored)
-    changes: dict[tuple[int, str], list[tuple[object, float]]] = defaultdict(list)
-    for table, var in ((problem.primary_sd, m.x), (problem.secondary_sd, m.y)):
-        for (j, n), delta in table.items():
-            for k, dk in enumerate(delta):
-                if dk:
-                    changes[k, n].append((var[j, n], dk))
     rows = []  # (k, n, kind, parameter)
     for b in bounds:
         for n, node in b.nodes.items():
@@ -319,7 +308,7 @@ def define_spread_bound(
 
     def node_row(_m, r):  # noqa: ANN001, ANN202
         k, n, kind, a = rows[r]
-        return m.sq[k, n] >= _node_lower(m, by_metric[k], n, kind, a, changes[k, n])
+        return m.sq[k, n] >= _node_lower(m, by_metric[k], n, kind, a)
 
     m.sq_lower = pyo.Constraint(m.SBR, rule=node_row)
     for b in bounds:
@@ -382,8 +371,9 @@ def load_spread(
     values: Mapping[str, Sequence[float]],
 ) -> None:
     """The spread bound's variables at a plan (node -> SD values there): q at the true
-    squares, the pieces at the plan's mean and spread (σ ≤ σ_hi for a plan no worse than the
-    cutoff), so that a start completed without them stays complete."""
+    squares, the pieces at the plan's mean and true spread (σ ≤ σ_hi for a plan no worse than
+    the cutoff), so that a start whose σ were lifted onto the true spreads (`lift_spread`)
+    stays a solution."""
     size = len(problem.scored)
     for b in bounds:
         k = b.metric

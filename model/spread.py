@@ -55,6 +55,7 @@ class NodeSpread:
     sign: float  # +1 or −1 when every change has this sign, 0 when they are mixed
     lattice: float | None  # δ: every change is a whole multiple of it (None: no small unit)
     points: tuple[float, ...]  # changes D at which a row is exact (chords on a lattice)
+    terms: tuple[tuple[str, str, float], ...] = ()  # (kind, role "p"/"s", change d_jn)
 
     def chords(self, point: float) -> tuple[int, ...]:
         """The lattice chords exact at `point` (u = |D|/δ): between u−1, u and u, u+1."""
@@ -158,7 +159,7 @@ def _node_rows(base: float, terms: list[tuple[str, str, float]], counts: Mapping
         points += [direction * unit * u for u in (1, 2, 3) if unit * u <= reach * (1 + 1e-12)]
     if at:
         points.append(at)
-    return NodeSpread(base, sign, unit, tuple(sorted(set(points))))
+    return NodeSpread(base, sign, unit, tuple(sorted(set(points))), tuple(terms))
 
 
 def _separable(

@@ -224,6 +224,14 @@ class HighsSession:
             with _model_errors():
                 self._opt.add_constraints([con])
 
+    def _ensure_instance(self) -> None:
+        """HiGHS's copy of the model, made before the clock starts for HiGHS: on a large model
+        (46,000 rows) the copy takes seconds, which the caller's time limit must cover."""
+        if not self._instance_ready:
+            with _model_errors():
+                self._opt.set_instance(self._model)
+            self._instance_ready = True
+
     def solve_with_fixed(
         self, variables: Sequence[Any], *, time_limit: float | None
     ) -> SolveResult:
@@ -232,10 +240,7 @@ class HighsSession:
         which the next solve starts from, without a second copy of a large model. Their
         bounds are restored after."""
         t0 = time.perf_counter()
-        if not self._instance_ready:  # the copy made with the variables free: rows keep them
-            with _model_errors():
-                self._opt.set_instance(self._model)
-            self._instance_ready = True
+        self._ensure_instance()  # the copy made with the variables free: rows keep them
         if time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - t0), 0.0)
         options = self._options["solver_options"]
@@ -295,12 +300,7 @@ class HighsSession:
         if self._objective is None:
             self._objective = self._single_objective()
         started = self._instance_ready  # a previous stage's solution is loaded
-        if not self._instance_ready:
-            # HiGHS's copy of the model, made before the clock starts for HiGHS: on a large
-            # model (46,000 rows) the copy takes seconds, which the time limit must cover
-            with _model_errors():
-                self._opt.set_instance(self._model)
-            self._instance_ready = True
+        self._ensure_instance()
         if started:
             self._start_from_loaded()
         if time_limit is not None:

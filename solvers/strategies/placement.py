@@ -147,8 +147,7 @@ def place_jointly(
     remaining = None if deadline is None else deadline - time.perf_counter()
     if known and options.solver == "highs" and _spread_in_time(problem, remaining):
         with sw:
-            placements = [(kind_of[name], p, s) for name, (p, s) in start.items()]
-            bounds = spread_bounds(problem, placements, start_score)
+            bounds = spread_bounds(problem, _by_kind(start, kind_of), start_score)
             form.define_spread_bound(m, problem, bounds)
     spread = bool(bounds)
     big = len(m.x) + len(m.y) > PRESOLVE_OFF_ABOVE
@@ -180,7 +179,7 @@ def place_jointly(
         # HiGHS starts from a known plan (CP-SAT hints only between its own stages)
         if start and options.solver == "highs":
             limit = COMPLETE_SECONDS if deadline is None else min(COMPLETE_SECONDS, left())
-            solve_s += _complete(session, m, problem, start, members, bounds, limit)
+            solve_s += _complete(session, m, problem, start, members, kind_of, bounds, limit)
         # lexicographic stages before the score: placed, then on_last_resort
         reached: dict[str, float] = {}
         proven = True  # every stage so far solved to optimality
@@ -271,7 +270,7 @@ def place_jointly(
             score, bad = verdict(plan)
             if bad and judge is not None:
                 cuts += 1
-                session.add_bound(*form.not_all_of(m, _held(members, plan, set(state.nodes))))
+                session.add_bound(*form.not_all_of(m, _held(kind_of, plan, set(state.nodes))))
                 continue
             if bad:
                 shared = batch_form.shared_pairs_used(m)
@@ -286,7 +285,7 @@ def place_jointly(
                 breaks = capacity_check(state, plan)
                 if breaks:
                     cuts += 1
-                    held = _held(members, plan, set(breaks))
+                    held = _held(kind_of, plan, set(breaks))
                     session.add_bound(*form.not_all_of(m, held))
                     continue
             if best is None or score < best[0] - 1e-12:
@@ -299,8 +298,9 @@ def place_jointly(
             for row in form.tangent_rows(m, problem, values, rem):
                 session.add_bound(*row)
             if spread:  # the node rows exact where this plan lands
-                held = [(kind_of[name], p, s) for name, (p, s) in plan.items()]
-                for row in form.spread_rows_at(m, bounds, values_at(problem, held)):
+                for row in form.spread_rows_at(
+                    m, bounds, values_at(problem, _by_kind(plan, kind_of))
+                ):
                     session.add_bound(*row)
             if deadline is not None and time.perf_counter() >= deadline:
                 status = Status.FEASIBLE
@@ -382,6 +382,7 @@ def _complete(
     problem: PlacementProblem,
     plan: Plan,
     members: Mapping[str, list[str]],
+    kind_of: Mapping[str, str],
     bounds: Sequence[SpreadBound],
     time_limit: float,
 ) -> float:
@@ -395,10 +396,13 @@ def _complete(
     if res.has_solution:
         form.lift_spread(m, problem)
         if bounds:
-            kind_of = {name: kind for kind, names in members.items() for name in names}
-            held = [(kind_of[name], p, s) for name, (p, s) in plan.items()]
-            form.load_spread(m, problem, bounds, values_at(problem, held))
+            form.load_spread(m, problem, bounds, values_at(problem, _by_kind(plan, kind_of)))
     return res.solve_s
+
+
+def _by_kind(plan: Plan, kind_of: Mapping[str, str]) -> list[tuple[str, str, str | None]]:
+    """A plan's placements as (kind, primary, secondary), as model.spread reads them."""
+    return [(kind_of[name], p, s) for name, (p, s) in plan.items()]
 
 
 #: Seconds for completing a known plan into a solution (the placements fixed: presolve
@@ -407,11 +411,10 @@ COMPLETE_SECONDS = 5.0
 
 
 def _held(
-    members: Mapping[str, list[str]], plan: Plan, group_nodes: set[str]
+    kind_of: Mapping[str, str], plan: Plan, group_nodes: set[str]
 ) -> list[tuple[str, str, str]]:
     """The plan's placements on `group_nodes` as (kind, node, role) (each kind has one member
     when a capacity check is on)."""
-    kind_of = {name: kind for kind, names in members.items() for name in names}
     held = []
     for name, (p, s) in plan.items():
         if p in group_nodes:

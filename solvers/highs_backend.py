@@ -40,6 +40,15 @@ from solvers.result import (
 # The other is `_silenced_fds`: file descriptors belong to the process too.
 _highs_scheduler_threads: int | None = None
 
+#: HiGHS presolve rules switched off (option presolve_rule_off, a bitmask): rule 12, the
+#: aggregator. With it HiGHS 1.12 proved worse answers optimal on exalloc's joint placement
+#: models, twice: a 4-node allocate, its capacity rows scaled in an experiment
+#: (tests/data/highs-aggregator-wrong-bound.mps: optimum 4.097 with presolve, 2.490 without),
+#: and a 200-node node-evacuate (hail's plan at 34.556449 "optimal" where a checked plan scores
+#: 34.545771). Without the aggregator both come out right (docs/placement.md, "A presolve rule
+#: switched off"). A later highspy cannot be installed beside ortools (pyproject.toml).
+PRESOLVE_RULES_OFF = 1 << 12
+
 _NO_SOLUTION_STOPS = {
     TerminationCondition.maxTimeLimit,
     TerminationCondition.iterationLimit,
@@ -176,7 +185,11 @@ class HighsSession:
         self._options: dict[str, Any] = {
             "rel_gap": mip_gap,
             "threads": threads,
-            "solver_options": {"random_seed": seed, **({} if presolve else {"presolve": "off"})},
+            "solver_options": {
+                "random_seed": seed,
+                "presolve_rule_off": PRESOLVE_RULES_OFF,
+                **({} if presolve else {"presolve": "off"}),
+            },
             "load_solutions": False,
             "raise_exception_on_nonoptimal_result": False,
         }

@@ -443,3 +443,26 @@ def test_what_highs_prints_itself_stays_off_stdout(capfd, monkeypatch) -> None:
     out, err = capfd.readouterr()
     assert out == "before\nafter\n"
     assert "noise" not in err
+
+
+def test_highs_without_the_aggregator_finds_the_true_optimum() -> None:
+    """A round of a 4-node joint allocate, written by HiGHS (tests/data): with the presolve
+    rules exalloc leaves on, HiGHS proves the same optimum as without presolve at all. (With
+    every rule on, HiGHS 1.12 proves 4.097 optimal here, the true optimum being 2.490.)"""
+    import highspy
+
+    from solvers.highs_backend import PRESOLVE_RULES_OFF
+
+    def optimum(**options: object) -> float:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.readModel(str(Path(__file__).parent / "data" / "highs-aggregator-wrong-bound.mps"))
+        for key, value in {"mip_rel_gap": 0.0, "threads": 1, "random_seed": 0, **options}.items():
+            h.setOptionValue(key, value)
+        h.run()
+        assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        return h.getInfo().objective_function_value
+
+    assert optimum(presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
+        optimum(presolve="off"), abs=1e-7
+    )

@@ -118,3 +118,39 @@ def test_twin_metrics_share_values_and_changes() -> None:
             assert all(problem.base_sd[n][k] == problem.base_sd[n][first] for n in problem.scored)
             for delta in (*problem.primary_sd.values(), *problem.secondary_sd.values()):
                 assert delta[k] == delta[first]
+
+
+def test_a_round_stopped_without_a_plan_keeps_the_best_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the spread bound every round runs to the deadline; one that reaches it without a
+    plan of its own ends the rounds with the best plan so far (it used to compare the time
+    left with a cap it did not have)."""
+    import solvers.highs_backend as backend
+    from solvers.result import SolveResult, Status
+
+    solve = backend.HighsSession.solve
+    calls = 0
+
+    def stopped_after_the_first_round(self, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        nonlocal calls
+        calls += 1
+        if calls <= 2:  # completing the known plan, the first round
+            return solve(self, **kwargs)
+        return SolveResult(Status.TIME_LIMIT, None, None, None, 0.0, 0.0, "highs", {})
+
+    monkeypatch.setattr(backend.HighsSession, "solve", stopped_after_the_first_round)
+    reached = 0
+    for seed in range(16):
+        try:
+            state, demands, kinds, problem, plans = _case(seed)
+        except pytest.skip.Exception:
+            continue
+        calls = 0
+        plan = place_jointly(state, problem, demands, {k.name: [k.name] for _, k in kinds},
+                             group=None, start=plans[-1][1])  # fmt: skip
+        assert plan.placed == len(kinds)
+        if calls > 2:
+            reached += 1
+            assert plan.status == "feasible"
+            assert "time limit during the score rounds" in plan.notes
+            assert plan.score <= plans[-1][0] + 1e-9
+    assert reached

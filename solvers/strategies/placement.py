@@ -232,12 +232,18 @@ def place_jointly(
         while rounds < MAX_ROUNDS:
             rounds += 1
             # a round need not be proven: its incumbent places the next planes, its dual bound
-            # (of a relaxation) bounds the least score from below; only the bound must meet
-            cap = None if spread and rounds == 1 else round_cap(rounds) * boost
+            # (of a relaxation) bounds the least score from below; only the bound must meet.
+            # With the spread bound a round is a whole solve from presolve (seconds on large
+            # groups): a short cap would end it before its root, so none has a cap
+            cap = None if spread else round_cap(rounds) * boost
             res = run(cap)
             if not res.has_solution:
                 remaining = left()
-                if res.status is Status.TIME_LIMIT and (remaining is None or remaining > cap):
+                if (
+                    res.status is Status.TIME_LIMIT
+                    and cap is not None
+                    and (remaining is None or remaining > cap)
+                ):
                     boost *= 4  # the round's cap, not the deadline, stopped it: a longer one
                     continue
                 if res.status is Status.TIME_LIMIT and best is not None:
@@ -297,11 +303,16 @@ def place_jointly(
             values, rem = form.point(m, problem)
             for row in form.tangent_rows(m, problem, values, rem):
                 session.add_bound(*row)
-            if spread:  # the node rows exact where this plan lands
-                for row in form.spread_rows_at(
-                    m, bounds, values_at(problem, _by_kind(plan, kind_of))
-                ):
+            landed = values_at(problem, _by_kind(plan, kind_of)) if spread else None
+            if landed is not None:  # the node rows exact where this plan lands
+                for row in form.spread_rows_at(m, bounds, landed):
                     session.add_bound(*row)
+            # the next round starts from this plan lifted onto its true spreads (on or above
+            # every row so far): an incumbent at its true score, which HiGHS prunes by from the
+            # first node (unlifted, the new rows cut it off and the round starts with none)
+            form.lift_spread(m, problem)
+            if landed is not None:
+                form.load_spread(m, problem, bounds, landed)
             if deadline is not None and time.perf_counter() >= deadline:
                 status = Status.FEASIBLE
                 notes.append("time limit during the score rounds")

@@ -483,10 +483,11 @@ def load_plan(
         m.y[index].set_value(y_count.get(index, 0), skip_validation=True)
 
 
-def lift_spread(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
-    """σ_k := sd_k and σ_res := sd(p_rem) at the loaded point: a solution on or above every
-    tangent plane, present or later (sd is convex), so a start stays feasible as planes come."""
-    values, rem = point(m, problem)
+def lift_spread(m: pyo.ConcreteModel, at: tuple[list[list[float]], list[float]]) -> None:
+    """σ_k := sd_k and σ_res := sd(p_rem) at the loaded point `at` (`point`): a solution on or
+    above every tangent plane, present or later (sd is convex), so a start stays feasible as
+    planes come."""
+    values, rem = at
     for k in m.K:
         m.sigma[k].set_value(sd_of(values[k]))
     m.sigma_res.set_value(sd_of(rem))

@@ -307,12 +307,10 @@ def place_jointly(
             if landed is not None:  # the node rows exact where this plan lands
                 for row in form.spread_rows_at(m, bounds, landed):
                     session.add_bound(*row)
-            # the next round starts from this plan lifted onto its true spreads (on or above
-            # every row so far): an incumbent at its true score, which HiGHS prunes by from the
-            # first node (unlifted, the new rows cut it off and the round starts with none)
-            form.lift_spread(m, problem)
-            if landed is not None:
-                form.load_spread(m, problem, bounds, landed)
+            # the next round starts from this plan lifted onto its true spreads: an incumbent
+            # at its true score, which HiGHS prunes by from the first node (unlifted, the new
+            # rows cut it off and the round starts with none)
+            _lift(m, problem, (values, rem), bounds, landed)
             if deadline is not None and time.perf_counter() >= deadline:
                 status = Status.FEASIBLE
                 notes.append("time limit during the score rounds")
@@ -405,10 +403,24 @@ def _complete(
     session.set_objective(m.score, "min")
     res = session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=time_limit)
     if res.has_solution:
-        form.lift_spread(m, problem)
-        if bounds:
-            form.load_spread(m, problem, bounds, values_at(problem, _by_kind(plan, kind_of)))
+        landed = values_at(problem, _by_kind(plan, kind_of)) if bounds else None
+        _lift(m, problem, form.point(m, problem), bounds, landed)
     return res.solve_s
+
+
+def _lift(
+    m: Any,
+    problem: PlacementProblem,
+    at: tuple[list[list[float]], list[float]],
+    bounds: Sequence[SpreadBound],
+    landed: Mapping[str, Sequence[float]] | None,
+) -> None:
+    """The loaded plan lifted onto its true spreads, on or above every row present or later:
+    σ at the loaded point `at`, and with the spread bound its node squares and pieces at the
+    plan's node values `landed`."""
+    form.lift_spread(m, at)
+    if bounds and landed is not None:
+        form.load_spread(m, problem, bounds, landed)
 
 
 def _by_kind(plan: Plan, kind_of: Mapping[str, str]) -> list[tuple[str, str, str | None]]:

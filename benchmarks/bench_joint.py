@@ -35,35 +35,12 @@ from model.state import node_states  # noqa: E402
 from programs.reference import real_hail  # noqa: E402
 
 
-def _cluster(n_nodes: int, seed: int) -> dict:
-    return gen.cluster(
-        random.Random(seed),
-        n_nodes,
-        templates=("drbd", "drbd", "ext", "rbd"),
-        odd=False,
-        tags=False,
-        policies=False,
-        fills=(0.1, 0.2, 0.3, 0.4, 0.5),
-    )
-
-
 def evacuation(n_nodes: int, count: int, seed: int) -> dict:
-    data = _cluster(n_nodes, seed)
-    hosted: dict[str, list[str]] = {}
-    for name, inst in data["instances"].items():
-        hosted.setdefault(inst["nodes"][0], []).append(name)
-    busiest = sorted(hosted, key=lambda n: (-len(hosted[n]), n))
-    names: list[str] = []
-    for node in busiest:
-        if len(names) >= count:
-            break
-        names += hosted[node]
-    data["request"] = {"type": "node-evacuate", "instances": names[:count], "evac_mode": "all"}
-    return data
+    return gen.busiest_evacuation(seed, n_nodes, count)
 
 
 def multi(n_nodes: int, count: int, seed: int) -> dict:
-    data = _cluster(n_nodes, seed)
+    data = gen.heterogeneous(seed, n_nodes)
     rng = random.Random(seed + 1)
     batch = []
     for k in range(count):

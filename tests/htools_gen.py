@@ -344,6 +344,33 @@ def relocate(rng: random.Random, data: dict[str, Any]) -> dict[str, Any] | None:
     return data
 
 
+def heterogeneous(seed: int, n_nodes: int) -> dict[str, Any]:
+    """One group of mixed machine sizes with uneven fills of drbd, ext and rbd instances
+    (benchmarks/bench_joint.py's clusters)."""
+    return cluster(
+        random.Random(seed),
+        n_nodes,
+        templates=("drbd", "drbd", "ext", "rbd"),
+        odd=False,
+        tags=False,
+        policies=False,
+        fills=(0.1, 0.2, 0.3, 0.4, 0.5),
+    )
+
+
+def busiest_evacuation(seed: int, n_nodes: int, count: int) -> dict[str, Any]:
+    """`heterogeneous` and a node-evacuate (mode all) of `count` instances of its busiest
+    nodes (the most primaries, topped up from the next ones)."""
+    data = heterogeneous(seed, n_nodes)
+    hosted: dict[str, list[str]] = {}
+    for name, inst in data["instances"].items():
+        hosted.setdefault(inst["nodes"][0], []).append(name)
+    busiest = sorted(hosted, key=lambda n: (-len(hosted[n]), n))
+    names = [name for node in busiest for name in hosted[node]][:count]
+    data["request"] = {"type": "node-evacuate", "instances": names, "evac_mode": "all"}
+    return data
+
+
 def node_evacuate(rng: random.Random, data: dict[str, Any]) -> dict[str, Any] | None:
     node = rng.choice(sorted(data["nodes"]))
     mode = rng.choice(("primary-only", "secondary-only", "all"))

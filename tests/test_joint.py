@@ -257,3 +257,27 @@ def test_walk_aside_only_when_walking_first_starves_the_model():
     assert joint_strategy._walk_aside(15.6, 30.0, 10_000)
     assert not joint_strategy._walk_aside(15.6, 45.0, 10_000)
     assert not joint_strategy._walk_aside(0.5, 30.0, 10_000)
+
+
+@pytest.mark.parametrize(
+    "seed", _seeds("multi-allocate", 16) + _seeds("change-group", 8), ids=lambda s: f"seed{s}"
+)
+def test_joint_answer_keeps_a_redundant_cluster_redundant(seed):
+    """With the exact capacity check (the default), a cluster N+1 redundant before the
+    answer's placements or moves is redundant after them (exact check of every group)."""
+    text = gen.dumps(gen.for_seed(seed))
+    inp = parse_request(text)
+    state = node_states(inp.cluster)
+    if not check_cluster(state).redundant:
+        pytest.skip("not N+1 redundant before")
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=3.0))
+    response = json.loads(answer(parse_request(text), options).response)
+    after = state
+    if inp.request.type == "multi-allocate":
+        records = {r.name: new_instance(r) for r in inp.request.instances}
+        for name, nodes in response["result"][0] if response["success"] else []:
+            after = after.placed(state.demand(records[name]), *_nodes([name, nodes]))
+    else:
+        for name, group, nodes in response["result"][0] if response["success"] else []:
+            after = after.relocated(name, *_nodes([name, group, nodes]))
+    assert check_cluster(after).redundant is True

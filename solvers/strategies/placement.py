@@ -33,6 +33,7 @@ from model.state import ClusterState
 from solvers import Status, Stopwatch
 from solvers.lexicographic import fixing_bounds, open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.strategies.descent import improve
 
 #: Relative gap between the model's bound and the best true score at which the score counts as
 #: proven optimal (the solvers' own tolerance is 1e-6; the score is a float sum of 20 terms).
@@ -139,6 +140,23 @@ def place_jointly(
     start_score, start_bad = verdict(start) if start else (None, ["no start"])
     start_ok = start is not None and len(start) == everyone and not start_bad
     kind_of = {name: kind for kind, names in members.items() for name in names}
+    notes: list[str] = []
+    if start_ok and start_score is not None and all(name in kind_of for name in start):
+
+        def redundant(plan: Plan) -> tuple[float | None, list[str]]:
+            """The verdict, and a plan breaking a group's N+1 redundancy refused."""
+            score, bad = verdict(plan)
+            breaks = capacity_check(state, plan) if capacity_check and not bad else None
+            return score, [*bad, *(f"{n} not N+1 redundant" for n in breaks or ())]
+
+        limit = options.time_limit
+        seconds = DESCENT_SECONDS if limit is None else min(DESCENT_SECONDS, DESCENT_SHARE * limit)
+        better = improve(problem, start, start_score, kind_of, redundant, seconds, iterate=False)
+        if better.moves:
+            notes.append(
+                f"start improved by {better.moves} move(s): {start_score:.6f} -> {better.score:.6f}"
+            )
+            start, start_score = better.plan, better.score
     with Stopwatch() as sw:
         m = form.build(problem)
         objs = form.objectives(m, problem)
@@ -156,7 +174,6 @@ def place_jointly(
         options.solver, m, options.gap, options.threads, 0, presolve=spread or not big
     )
     solve_s = 0.0
-    notes: list[str] = []
 
     def left() -> float | None:
         return None if deadline is None else max(deadline - time.perf_counter(), 0.05)
@@ -427,6 +444,11 @@ def _by_kind(plan: Plan, kind_of: Mapping[str, str]) -> list[tuple[str, str, str
     """A plan's placements as (kind, primary, secondary), as model.spread reads them."""
     return [(kind_of[name], p, s) for name, (p, s) in plan.items()]
 
+
+#: Time for improving the start by single moves (solvers/strategies/descent.py): at most this
+#: share of the time limit, and at most these seconds.
+DESCENT_SHARE = 0.1
+DESCENT_SECONDS = 3.0
 
 #: Seconds for completing a known plan into a solution (the placements fixed: presolve
 #: removes most of the model).

@@ -26,6 +26,7 @@ from model.backends.iallocator import (
     new_instance,
     response_json,
 )
+from model.batch import NewInstance
 from model.check import Move, check_allocation, check_moves
 from model.cluster import NodeGroup
 from model.htools.answer import HailAnswer, SolverRun, run_note
@@ -45,7 +46,7 @@ from model.htools.evacuate import (
 from model.htools.metrics import RowCache
 from model.htools.requests import EVAC_MODES, Answer, evac_answer
 from model.htools.verify import check_answer
-from model.placement import NO_PRIMARY, candidates, placement_problem
+from model.placement import NO_PRIMARY, PlacementProblem, candidates, placement_problem
 from model.placement import new_instance as batch_item
 from model.resources import (
     FailMode,
@@ -59,6 +60,7 @@ from model.score import cluster_score
 from model.state import ClusterState, node_states
 from solvers.aside import Aside, can_fork
 from solvers.options import SolverOptions
+from solvers.strategies.descent import improve
 from solvers.strategies.n1 import decide, still_valid
 from solvers.strategies.placement import JointPlan, Plan, place_jointly, spread_seconds
 
@@ -364,33 +366,41 @@ def joint_node_evacuate(
     hail = None
     aside: Aside | None = None
     walk_s = trials * SECONDS_PER_TRIAL
+    deadline = started + total - FINISH_S
+    groups = _evacuation_groups(state1, mode, chosen, avail_of)
     if walk_s <= total / 2:
         walk = partial(try_node_evac, deadline=started + total / 2)
         if _walk_aside(walk_s, total, _placement_variables(avail_of, state, mode)):
-            # on the other core, beside the model (which starts from the narrow walk)
-            aside = Aside(walk, state, mode, names)
+            # on the other core, beside the model (which starts from the narrow walk), and
+            # then the search from hail's plan until the model ends
+            search_end = deadline - SEARCH_MARGIN_S
+            aside = Aside(_walk_and_search, walk, state, mode, names, state1, groups, search_end)
         else:
             hail = walk(state, mode, names)
     plan: Plan = {}
     runs: list[SolverRun] = []
-    deadline = started + total - FINISH_S
+    searched: dict[str, Plan] = {}
     try:
         if hail is not None:
             start = _plan_of(hail)
         else:
             moving = [n for ms in chosen.values() for n in ms]
             start = _narrow_walk(state1, mode, moving, avail_of)
-        joints = _evacuate_groups(inp, state1, mode, names, chosen, avail_of, start,
-                                  budget, deadline)  # fmt: skip
+        joints = _evacuate_groups(inp, state1, names, groups, start, budget, deadline)
     except BaseException:
         if aside is not None:
             aside.cancel()
         raise
     if aside is not None:
-        hail = aside.result()  # ended by its deadline, half the time
-    for joint, members, judge in joints:
-        if aside is not None and hail is not None:  # hail's plan, if better, with the bound
-            joint = _offered(joint, _plan_of(hail), members, judge)
+        beside = aside.result()  # the walk ended by half the time, the search by the model's
+        if beside is not None:
+            hail, searched = beside
+    for joint, group, judge in joints:
+        # hail's plan, or the search's from it, if better: with the model's bound
+        if hail is not None and aside is not None:
+            joint = _offered(joint, _plan_of(hail), group.members, judge)
+        if group.uuid in searched:
+            joint = _offered(joint, searched[group.uuid], group.members, judge)
         plan.update(joint.placements)
         runs.append(_run_of(options, joint))
     replay = _replay(state1, mode, names, plan)
@@ -421,20 +431,33 @@ def joint_node_evacuate(
 Judge = Callable[[Plan], tuple[float | None, list[str]]]
 
 
-def _evacuate_groups(
-    inp: IAllocatorInput,
+@dataclass(frozen=True)
+class _Group:
+    """One group's part of a node evacuation: its instances with a choice, as batch kinds (one
+    per instance, named as it), on the group without them."""
+
+    uuid: str
+    base: ClusterState
+    kinds: list[tuple[InstanceDemand, NewInstance]]
+    nodes: list[str]
+
+    @property
+    def members(self) -> list[str]:
+        return [k.name for _, k in self.kinds]
+
+    def problem(self) -> PlacementProblem:
+        return placement_problem(self.base, self.kinds, self.nodes)
+
+
+def _evacuation_groups(
     state1: ClusterState,
     mode: str,
-    names: list[str],
     chosen: Mapping[str, list[str]],
     avail_of: Mapping[str, list[str]],
-    start_plan: Plan,
-    budget: SolverOptions,
-    deadline: float,
-) -> list[tuple[JointPlan, list[str], Judge]]:
-    """The joint model of each group's instances (an instance never leaves its group), from
-    `start_plan`: (its result, its instances, the judge of its moves) per group."""
-    joints = []
+) -> list[_Group]:
+    """Each group's instances, placed again only within it (an instance never leaves its
+    group)."""
+    out = []
     for uuid, members in chosen.items():
         base = state1
         for name in members:
@@ -449,22 +472,70 @@ def _evacuate_groups(
             item = batch_item(base, d, prims, secs, forbidden, order=order)
             if item.primaries and (not item.drbd or item.secondaries):
                 kinds.append((d, item))
-        if not kinds:
-            continue
-        start = {n: start_plan[n] for n in members if n in start_plan}
-        judge = _moves_judge(state1, names, uuid)
+        if kinds:
+            out.append(_Group(uuid, base, kinds, group_nodes))
+    return out
+
+
+def _evacuate_groups(
+    inp: IAllocatorInput,
+    state1: ClusterState,
+    names: list[str],
+    groups: list[_Group],
+    start_plan: Plan,
+    budget: SolverOptions,
+    deadline: float,
+) -> list[tuple[JointPlan, _Group, Judge]]:
+    """The joint model of each group's instances, from `start_plan`: (its result, the group,
+    the judge of its moves) per group."""
+    joints = []
+    for group in groups:
+        start = {n: start_plan[n] for n in group.members if n in start_plan}
+        judge = _moves_judge(state1, names, group.uuid)
         joint = place_jointly(
-            base,
-            placement_problem(base, kinds, group_nodes),
-            {d.name: d for d, _ in kinds},
-            {k.name: [k.name] for _, k in kinds},
-            group=inp.cluster.group(uuid).name,
+            group.base,
+            group.problem(),
+            {d.name: d for d, _ in group.kinds},
+            {name: [name] for name in group.members},
+            group=inp.cluster.group(group.uuid).name,
             options=budget.within(max(deadline - time.perf_counter(), 0.1)),
             start=start or None,
             judge=judge,
         )
-        joints.append((joint, [k.name for _, k in kinds], judge))
+        joints.append((joint, group, judge))
     return joints
+
+
+def _walk_and_search(
+    walk: Callable[[ClusterState, str, list[str]], EvacSolution],
+    state: ClusterState,
+    mode: str,
+    names: list[str],
+    state1: ClusterState,
+    groups: list[_Group],
+    deadline: float,
+) -> tuple[EvacSolution, dict[str, Plan]]:
+    """Beside the model (`Aside`): hail's walk, then, until `deadline`, the iterated search of
+    solvers/strategies/descent.py from its plan, group by group. Returns the walk and each
+    group's plan that the checker passed lower than hail's."""
+    hail = walk(state, mode, names)
+    hails = _plan_of(hail)
+    found: dict[str, Plan] = {}
+    for i, group in enumerate(groups):
+        offer = {n: hails[n] for n in group.members if n in hails}
+        if len(offer) != len(group.members):
+            continue
+        judge = _moves_judge(state1, names, group.uuid)
+        score, bad = judge(offer)
+        if bad or score is None:
+            continue
+        problem = group.problem()
+        seconds = (deadline - time.perf_counter()) / (len(groups) - i)
+        identity = {name: name for name in group.members}
+        better = improve(problem, offer, score, identity, judge, seconds)
+        if better.score < score:
+            found[group.uuid] = better.plan
+    return hail, found
 
 
 def _walk_aside(walk_s: float, total: float, variables: int) -> bool:
@@ -491,11 +562,11 @@ def _plan_of(walk: EvacSolution) -> Plan:
     return {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in walk.moved}
 
 
-def _offered(joint: JointPlan, hails: Plan, members: list[str], judge: Judge) -> JointPlan:
-    """The joint result with hail's plan for its instances in place of its own when hail's
-    moves as many and scores lower (hail's walk ran beside the model, which started from the
-    narrow walk): the model's bound stands for both."""
-    offer = {n: hails[n] for n in members if n in hails}
+def _offered(joint: JointPlan, other: Plan, members: list[str], judge: Judge) -> JointPlan:
+    """The joint result with another plan for its instances in place of its own when that
+    moves as many and scores lower (hail's, or the search's from it, both beside the model,
+    which started from the narrow walk): the model's bound stands for both."""
+    offer = {n: other[n] for n in members if n in other}
     if len(offer) != joint.placed:  # the bound is for plans moving as many as the model's
         return joint
     score, bad = judge(offer)
@@ -512,6 +583,10 @@ WALK_ASIDE_SECONDS = 2.0
 #: Seconds of a node-evacuate's bound kept for what follows the model and hail's walk (the
 #: replay through hail's moves, the checker, the answer).
 FINISH_S = 1.0
+
+#: Seconds before the model's deadline at which the search beside it stops, so that its plan
+#: is back when the model ends.
+SEARCH_MARGIN_S = 0.3
 
 #: hail's walk for a start, with drbd pairs (mode `all`) drawn from this many nodes only.
 #: 40 instances on 200 nodes in 30 s (docs/placement.md): 20 nodes gave a start 0.3-0.4 %

@@ -142,3 +142,15 @@ def test_the_start_is_improved_only_within_the_capacity_check(monkeypatch):
 
     checked = place_jointly(*args, **{**kwargs, "capacity_check": only_start})
     assert checked.placements == start
+
+
+def test_a_plan_off_the_candidates_is_left_as_it_is(monkeypatch):
+    """A start with a placement the problem has no candidate for (no change to rank it by) is
+    returned unchanged, not an error."""
+    (problem, plan, score, kind_of, verdict), *_ = _inputs(
+        gen.busiest_evacuation(0, 40, 12), monkeypatch
+    )
+    name = sorted(plan)[0]
+    odd = {**plan, name: ("no-such-node", plan[name][1])}
+    found = descent.improve(problem, odd, score, kind_of, verdict, 1.0)
+    assert found.plan == odd and found.score == score and found.verdicts == 0

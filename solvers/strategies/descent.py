@@ -105,6 +105,9 @@ class _Spreads:
                     np.array([n in self.row for n in names])[:, None],
                 )
 
+    def has(self, kind: str, role: str, node: str) -> bool:
+        return (kind, role) in self.tables and node in self.tables[kind, role][1]
+
     def apply(self, kind: str, role: str, node: str, sign: int) -> None:
         names, index, sd, lin = self.tables[kind, role]
         i = index[node]
@@ -207,7 +210,13 @@ class _Reserves:
 class _Search:
     """A plan and its rank, moved one instance at a time."""
 
-    def __init__(self, problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        problem: PlacementProblem,
+        plan: Plan,
+        kind_of: Mapping[str, str],
+        spreads: _Spreads | None = None,
+    ) -> None:
         inst = problem.batch.instance
         self.kind_of = kind_of
         failover = {
@@ -215,7 +224,7 @@ class _Search:
             for name, kind in kind_of.items()
             if inst[kind].drbd and not inst[kind].forthcoming
         }
-        self.spreads = _Spreads(problem)
+        self.spreads = spreads or _Spreads(problem)
         self.reserves = _Reserves(problem, failover)
         self.plan: Plan = {}
         for name, pair in plan.items():
@@ -332,7 +341,13 @@ def improve(
     PERTURBED instances to random targets, descend by the ranking alone, and keep the plan
     when it ranks lower and the checker passes it lower."""
     began = time.perf_counter()
-    search = _Search(problem, plan, kind_of)
+    spreads = _Spreads(problem)
+    if not all(
+        spreads.has(kind_of[name], "p", p) and (s is None or spreads.has(kind_of[name], "s", s))
+        for name, (p, s) in plan.items()
+    ):  # a placement the problem has no candidate for: nothing to rank it by
+        return Improved(dict(plan), score, 0, 0, 0, 0, time.perf_counter() - began)
+    search = _Search(problem, plan, kind_of, spreads)
     score, kept, judged = _descend_checked(search, score, verdict, began, seconds)
     best = dict(search.plan)
     best_rank = search.rank()

@@ -9,6 +9,7 @@ back, pickled, through a pipe. Linux only (os.fork), as Ganeti.
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import signal
@@ -54,6 +55,20 @@ class Aside:
         if status != 0 or not data:
             return None
         return pickle.loads(data)
+
+
+class Flag:
+    """A flag that a parent sets and its forked children read: one byte of anonymous shared
+    memory, made before the fork (the parent tells a child's long search to stop early)."""
+
+    def __init__(self) -> None:
+        self._memory = mmap.mmap(-1, 1)
+
+    def set(self) -> None:
+        self._memory[0] = 1
+
+    def __call__(self) -> bool:
+        return self._memory[0] == 1
 
 
 def can_fork() -> bool:

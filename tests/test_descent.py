@@ -154,3 +154,11 @@ def test_a_plan_off_the_candidates_is_left_as_it_is(monkeypatch):
     odd = {**plan, name: ("no-such-node", plan[name][1])}
     found = descent.improve(problem, odd, score, kind_of, verdict, 1.0)
     assert found.plan == odd and found.score == score and found.verdicts == 0
+
+
+def test_stop_ends_the_search_at_once(monkeypatch):
+    (problem, plan, score, kind_of, verdict), *_ = _inputs(
+        gen.busiest_evacuation(0, 40, 12), monkeypatch
+    )
+    found = descent.improve(problem, plan, score, kind_of, verdict, 60.0, stop=lambda: True)
+    assert (found.plan, found.moves, found.restarts, found.verdicts) == (plan, 0, 0, 0)

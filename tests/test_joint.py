@@ -18,7 +18,7 @@ from model.htools.evacuate import try_node_evac
 from model.htools.requests import EVAC_MODES
 from model.score import cluster_score
 from model.state import ClusterState, node_states
-from solvers.aside import Aside
+from solvers.aside import Aside, Flag
 from solvers.options import SolverOptions
 from solvers.strategies import joint as joint_strategy
 from solvers.strategies.iallocator import IAllocatorOptions, answer, one_by_one_answer
@@ -222,6 +222,20 @@ def test_aside_returns_the_value_or_none():
     Aside(time.sleep, 30).cancel()  # stopped and reaped at once, not waited for
 
 
+def test_a_flag_set_by_the_parent_reaches_the_child():
+    flag = Flag()
+
+    def wait() -> bool:
+        end = time.monotonic() + 20
+        while not flag() and time.monotonic() < end:
+            time.sleep(0.01)
+        return flag()
+
+    aside = Aside(wait)
+    flag.set()
+    assert aside.result() is True
+
+
 @pytest.mark.parametrize("seed", _seeds("node-evacuate", 6), ids=lambda s: f"seed{s}")
 def test_walk_aside_is_the_walk(seed):
     """hail's walk in a forked child gives the walk's own answer."""
@@ -248,6 +262,19 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
         assert _score_after(text, aside) == pytest.approx(_score_after(text, before), abs=1e-9)
         one = re.search(r"one by one [^;\]]*", before["info"])
         assert one is None or one.group(0) in aside["info"]
+
+
+def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
+    """With the walk beside the model, the search from hail's plan runs until the model's
+    deadline, unless every group's plan is proven: then the answer comes at once (a 60 s
+    bound; a request whose model is proven in well under a second)."""
+    seed = _seeds("node-evacuate", 4)[3]  # hail moves all three, the model proves its plan
+    text = gen.dumps(gen.for_seed(seed))
+    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
+    began = time.monotonic()
+    response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=60)))
+    assert "optimal" in json.loads(response.response)["info"]
+    assert time.monotonic() - began < 30
 
 
 def test_walk_aside_only_when_walking_first_starves_the_model():

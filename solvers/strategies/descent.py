@@ -302,16 +302,16 @@ class _Search:
 
 
 def _descend_checked(
-    search: _Search, score: float, verdict: Verdict, began: float, seconds: float
+    search: _Search, score: float, verdict: Verdict, going: Callable[[], bool]
 ) -> tuple[float, int, int]:
-    """Single moves while `seconds` last: each step offers its best ranked moves to `verdict`
+    """Single moves while `going()`: each step offers its best ranked moves to `verdict`
     and keeps the first that is valid and lower; a step that keeps none ends it. Returns the
     score reached, the moves kept and the plans judged."""
     kept = judged = 0
-    while time.perf_counter() - began < seconds:
+    while going():
         taken = None
         for move in search.offers()[:TRIES_PER_STEP]:
-            if time.perf_counter() - began >= seconds:
+            if not going():
                 break
             judged += 1
             new_score, bad = verdict({**search.plan, move.name: move.pair})
@@ -335,11 +335,12 @@ def improve(
     *,
     iterate: bool = True,
     seed: int = 0,
+    stop: Callable[[], bool] = lambda: False,
 ) -> Improved:
     """`plan` (valid, scoring `score`) improved while `seconds` last: by single moves the
     checker passes, then, if `iterate`, by an iterated search: from the best plan, move
     PERTURBED instances to random targets, descend by the ranking alone, and keep the plan
-    when it ranks lower and the checker passes it lower."""
+    when it ranks lower and the checker passes it lower. `stop()` true ends it early."""
     began = time.perf_counter()
     spreads = _Spreads(problem)
     if not all(
@@ -348,13 +349,17 @@ def improve(
     ):  # a placement the problem has no candidate for: nothing to rank it by
         return Improved(dict(plan), score, 0, 0, 0, 0, time.perf_counter() - began)
     search = _Search(problem, plan, kind_of, spreads)
-    score, kept, judged = _descend_checked(search, score, verdict, began, seconds)
+
+    def going() -> bool:
+        return time.perf_counter() - began < seconds and not stop()
+
+    score, kept, judged = _descend_checked(search, score, verdict, going)
     best = dict(search.plan)
     best_rank = search.rank()
     rng = random.Random(seed)
     names = sorted(best)
     restarts = better = 0
-    while iterate and time.perf_counter() - began < seconds:
+    while iterate and going():
         restarts += 1
         search.reset(best)
         for name in rng.sample(names, min(PERTURBED, len(names))):
@@ -367,7 +372,7 @@ def improve(
                     continue
                 secondary = rng.choice(choices)
             search.move(name, (primary, secondary))
-        while time.perf_counter() - began < seconds:
+        while going():
             offers = search.offers()
             if not offers:
                 break

@@ -58,7 +58,7 @@ from model.resources import (
 )
 from model.score import cluster_score
 from model.state import ClusterState, node_states
-from solvers.aside import Aside, can_fork
+from solvers.aside import Aside, Flag, can_fork
 from solvers.options import SolverOptions
 from solvers.strategies.descent import improve
 from solvers.strategies.n1 import decide, still_valid
@@ -365,6 +365,7 @@ def joint_node_evacuate(
     # beside it in a forked child and the narrow walk is the start (`_walk_aside`)
     hail = None
     aside: Aside | None = None
+    enough = Flag()  # set when every group's plan is proven: the search beside may stop
     walk_s = trials * SECONDS_PER_TRIAL
     deadline = started + total - FINISH_S
     groups = _evacuation_groups(state1, mode, chosen, avail_of)
@@ -374,7 +375,9 @@ def joint_node_evacuate(
             # on the other core, beside the model (which starts from the narrow walk), and
             # then the search from hail's plan until the model ends
             search_end = deadline - SEARCH_MARGIN_S
-            aside = Aside(_walk_and_search, walk, state, mode, names, state1, groups, search_end)
+            aside = Aside(
+                _walk_and_search, walk, state, mode, names, state1, groups, search_end, enough
+            )
         else:
             hail = walk(state, mode, names)
     plan: Plan = {}
@@ -392,6 +395,8 @@ def joint_node_evacuate(
             aside.cancel()
         raise
     if aside is not None:
+        if all(joint.status == "optimal" for joint, _, _ in joints):
+            enough.set()
         beside = aside.result()  # the walk ended by half the time, the search by the model's
         if beside is not None:
             hail, searched = beside
@@ -514,10 +519,11 @@ def _walk_and_search(
     state1: ClusterState,
     groups: list[_Group],
     deadline: float,
+    enough: Callable[[], bool],
 ) -> tuple[EvacSolution, dict[str, Plan]]:
-    """Beside the model (`Aside`): hail's walk, then, until `deadline`, the iterated search of
-    solvers/strategies/descent.py from its plan, group by group. Returns the walk and each
-    group's plan that the checker passed lower than hail's."""
+    """Beside the model (`Aside`): hail's walk, then, until `deadline` or `enough()`, the
+    iterated search of solvers/strategies/descent.py from its plan, group by group. Returns
+    the walk and each group's plan that the checker passed lower than hail's."""
     hail = walk(state, mode, names)
     hails = _plan_of(hail)
     found: dict[str, Plan] = {}
@@ -532,7 +538,7 @@ def _walk_and_search(
         problem = group.problem()
         seconds = (deadline - time.perf_counter()) / (len(groups) - i)
         identity = {name: name for name in group.members}
-        better = improve(problem, offer, score, identity, judge, seconds)
+        better = improve(problem, offer, score, identity, judge, seconds, stop=enough)
         if better.score < score:
             found[group.uuid] = better.plan
     return hail, found

@@ -4,10 +4,11 @@ by single moves").
 Why: the joint model's first incumbent is its start, and the spread bound's σ_hi is what a
 plan no worse than the start leaves each metric (model/spread.py): a lower start is a tighter
 root bound. And on large groups the model's proof needs more than a request's seconds, while
-hail's one-by-one plan, which the answer falls back to, is rarely a local optimum: moving one
+hail's one-by-one plan, which the answer falls back to, was not a local optimum on any of the
+evacuations measured (benchmarks/bench_joint.py's, tests/test_descent.py's): moving one
 instance (its primary or its drbd secondary) to another node, or swapping a drbd pair's roles,
-often lowers the score, and an iterated search (move two instances at random, descend again)
-lowers it further.
+lowered the score, and an iterated search (two instances moved at random, then single moves
+again) lowered it further.
 
 Moves are ranked by the score they would give, computed from the problem's tables: the SD and
 summed metrics are affine in the placements (a move changes two nodes' values, so every

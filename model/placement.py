@@ -103,6 +103,11 @@ class PlacementProblem:
     location_keys: Mapping[tuple[str, str], tuple[tuple[str, str], ...]] = field(
         default_factory=dict
     )
+    #: the location tags of every candidate node that has some: a drbd instance's primary
+    #: scores (location_score) the tags it shares with its secondary, a pair-dependent term
+    #: the model does not carry ("Limits" in docs/placement.md) but solvers/strategies/descent.py
+    #: ranks
+    location_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def score_is_finite(problem: PlacementProblem) -> bool:
@@ -276,6 +281,9 @@ def placement_problem(
         tag_counts=tag_counts,
         location_pool=location_pool,
         location_keys=location_keys,
+        location_tags={
+            n: frozenset(state.nodes[n].location_tags) for n in used if state.nodes[n].location_tags
+        },
         score_constant=cluster_score([state.nodes[n] for n in scope])
         - modelled_score(base_sd, reserved_base),
         total_memory_mib={n: state.nodes[n].total_memory_mib for n in used},

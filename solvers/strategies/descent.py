@@ -13,9 +13,10 @@ again) lowered it further.
 Moves are ranked by the score they would give, computed from the problem's tables: the SD and
 summed metrics are affine in the placements (a move changes two nodes' values, so every
 target's spreads come from running sums), and the N+1 reserve (the most failover memory one
-primary node sends a secondary) is recomputed on the nodes a move touches. The tag terms are
-left out. A plan is kept only when the checker's verdict on it is valid and its true score
-lower, so every plan returned is one the checker passed.
+primary node sends a secondary) and the exclusion-tag counts are recomputed on the nodes a
+move touches, for the best moves by the other terms. A plan is kept only when the checker's
+verdict on it is valid and its true score lower, so every plan returned is one the checker
+passed.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.placement import PlacementProblem, sd_weights, sum_weights
+from model.placement import TAGS, PlacementProblem, sd_weights, sum_weights
 from model.score import WEIGHTS
 
 RESERVED_WEIGHT = WEIGHTS["reserved_mem_cv"]
 RESERVED_TOTAL_WEIGHT = WEIGHTS["reserved_mem_rtotal"]
+TAGS_WEIGHT = WEIGHTS[TAGS]
+LOCATION_WEIGHT = WEIGHTS["location_exclusion_score"]
+LOCATION_SCORE_WEIGHT = WEIGHTS["location_score"]
 
 Plan = dict[str, tuple[str, str | None]]  # instance -> (primary, secondary)
 Verdict = Callable[[Plan], tuple[float | None, list[str]]]
@@ -42,8 +46,8 @@ Array = np.ndarray
 #: Moves offered to the checker per step of the checked descent, best ranked first: a step
 #: whose best moves all fail (a full node, a rule the ranking does not see) ends it.
 TRIES_PER_STEP = 6
-#: Moves per step whose reserve is computed, the best by the other terms (at most
-#: TARGETS_RANKED per instance and role).
+#: Moves per step whose reserve and tag terms are computed, the best by the other terms (at
+#: most TARGETS_RANKED per instance and role).
 RESERVE_RANKED = 60
 TARGETS_RANKED = 8
 #: Instances moved at random between descents of the iterated search (2 of 40 on a 200-node
@@ -208,6 +212,71 @@ class _Reserves:
             self.new[new[1]][new[0]] += mib
 
 
+def _over(count: int) -> int:
+    return max(count - 1, 0)
+
+
+class _Tags:
+    """The tag terms at the current plan: per (tag, node) the primaries carrying an exclusion
+    tag (pri_tags_score), and per (location tag, exclusion tag) the count pooled over the
+    scored nodes (location_exclusion_score), each scoring max(0, count − 1); and the location
+    tags a drbd instance's primary shares with its secondary (location_score, on a scored
+    primary)."""
+
+    def __init__(self, problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> None:
+        self.kind_of = kind_of
+        self.location = problem.location_tags
+        self.scored = set(problem.scored)
+        self.tags = {i.name: i.exclusion_tags for i in problem.batch.instances}
+        self.keys = problem.location_keys
+        self.count = dict(problem.tag_counts)
+        self.pool = dict(problem.location_pool)
+        self.total = 0.0  # the terms' change since now
+        for name, pair in plan.items():
+            self.apply(name, (None, None), pair)
+
+    def _changes(self, name: str, old: str | None, new: str | None) -> tuple[dict, dict]:
+        kind = self.kind_of[name]
+        count: dict[tuple[str, str], int] = defaultdict(int)
+        pool: dict[tuple[str, str], int] = defaultdict(int)
+        for node, step in ((old, -1), (new, 1)):
+            for t in self.tags[kind]:
+                if (t, node) in self.count:
+                    count[t, node] += step
+            for key in self.keys.get((kind, node), ()) if node is not None else ():
+                pool[key] += step
+        return count, pool
+
+    def _shared(self, pair: Pair) -> int:
+        p, s = pair
+        if s is None or p not in self.scored:
+            return 0
+        return len(self.location.get(p, frozenset()) & self.location.get(s, frozenset()))
+
+    def gain(self, name: str, old: Pair, new: Pair) -> float:
+        shared = LOCATION_SCORE_WEIGHT * (self._shared(new) - self._shared(old))
+        if old[0] == new[0]:
+            return shared
+        count, pool = self._changes(name, old[0], new[0])
+        return (
+            shared
+            + TAGS_WEIGHT
+            * sum(_over(self.count[k] + d) - _over(self.count[k]) for k, d in count.items())
+            + LOCATION_WEIGHT
+            * sum(_over(self.pool[k] + d) - _over(self.pool[k]) for k, d in pool.items())
+        )
+
+    def apply(self, name: str, old: Pair, new: Pair) -> None:
+        self.total += self.gain(name, old, new)
+        if old[0] == new[0]:
+            return
+        count, pool = self._changes(name, old[0], new[0])
+        for k, d in count.items():
+            self.count[k] += d
+        for k, d in pool.items():
+            self.pool[k] += d
+
+
 class _Search:
     """A plan and its rank, moved one instance at a time."""
 
@@ -227,6 +296,7 @@ class _Search:
         }
         self.spreads = spreads or _Spreads(problem)
         self.reserves = _Reserves(problem, failover)
+        self.tags = _Tags(problem, plan, kind_of)
         self.plan: Plan = {}
         for name, pair in plan.items():
             self._place(name, pair, 1)
@@ -240,13 +310,14 @@ class _Search:
             self.spreads.apply(kind, "s", pair[1], sign)
 
     def rank(self) -> float:
-        return self.spreads.now() + self.reserves.terms(self.reserves.share)
+        return self.spreads.now() + self.reserves.terms(self.reserves.share) + self.tags.total
 
     def move(self, name: str, pair: Pair) -> None:
         old = self.plan[name]
         self._place(name, old, -1)
         self._place(name, pair, 1)
         self.reserves.apply(name, old, pair)
+        self.tags.apply(name, old, pair)
         self.plan[name] = pair
 
     def reset(self, plan: Plan) -> None:
@@ -277,14 +348,16 @@ class _Search:
                 ranked.append(_Move(self._swap_gain(name, (s, p)), name, (s, p)))
         ranked.sort(key=lambda mv: mv.gain)
         exact = [
-            _Move(
-                mv.gain + self.reserves.gain(mv.name, self.plan[mv.name], mv.pair), mv.name, mv.pair
-            )
+            _Move(mv.gain + self._apart(mv.name, self.plan[mv.name], mv.pair), mv.name, mv.pair)
             for mv in ranked[:RESERVE_RANKED]
         ]
         exact = [mv for mv in exact if mv.gain < -MIN_GAIN]
         exact.sort(key=lambda mv: (mv.gain, mv.name, mv.pair[0], mv.pair[1] or ""))
         return exact
+
+    def _apart(self, name: str, old: Pair, new: Pair) -> float:
+        """The change of the terms ranked apart: the N+1 reserve and the exclusion tags."""
+        return self.reserves.gain(name, old, new) + self.tags.gain(name, old, new)
 
     def _swappable(self, kind: str, p: str, s: str) -> bool:
         tables = self.spreads.tables

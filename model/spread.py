@@ -238,6 +238,50 @@ def lowest_sd(base: np.ndarray, scale: np.ndarray, cap: np.ndarray, total: float
     return math.sqrt(least_cost / len(base))
 
 
+def lowest_whole_sd(base: np.ndarray, step: float, units: np.ndarray, total: int) -> float:
+    """min sd(b + step·M) over whole M with 0 ≤ M_n ≤ units_n, Σ M_n = total: the amounts
+    poured one unit at a time. The total is fixed, so the mean is, and the least Σ v² is
+    reached greedily: each unit onto the node where it adds least to Σ v² (a separable
+    convex sum, whole steps). Above `lowest_sd` where the values are counts (the loads)."""
+    values = base.astype(float).copy()
+    room = units.astype(int).copy()
+    for _ in range(total):
+        added = np.where(room > 0, 2 * step * values + step * step, np.inf)
+        n = int(np.argmin(added))
+        if not np.isfinite(added[n]):
+            break
+        values[n] += step
+        room[n] -= 1
+    return float(values.std()) if len(values) else 0.0
+
+
+#: Intervals of the centre scanned by `few_box_sd`.
+FEW_BOX_INTERVALS = 4000
+
+
+def few_box_sd(low: np.ndarray, high: np.ndarray, most: int) -> float:
+    """A lower bound of min sd(v) over v_n = low_n but for at most `most` nodes, each of which
+    may take any value in [low_n, high_n]. For a centre c in an interval I, each node's
+    (v_n − c)² is at least its distance to I squared, from low_n or from its box; the best
+    `most` boxes are taken; the least over the intervals covering every centre is below the
+    minimum (the selection makes the inner cost non-convex in c, so no golden section)."""
+    if len(low) == 0:
+        return 0.0
+    if most <= 0:
+        return float(low.std())
+    edges = np.linspace(float(low.min()), float(high.max()), FEW_BOX_INTERVALS + 1)
+    least = np.inf
+    take = min(most, len(low))
+    for chunk in np.array_split(np.arange(FEW_BOX_INTERVALS), 16):
+        a, b = edges[chunk][:, None], edges[chunk + 1][:, None]
+        stay = np.where(low < a, a - low, np.where(low > b, low - b, 0.0)) ** 2
+        moved = np.where(high < a, a - high, np.where(low > b, low - b, 0.0)) ** 2
+        gain = stay - moved
+        best = -np.partition(-gain, take - 1, axis=1)[:, :take].sum(axis=1)
+        least = min(least, float((stay.sum(axis=1) - best).min()))
+    return math.sqrt(max(least, 0.0) / len(low))
+
+
 def _golden(cost, a: float, b: float) -> float:  # noqa: ANN001
     """The least value of a convex function of one variable on [a, b], by golden section."""
     golden = (math.sqrt(5) - 1) / 2
@@ -271,7 +315,8 @@ def rest_lower(problem: PlacementProblem) -> float:
     """A lower bound of the score apart from its spreads: the constant, each kind's least
     summed-metric change over its candidates (times its count), the N+1 reserves as they are
     now (a new secondary only raises them) and the least spread of the reserves, each between
-    its value now and now plus every failover that may land on it."""
+    its value now and now plus every failover that may land on it, and on at most as many
+    nodes as there are new secondaries."""
     weights = sum_weights()
     least: dict[tuple[str, str], float] = {}
     for role, table in (("p", problem.primary_sum), ("s", problem.secondary_sum)):
@@ -288,9 +333,15 @@ def rest_lower(problem: PlacementProblem) -> float:
             if n in now:
                 rise[n] += i.failover_mib * i.count / problem.total_memory_mib[n]
     nodes = list(now)
-    reserve_spread = box_sd(
-        np.array([now[n] for n in nodes]), np.array([now[n] + rise[n] for n in nodes])
+    low = np.array([now[n] for n in nodes])
+    high = np.array([now[n] + rise[n] for n in nodes])
+    # a node's reserve changes only where a new drbd instance puts its secondary
+    secondaries = sum(
+        i.count
+        for i in problem.batch.instances
+        if not i.forthcoming and i.failover_mib > 0 and any(n in now for n in i.secondaries)
     )
+    reserve_spread = max(box_sd(low, high), few_box_sd(low, high, secondaries))
     return (
         problem.score_constant
         + WEIGHTS["reserved_mem_rtotal"] * math.fsum(now.values())
@@ -312,12 +363,20 @@ def _least_spread(problem: PlacementProblem, k: int) -> float | None:
             cap[n] += amount.get((j, role), 0.0) * counts[j]
     nodes = list(problem.scored)
     total = math.fsum(a * counts[j] for (j, _), a in amount.items())
-    low = lowest_sd(
-        np.array([problem.base_sd[n][k] for n in nodes]),
-        np.array([scale.get(n, 0.0) for n in nodes]),
-        np.array([cap.get(n, 0.0) for n in nodes]),
-        total,
-    )
+    base = np.array([problem.base_sd[n][k] for n in nodes])
+    scales = np.array([scale.get(n, 0.0) for n in nodes])
+    caps = np.array([cap.get(n, 0.0) for n in nodes])
+    low = lowest_sd(base, scales, caps, total)
+    # whole units: every active node scaled alike, every amount a multiple of one unit, and no
+    # node that takes amounts without changing (the total, hence the mean, is then fixed)
+    active = {s for n, s in scale.items() if cap.get(n, 0.0) > 0}
+    unit = _lattice([a for a in amount.values() if a]) if amount else None
+    if unit is not None and len(active) == 1 and 0.0 not in active:
+        (common,) = active
+        units = np.round(caps / unit)
+        whole = int(round(total / unit))
+        if np.allclose(units * unit, caps) and abs(whole * unit - total) <= 1e-9 * max(total, 1):
+            low = max(low, lowest_whole_sd(base, common * unit, units, whole))
     return low
 
 

@@ -17,7 +17,14 @@ from test_placement import random_case
 from formulations import placement as form
 from model.check import check_allocation
 from model.placement import new_instance, placement_problem
-from model.spread import box_sd, lowest_sd, spread_bounds, twin_groups
+from model.spread import (
+    box_sd,
+    few_box_sd,
+    lowest_sd,
+    lowest_whole_sd,
+    spread_bounds,
+    twin_groups,
+)
 from solvers.lexicographic import open_session
 from solvers.strategies.placement import place_jointly
 
@@ -46,6 +53,50 @@ def test_box_sd_is_below_every_point_of_the_box(data: st.DataObject) -> None:
     width = np.array(data.draw(st.lists(st.floats(0, 5), min_size=n, max_size=n)))
     where = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
     assert box_sd(low, low + width) <= float(np.std(low + width * where)) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_lowest_whole_sd_is_below_every_whole_pour_and_above_the_continuous(
+    data: st.DataObject,
+) -> None:
+    """The greedy pour of whole units is the least spread over whole amounts (brute force over
+    every split of the total), and never below the continuous water-filling."""
+    n = data.draw(st.integers(1, 4))
+    base = np.array(data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)), dtype=float)
+    units = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    total = data.draw(st.integers(0, int(units.sum())))
+    step = data.draw(st.sampled_from((1.0, 0.5, -1.0)))
+    whole = lowest_whole_sd(base, step, units, total)
+    splits = [m for m in itertools.product(*(range(u + 1) for u in units)) if sum(m) == total]
+    assert whole == pytest.approx(min(float(np.std(base + step * np.array(m))) for m in splits))
+    continuous = lowest_sd(base, np.full(n, step), units.astype(float), float(total))
+    assert continuous <= whole + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_few_box_sd_is_below_every_point_moving_few_nodes(data: st.DataObject) -> None:
+    """At most `most` nodes leave their low value, each within its box: every such point's
+    spread is at or above the bound (the reserve's least spread, model.spread.rest_lower)."""
+    n = data.draw(st.integers(1, 8))
+    low = np.array(data.draw(st.lists(values, min_size=n, max_size=n)))
+    width = np.array(data.draw(st.lists(st.floats(0, 5), min_size=n, max_size=n)))
+    most = data.draw(st.integers(0, n))
+    moved = data.draw(st.lists(st.integers(0, n - 1), max_size=most, unique=True))
+    where = np.zeros(n)
+    for i in moved:
+        where[i] = data.draw(st.floats(0, 1))
+    assert few_box_sd(low, low + width, most) <= float(np.std(low + width * where)) + 1e-9
+
+
+def test_few_box_sd_sees_that_few_nodes_move() -> None:
+    """200 reserves, 20 of which may rise as far as they like: the box alone lets all rise to
+    an even spread; with at most 20 moving most of the spread stays."""
+    low = np.linspace(0.0, 1.0, 200)
+    high = low + 1.0
+    assert box_sd(low, high) < 0.01
+    assert few_box_sd(low, high, 20) > 0.8 * float(np.std(low[20:]))
 
 
 def _case(seed: int):  # noqa: ANN202

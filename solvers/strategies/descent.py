@@ -125,17 +125,24 @@ class _Spreads:
         var = np.maximum(s2 / self.size - (s1 / self.size) ** 2, 0.0)
         return np.sqrt(var) @ self.weights + linear
 
-    def now(self) -> float:
-        v = self.values
-        return float(self.rank(v.sum(axis=0), (v * v).sum(axis=0), self.linear))
-
-    def gains(self, kind: str, role: str, at: str) -> tuple[list[str], Array]:
-        """Every target of this kind's `role` placement now on `at`, and the rank change of
-        moving it there (its own node and nodes outside the score change nothing)."""
-        names, index, sd, lin = self.tables[kind, role]
+    def totals(self) -> tuple[Array, Array, float]:
+        """Σ v and Σ v² per metric at the current plan, and its rank."""
         v = self.values
         s1, s2 = v.sum(axis=0), (v * v).sum(axis=0)
-        now = float(self.rank(s1, s2, self.linear))
+        return s1, s2, float(self.rank(s1, s2, self.linear))
+
+    def now(self) -> float:
+        return self.totals()[2]
+
+    def gains(
+        self, kind: str, role: str, at: str, totals: tuple[Array, Array, float]
+    ) -> tuple[list[str], Array]:
+        """Every target of this kind's `role` placement now on `at`, and the rank change of
+        moving it there (its own node and nodes outside the score change nothing), from the
+        current plan's `totals`."""
+        names, index, sd, lin = self.tables[kind, role]
+        v = self.values
+        s1, s2, now = totals
         i = index[at]
         if at in self.row:  # off its node
             before = v[self.row[at]]
@@ -156,13 +163,20 @@ class _Reserves:
     with the new drbd instances it is secondary of. The score holds p_rem in a standard
     deviation and a sum."""
 
-    def __init__(self, problem: PlacementProblem, failover: Mapping[str, int]) -> None:
+    def __init__(self, problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> None:
         self.batch = problem.batch
         self.total_mib = problem.total_memory_mib
-        self.failover = failover  # instance -> MiB its secondary keeps
+        inst = problem.batch.instance
+        self.failover = {  # instance -> MiB its secondary keeps
+            name: max(inst[kind].failover_mib, 0)
+            for name, kind in kind_of.items()
+            if inst[kind].drbd and not inst[kind].forthcoming
+        }
         self.row = {n: i for i, n in enumerate(problem.reserved_base)}
         self.share = np.array(list(problem.reserved_base.values()), dtype=float)
         self.new: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # s -> p -> MiB
+        for name, pair in plan.items():
+            self.apply(name, (pair[0], None), pair)
 
     def _share(self, n: str, new: Mapping[str, int]) -> float:
         node = self.batch.node[n]
@@ -287,21 +301,13 @@ class _Search:
         kind_of: Mapping[str, str],
         spreads: _Spreads | None = None,
     ) -> None:
-        inst = problem.batch.instance
         self.kind_of = kind_of
-        failover = {
-            name: max(inst[kind].failover_mib, 0)
-            for name, kind in kind_of.items()
-            if inst[kind].drbd and not inst[kind].forthcoming
-        }
         self.spreads = spreads or _Spreads(problem)
-        self.reserves = _Reserves(problem, failover)
+        self.reserves = _Reserves(problem, plan, kind_of)
         self.tags = _Tags(problem, plan, kind_of)
-        self.plan: Plan = {}
+        self.plan: Plan = dict(plan)
         for name, pair in plan.items():
             self._place(name, pair, 1)
-            self.reserves.apply(name, (pair[0], None), pair)
-            self.plan[name] = pair
 
     def _place(self, name: str, pair: Pair, sign: int) -> None:
         kind = self.kind_of[name]
@@ -333,12 +339,13 @@ class _Search:
         """The moves that lower the rank, best first: each instance's primary or secondary to
         any other target, or its drbd pair's roles swapped."""
         ranked: list[_Move] = []
+        totals = self.spreads.totals()
         for name, (p, s) in self.plan.items():
             kind = self.kind_of[name]
             for role, at, other in (("p", p, s), ("s", s, p)):
                 if at is None or (kind, role) not in self.spreads.tables:
                     continue
-                names, gains = self.spreads.gains(kind, role, at)
+                names, gains = self.spreads.gains(kind, role, at, totals)
                 for i in np.argsort(gains, kind="stable")[:TARGETS_RANKED]:
                     target = names[i]
                     if target not in (at, other):

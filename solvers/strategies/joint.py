@@ -60,7 +60,7 @@ from model.score import cluster_score
 from model.state import ClusterState, node_states
 from solvers.aside import Aside, Flag, can_fork
 from solvers.options import SolverOptions
-from solvers.strategies.descent import improve
+from solvers.strategies.descent import Verdict, improve
 from solvers.strategies.n1 import decide, still_valid
 from solvers.strategies.placement import JointPlan, Plan, place_jointly, spread_seconds
 
@@ -433,7 +433,7 @@ def joint_node_evacuate(
     )
 
 
-Judge = Callable[[Plan], tuple[float | None, list[str]]]
+Judge = Verdict  # the checker's verdict on a plan's moves
 
 
 @dataclass(frozen=True)
@@ -444,14 +444,11 @@ class _Group:
     uuid: str
     base: ClusterState
     kinds: list[tuple[InstanceDemand, NewInstance]]
-    nodes: list[str]
+    problem: PlacementProblem  # built once, before the walk's child is forked: it inherits it
 
     @property
     def members(self) -> list[str]:
         return [k.name for _, k in self.kinds]
-
-    def problem(self) -> PlacementProblem:
-        return placement_problem(self.base, self.kinds, self.nodes)
 
 
 def _evacuation_groups(
@@ -478,7 +475,7 @@ def _evacuation_groups(
             if item.primaries and (not item.drbd or item.secondaries):
                 kinds.append((d, item))
         if kinds:
-            out.append(_Group(uuid, base, kinds, group_nodes))
+            out.append(_Group(uuid, base, kinds, placement_problem(base, kinds, group_nodes)))
     return out
 
 
@@ -499,7 +496,7 @@ def _evacuate_groups(
         judge = _moves_judge(state1, names, group.uuid)
         joint = place_jointly(
             group.base,
-            group.problem(),
+            group.problem,
             {d.name: d for d, _ in group.kinds},
             {name: [name] for name in group.members},
             group=inp.cluster.group(group.uuid).name,
@@ -535,10 +532,9 @@ def _walk_and_search(
         score, bad = judge(offer)
         if bad or score is None:
             continue
-        problem = group.problem()
         seconds = (deadline - time.perf_counter()) / (len(groups) - i)
         identity = {name: name for name in group.members}
-        better = improve(problem, offer, score, identity, judge, seconds, stop=enough)
+        better = improve(group.problem, offer, score, identity, judge, seconds, stop=enough)
         if better.score < score:
             found[group.uuid] = better.plan
     return hail, found

@@ -33,7 +33,7 @@ from model.state import ClusterState
 from solvers import Status, Stopwatch
 from solvers.lexicographic import fixing_bounds, open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.descent import improve
+from solvers.strategies.descent import Plan, improve
 
 #: Relative gap between the model's bound and the best true score at which the score counts as
 #: proven optimal (the solvers' own tolerance is 1e-6; the score is a float sum of 20 terms).
@@ -48,7 +48,6 @@ STALLED_ROUNDS = 5
 #: Beyond this many shared drbd pairs the reserve is summed on every pair (exact, larger).
 MAX_SHARED_PAIRS = 16
 
-Plan = dict[str, tuple[str, str | None]]  # instance -> (primary, secondary)
 
 #: Placement variables above which the score rounds run HiGHS without presolve. On a 200-node
 #: group evacuating 40 instances (13,000 binaries, 400,000 nonzeros) presolve alone outlasted

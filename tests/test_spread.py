@@ -16,14 +16,17 @@ from test_placement import random_case
 
 from formulations import placement as form
 from model.check import check_allocation
-from model.placement import new_instance, placement_problem
+from model.placement import new_instance, placement_problem, sd_of, sd_weights
 from model.spread import (
     box_sd,
     few_box_sd,
+    joint_floors,
+    least_spread,
     lowest_sd,
     lowest_whole_sd,
     spread_bounds,
     twin_groups,
+    values_at,
 )
 from solvers.lexicographic import open_session
 from solvers.strategies.placement import place_jointly
@@ -147,6 +150,38 @@ def test_spread_rows_lie_under_the_score_of_every_plan(seed: int) -> None:
             session.close()
         assert res.objective is not None
         assert res.objective <= score + 1e-7 * max(1.0, abs(score))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_joint_floors_are_below_the_other_spreads_of_every_plan(seed: int) -> None:
+    """Σ_{h≠g} w_h·sd_h over the spreads together, relaxed: at most its least over every
+    plan placing the whole batch (the brute force), for every metric group g."""
+    _, _, _, problem, plans = _case(seed)
+    groups = twin_groups(problem)
+    weights = [sum(sd_weights()[k] for k in g) for g in groups]
+    floors = joint_floors(problem, groups, weights)
+    for _, plan in plans:
+        values = values_at(problem, [(j, p, s) for j, (p, s) in plan.items()])
+        spreads = [sd_of([values[n][g[0]] for n in problem.scored]) for g in groups]
+        for g, floor in enumerate(floors):
+            others = sum(
+                w * sd for h, (w, sd) in enumerate(zip(weights, spreads, strict=True)) if h != g
+            )
+            assert floor <= others + 1e-9
+
+
+def test_joint_floors_see_spreads_pull_apart() -> None:
+    """On a cluster where the nodes that spread one metric best spread another worst (seed 6
+    of the small cases), the spreads' least together is above the sum of each one's own least
+    (model.spread's water-fillings and whole pours, which spread_bounds used alone before),
+    for every metric left out."""
+    _, _, _, problem, _ = _case(6)
+    groups = twin_groups(problem)
+    weights = [sum(sd_weights()[k] for k in g) for g in groups]
+    own = [weights[g] * (least_spread(problem, group[0]) or 0.0) for g, group in enumerate(groups)]
+    together = joint_floors(problem, groups, weights)
+    for g, floor in enumerate(together):
+        assert floor > sum(own) - own[g] + 0.1
 
 
 @pytest.mark.parametrize("seed", range(16))

@@ -371,15 +371,15 @@ def joint_node_evacuate(
     groups = _evacuation_groups(state1, mode, chosen, avail_of)
     if walk_s <= total / 2:
         walk = partial(try_node_evac, deadline=started + total / 2)
-        if _walk_aside(walk_s, total, _placement_variables(avail_of, state, mode)):
-            # on the other core, beside the model (which starts from the narrow walk), and
-            # then the search from hail's plan until the model ends
+        if not _walk_aside(walk_s, total, _placement_variables(avail_of, state, mode)):
+            hail = walk(state, mode, names)
+        if can_fork():
+            # on the other core, beside the model: the walk if not done (the model then
+            # starts from the narrow walk), and the search from hail's plan until the model ends
             search_end = deadline - SEARCH_MARGIN_S
             aside = Aside(
-                _walk_and_search, walk, state, mode, names, state1, groups, search_end, enough
+                _walk_and_search, walk, hail, state, mode, names, state1, groups, search_end, enough
             )
-        else:
-            hail = walk(state, mode, names)
     plan: Plan = {}
     runs: list[SolverRun] = []
     searched: dict[str, Plan] = {}
@@ -395,14 +395,13 @@ def joint_node_evacuate(
             aside.cancel()
         raise
     if aside is not None:
-        if all(joint.status == "optimal" for joint, _, _ in joints):
-            enough.set()
-        beside = aside.result()  # the walk ended by half the time, the search by the model's
+        enough.set()  # the model is done: the search beside stops
+        beside = aside.result()  # the walk ended by half the time, the search by now
         if beside is not None:
             hail, searched = beside
     for joint, group, judge in joints:
         # hail's plan, or the search's from it, if better: with the model's bound
-        if hail is not None and aside is not None:
+        if hail is not None:
             joint = _offered(joint, _plan_of(hail), group.members, judge)
         if group.uuid in searched:
             joint = _offered(joint, searched[group.uuid], group.members, judge)
@@ -510,6 +509,7 @@ def _evacuate_groups(
 
 def _walk_and_search(
     walk: Callable[[ClusterState, str, list[str]], EvacSolution],
+    hail: EvacSolution | None,
     state: ClusterState,
     mode: str,
     names: list[str],
@@ -518,10 +518,12 @@ def _walk_and_search(
     deadline: float,
     enough: Callable[[], bool],
 ) -> tuple[EvacSolution, dict[str, Plan]]:
-    """Beside the model (`Aside`): hail's walk, then, until `deadline` or `enough()`, the
-    iterated search of solvers/strategies/descent.py from its plan, group by group. Returns
-    the walk and each group's plan that the checker passed lower than hail's."""
-    hail = walk(state, mode, names)
+    """Beside the model (`Aside`): hail's walk (unless done before the model), then, until
+    `deadline` or `enough()` (the model is done), the iterated search of
+    solvers/strategies/descent.py from its plan, group by group. Returns the walk and each
+    group's plan that the checker passed lower than hail's."""
+    if hail is None:
+        hail = walk(state, mode, names)
     hails = _plan_of(hail)
     found: dict[str, Plan] = {}
     for i, group in enumerate(groups):

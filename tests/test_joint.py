@@ -277,6 +277,30 @@ def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     assert time.monotonic() - began < 30
 
 
+@pytest.mark.parametrize("long_walk", [False, True])
+def test_the_search_beside_runs_only_for_a_long_walk(long_walk, monkeypatch):
+    """With hail's walk before the model, the search from its plan runs beside the model when
+    the walk is a long one (WALK_ASIDE_SECONDS or more: a large request, whose model takes its
+    time), and not for a short one, which the model answers in a moment (no forked process
+    to wait for)."""
+    seed = _seeds("node-evacuate", 2)[1]
+    text = gen.dumps(gen.for_seed(seed))
+    forked = []
+
+    class Recorded(Aside):
+        def __init__(self, fn, *args):  # noqa: ANN001, ANN002, ANN204
+            forked.append(args[1])  # hail's walk, done before the model
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(joint_strategy, "Aside", Recorded)
+    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: False)
+    monkeypatch.setattr(joint_strategy, "WALK_ASIDE_SECONDS", 0.0 if long_walk else 1e9)
+    response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20)))
+    assert json.loads(response.response)["success"]
+    assert len(forked) == (1 if long_walk else 0)
+    assert all(hail is not None for hail in forked)
+
+
 def test_walk_aside_only_when_walking_first_starves_the_model():
     """40 drbd instances on 200 nodes (mode all: 10,000 placement variables, a walk of
     about 15 s by its estimate): beside the model at 30 s, before it at 45 s; a short walk

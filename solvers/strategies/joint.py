@@ -373,9 +373,10 @@ def joint_node_evacuate(
         walk = partial(try_node_evac, deadline=started + total / 2)
         if not _walk_aside(walk_s, total, _placement_variables(avail_of, state, mode)):
             hail = walk(state, mode, names)
-        if can_fork():
+        if can_fork() and (hail is None or walk_s >= WALK_ASIDE_SECONDS):
             # on the other core, beside the model: the walk if not done (the model then
-            # starts from the narrow walk), and the search from hail's plan until the model ends
+            # starts from the narrow walk), and the search from hail's plan until the model
+            # ends (a short walk's request is answered in a moment: no process to wait for)
             search_end = deadline - SEARCH_MARGIN_S
             aside = Aside(
                 _walk_and_search, walk, hail, state, mode, names, state1, groups, search_end, enough

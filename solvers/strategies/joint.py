@@ -55,6 +55,7 @@ from model.resources import (
     add_primary,
     add_secondary,
     apply_move,
+    check_migration,
 )
 from model.score import cluster_score
 from model.state import ClusterState, node_states
@@ -226,17 +227,29 @@ def joint_multi_allocate(
 # --- node-evacuate ---------------------------------------------------------------------------
 
 
+def _migratable(state: ClusterState, source: str, targets: list[str]) -> list[str]:
+    """The targets that accept a live migration (or failover) from `source`: its migration
+    tags receivable there (htools' check; the checker refuses a new primary that does not)."""
+    return [t for t in targets if check_migration(state.nodes[source], state.nodes[t]) is None]
+
+
 def _evacuation_targets(
-    base: ClusterState, d: InstanceDemand, avail: list[str], fixed_primary: str | None
+    base: ClusterState,
+    d: InstanceDemand,
+    avail: list[str],
+    source: str,
+    fixed_primary: str | None,
 ) -> tuple[list[str], list[str], set[tuple[str, str]]]:
     """Where an evacuated instance may go, by htools' strict adds on the cluster without the
     instances being moved: a new primary (shared storage), a new secondary beside a primary
-    that stays (drbd, secondary-only), or both (drbd, all). Moves are not held to the
-    instance policy: hail's moves are not."""
+    that stays (drbd, secondary-only), or both (drbd, all). A new primary must accept the
+    migration from `source`, the primary now (shared storage migrates there, drbd fails over
+    to it). Moves are not held to the instance policy: hail's moves are not."""
     if fixed_primary is not None:
         prims = [fixed_primary]
     else:
         prims = [t for t in avail if not isinstance(add_primary(base.nodes[t], d), FailMode)]
+        prims = _migratable(base, source, prims)
     if not d.has_secondary:
         return prims, [], set()
     secs = [
@@ -470,7 +483,7 @@ def _evacuation_groups(
             d = state1.demands[name]
             p, _ = state1.locations[name]
             keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
-            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], keep)
+            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], p, keep)
             item = batch_item(base, d, prims, secs, forbidden, order=order)
             if item.primaries and (not item.drbd or item.secondaries):
                 kinds.append((d, item))
@@ -760,6 +773,7 @@ def joint_change_group(
     for order, name in enumerate(movable):
         d = state.demands[name]
         prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
+        prims = _migratable(base, state.locations[name][0], prims)  # the new primary
         item = batch_item(base, d, prims, secs, forbidden, order=order)
         if item.primaries and (not item.drbd or item.secondaries):
             kinds.append((d, item))

@@ -23,10 +23,12 @@ class SolverRun:
     solve_s: float
     objective: tuple[float | None, ...] = ()
     names: tuple[str, ...] = ()
+    #: why there is no bound, when it is not for want of time
+    unbounded: str | None = None
 
     def summary(self) -> str:
         if self.gap is None and self.status != "optimal":
-            gap = "no bound yet"
+            gap = self.unbounded or "no bound yet"
         else:
             gap = "gap 0" if not self.gap else f"gap {self.gap:.3g}"
         return f"{self.status}, {gap}"

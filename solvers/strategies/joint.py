@@ -213,6 +213,7 @@ def joint_multi_allocate(
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
+        unbounded=LEFT_IN_PLACE if LEFT_IN_PLACE in joint.notes else None,
     )
     note = _note(len(joint.placements), joint.score, len(start), theirs[2])
     return HailAnswer(
@@ -471,22 +472,29 @@ def _evacuation_groups(
     avail_of: Mapping[str, list[str]],
 ) -> list[_Group]:
     """Each group's instances, placed again only within it (an instance never leaves its
-    group)."""
+    group). An instance that no node can take stays where it is, as in the moves' result:
+    the group is modelled with it in place (without it, the model scored every plan on a
+    cluster the moves do not leave, and its bounds did not hold for the true score)."""
     out = []
     for uuid, members in chosen.items():
-        base = state1
-        for name in members:
-            base = base.remove(name)
         group_nodes = [n for n, st in state1.nodes.items() if st.group_uuid == uuid]
-        kinds = []
-        for order, name in enumerate(members):
-            d = state1.demands[name]
-            p, _ = state1.locations[name]
-            keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
-            prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], p, keep)
-            item = batch_item(base, d, prims, secs, forbidden, order=order)
-            if item.primaries and (not item.drbd or item.secondaries):
-                kinds.append((d, item))
+        moving = list(members)
+        while True:  # the instances with somewhere to go, on the group without them
+            base = state1
+            for name in moving:
+                base = base.remove(name)
+            kinds = []
+            for order, name in enumerate(moving):
+                d = state1.demands[name]
+                p, _ = state1.locations[name]
+                keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
+                prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], p, keep)
+                item = batch_item(base, d, prims, secs, forbidden, order=order)
+                if item.primaries and (not item.drbd or item.secondaries):
+                    kinds.append((d, item))
+            if len(kinds) == len(moving):
+                break
+            moving = [k.name for _, k in kinds]  # the others stay: fewer leave, less room
         if kinds:
             out.append(_Group(uuid, base, kinds, placement_problem(base, kinds, group_nodes)))
     return out
@@ -517,8 +525,18 @@ def _evacuate_groups(
             start=start or None,
             judge=judge,
         )
+        if joint.placed < len(group.kinds) and joint.score is not None:
+            # instances left where they are, which the model (placing the ones that move on the
+            # group without them) does not score: its bound is not one of the true score
+            joint = replace(
+                joint, bound=None, status="feasible", notes=(*joint.notes, LEFT_IN_PLACE)
+            )
         joints.append((joint, group, judge))
     return joints
+
+
+#: A node evacuation's score bound when instances stay (the most moves are still proven).
+LEFT_IN_PLACE = "no score bound: instances left in place are not in the model"
 
 
 def _walk_and_search(
@@ -716,6 +734,7 @@ def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
+        unbounded=LEFT_IN_PLACE if LEFT_IN_PLACE in joint.notes else None,
     )
 
 

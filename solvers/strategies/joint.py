@@ -55,6 +55,7 @@ from model.resources import (
     add_primary,
     add_secondary,
     apply_move,
+    apply_primary,
     check_migration,
 )
 from model.score import cluster_score
@@ -213,7 +214,6 @@ def joint_multi_allocate(
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
-        unbounded=LEFT_IN_PLACE if LEFT_IN_PLACE in joint.notes else None,
     )
     note = _note(len(joint.placements), joint.score, len(start), theirs[2])
     return HailAnswer(
@@ -496,8 +496,29 @@ def _evacuation_groups(
                 break
             moving = [k.name for _, k in kinds]  # the others stay: fewer leave, less room
         if kinds:
-            out.append(_Group(uuid, base, kinds, placement_problem(base, kinds, group_nodes)))
+            problem = placement_problem(base, kinds, group_nodes)
+            staying = (
+                _offline_primaries(base, kinds, group_nodes) if mode == CHANGE_SECONDARY else 0.0
+            )
+            problem = replace(problem, score_constant=problem.score_constant + staying)
+            out.append(_Group(uuid, base, kinds, problem))
     return out
+
+
+def _offline_primaries(
+    base: ClusterState, kinds: list[tuple[InstanceDemand, NewInstance]], scope: list[str]
+) -> float:
+    """What the drbd primaries that stay on an offline (or drained) node add to the score of
+    `scope` in a secondary-only evacuation: hail's score counts them there (the offline
+    counts), where the model places them again on a node it does not score (offline nodes
+    are not scored). The score of offline nodes alone is 0: the scope's online nodes stay in."""
+    nodes = {n: base.nodes[n] for n in scope}
+    before = cluster_score(list(nodes.values()))
+    for d, k in kinds:
+        (primary,) = k.primaries
+        if nodes[primary].offline:
+            nodes[primary] = apply_primary(nodes[primary], d)
+    return cluster_score(list(nodes.values())) - before
 
 
 def _evacuate_groups(

@@ -26,7 +26,8 @@ from model.backends.iallocator import (
     new_instance,
     response_json,
 )
-from model.batch import NewInstance
+from model.batch import NewInstance, NodeData
+from model.capacity import N1, CapacityRow
 from model.check import Move, check_allocation, check_moves
 from model.cluster import NodeGroup
 from model.htools.answer import HailAnswer, SolverRun, run_note
@@ -497,12 +498,42 @@ def _evacuation_groups(
             moving = [k.name for _, k in kinds]  # the others stay: fewer leave, less room
         if kinds:
             problem = placement_problem(base, kinds, group_nodes)
-            staying = (
-                _offline_primaries(base, kinds, group_nodes) if mode == CHANGE_SECONDARY else 0.0
-            )
-            problem = replace(problem, score_constant=problem.score_constant + staying)
+            if mode == CHANGE_SECONDARY:
+                problem = _primaries_stay(problem, base, kinds, group_nodes)
             out.append(_Group(uuid, base, kinds, problem))
     return out
+
+
+def _primaries_stay(
+    problem: PlacementProblem,
+    base: ClusterState,
+    kinds: list[tuple[InstanceDemand, NewInstance]],
+    scope: list[str],
+) -> PlacementProblem:
+    """A secondary-only evacuation's drbd primaries stay, where the model places them again
+    on their nodes (their only candidate). What placing again does not give back: a node
+    already past a capacity row with them on it (a policy ratio: htools checks nothing of a
+    primary that stays) keeps them, the row raised to what they use, so that nothing else fits
+    there; and on an offline (or drained) node hail's score counts them (the offline counts),
+    which the model, not scoring offline nodes, adds to its constant."""
+    staying: dict[str, list[NewInstance]] = {}
+    for _, k in kinds:
+        (primary,) = k.primaries
+        staying.setdefault(primary, []).append(k)
+
+    def row(node: NodeData, r: CapacityRow) -> CapacityRow:
+        use = sum(k.count * k.primary_usage.get(r.kind, 0) for k in staying.get(node.name, ()))
+        if r.kind == N1:  # Σ primary memory + the reserve ≤ cap: the reserve as it stands
+            use += node.reserve_mib
+        return r if use <= r.cap else replace(r, cap=use)
+
+    batch = problem.batch
+    nodes = tuple(replace(n, rows=tuple(row(n, r) for r in n.rows)) for n in batch.nodes)
+    return replace(
+        problem,
+        batch=replace(batch, nodes=nodes),
+        score_constant=problem.score_constant + _offline_primaries(base, kinds, scope),
+    )
 
 
 def _offline_primaries(

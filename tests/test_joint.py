@@ -287,6 +287,23 @@ def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     assert time.monotonic() - began < 30
 
 
+def _evacuation(seed: int, mode: str | None = None) -> tuple[str, ClusterState, dict]:
+    """Generated node-evacuation `seed` (in `mode` when given): its text, its cluster and
+    exalloc's answer within 20 s."""
+    data = gen.for_seed(seed)
+    assert data["request"]["type"] == "node-evacuate"
+    assert mode is None or data["request"]["evac_mode"] == mode
+    text = gen.dumps(data)
+    inp = parse_request(text)
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
+    return text, node_states(inp.cluster), json.loads(answer(inp, options).response)
+
+
+def _status(response: dict) -> str:
+    """exalloc's status and gap in hail's info."""
+    return re.search(r"exalloc highs: ([^;\]]*)", response["info"]).group(1)
+
+
 def test_node_evacuate_moves_only_where_migration_tags_allow():
     """A node that refuses the evacuated node's migration tags is no new primary for the
     joint model either (htools' check, which the checker applies to the moves). The first
@@ -294,11 +311,8 @@ def test_node_evacuate_moves_only_where_migration_tags_allow():
     which refuse its tags) is proven optimal, below hail's plan, every new primary accepting
     the tags and every move passing the checker. Without the filter the model kept proposing
     moves the checker refused, each cut off alone, and ran to its limit unproven."""
-    seed = _seeds("node-evacuate", 1)[0]
-    text = gen.dumps(gen.for_seed(seed))
-    inp = parse_request(text)
-    state = node_states(inp.cluster)
-    sources = {state.locations[n][0] for n in inp.request.instances}
+    _, state, response = _evacuation(_seeds("node-evacuate", 1)[0])
+    sources = {state.locations[name][0] for name, _, _ in response["result"][0]}
     refusing = [
         t
         for t in state.nodes
@@ -306,10 +320,7 @@ def test_node_evacuate_moves_only_where_migration_tags_allow():
         if t != src and check_migration(state.nodes[src], state.nodes[t]) is not None
     ]
     assert refusing  # the case this test is about
-    response = json.loads(
-        answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
-    )
-    assert "exalloc highs: optimal" in response["info"]
+    assert _status(response).startswith("optimal")
     joint, hail = re.search(r"joint plan \d+, score ([0-9.]+); one by one \d+, score ([0-9.]+)",
                             response["info"]).groups()  # fmt: skip
     assert float(joint) < float(hail)
@@ -325,17 +336,12 @@ def test_node_evacuate_models_an_instance_that_cannot_move_in_place():
     by its tags) is proven optimal at the checker's score of the moves. Before, the model
     scored the group without that instance, its every plan 1.0 above the true score, and ended
     'infeasible' (its spread bounds, set from hail's true score, cut off hail's plan)."""
-    data = gen.for_seed(120)
-    assert data["request"]["type"] == "node-evacuate"
-    text = gen.dumps(data)
-    response = json.loads(
-        answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
-    )
+    text, state, response = _evacuation(120)
     assert len(response["result"][1]) == 1 and len(response["result"][0]) == 3
-    assert "exalloc highs: optimal" in response["info"]
+    assert _status(response).startswith("optimal")
     joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["info"]).group(1))
     assert joint == pytest.approx(_score_after(text, response), abs=1e-6)
-    _moves_ok(node_states(parse_request(text).cluster), response["result"][0])
+    _moves_ok(state, response["result"][0])
 
 
 def test_node_evacuate_claims_no_score_bound_when_movable_instances_stay():
@@ -343,16 +349,10 @@ def test_node_evacuate_claims_no_score_bound_when_movable_instances_stay():
     the 26 move), the ones left stay on the evacuated nodes, which the model does not score:
     the most moves are proven, the score gets no bound (before, a gap of 1.5 % against a bound
     of a different cluster)."""
-    data = gen.for_seed(48)
-    assert data["request"]["type"] == "node-evacuate"
-    text = gen.dumps(data)
-    response = json.loads(
-        answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
-    )
-    status = re.search(r"exalloc highs: ([^;\]]*)", response["info"]).group(1)
-    assert status == "feasible, " + joint_strategy.LEFT_IN_PLACE
+    _, state, response = _evacuation(48)
+    assert _status(response) == "feasible, " + joint_strategy.LEFT_IN_PLACE
     assert response["result"][1]  # some instances failed to move
-    _moves_ok(node_states(parse_request(text).cluster), response["result"][0])
+    _moves_ok(state, response["result"][0])
 
 
 def test_secondary_only_evacuation_counts_the_primary_staying_on_a_drained_node():
@@ -360,17 +360,11 @@ def test_secondary_only_evacuation_counts_the_primary_staying_on_a_drained_node(
     hail's score counts it there (20 with the offline weights), and so does the model now:
     generated seed 426 is proven optimal at the checker's score. Before, the model scored every
     plan 20 lower and reported a gap of 13.6 %."""
-    data = gen.for_seed(426)
-    assert data["request"]["evac_mode"] == "secondary-only"
-    text = gen.dumps(data)
-    state = node_states(parse_request(text).cluster)
+    text, state, response = _evacuation(426, "secondary-only")
     assert any(
-        state.nodes[state.locations[n][0]].offline for n in data["request"]["instances"]
+        state.nodes[state.locations[name][0]].offline for name, _, _ in response["result"][0]
     )  # the case this test is about
-    response = json.loads(
-        answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
-    )
-    assert "exalloc highs: optimal" in response["info"]
+    assert _status(response).startswith("optimal")
     joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["info"]).group(1))
     assert joint == pytest.approx(_score_after(text, response), abs=1e-6)
     _moves_ok(state, response["result"][0])
@@ -383,15 +377,9 @@ def test_secondary_only_evacuation_keeps_a_primary_past_its_policy_ratio():
     row now keeps what the staying primaries use: the model has hail's plan and bounds the
     score (the gap left is the drbd pairs' location score, which the model does not carry:
     docs/placement.md, Limits)."""
-    data = gen.for_seed(471)
-    assert data["request"]["evac_mode"] == "secondary-only"
-    text = gen.dumps(data)
-    response = json.loads(
-        answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
-    )
-    status = re.search(r"exalloc highs: ([^;\]]*)", response["info"]).group(1)
-    assert status.startswith(("optimal", "feasible, gap")), status
-    _moves_ok(node_states(parse_request(text).cluster), response["result"][0])
+    _, state, response = _evacuation(471, "secondary-only")
+    assert _status(response).startswith(("optimal", "feasible, gap")), _status(response)
+    _moves_ok(state, response["result"][0])
 
 
 def test_change_group_targets_only_nodes_accepting_the_migration(monkeypatch):

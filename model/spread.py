@@ -365,9 +365,9 @@ def _fractional_blocks(
     problem: PlacementProblem, groups: Sequence[tuple[int, ...]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The batch as blocks of amounts to spread: one per (kind, role), its count over its
-    candidates. Returns each block's change per unit (block × group × node, a last column for
-    the candidates outside the scored nodes, which change no spread), where it may go, and
-    its count."""
+    candidates. Returns each block's change per unit (block × group × scored node), where it
+    may go (block × node, a last column for the candidates outside the scored nodes, which
+    change no spread), and its count."""
     index = {n: i for i, n in enumerate(problem.scored)}
     size = len(index)
     counts = {i.name: i.count for i in problem.batch.instances}
@@ -378,7 +378,7 @@ def _fractional_blocks(
         for (j, n), delta in table.items():
             b = blocks.setdefault((j, role), len(blocks))
             entries.append((b, index.get(n, size), tuple(delta[k] for k in leaders)))
-    change = np.zeros((len(blocks), len(groups), size + 1))
+    change = np.zeros((len(blocks), len(groups), size))
     allowed = np.zeros((len(blocks), size + 1), dtype=bool)
     for b, col, delta in entries:
         allowed[b, col] = True
@@ -410,22 +410,21 @@ def joint_floors(
     if len(count) == 0:
         return [float(r @ base.std(axis=1)) for r in runs]
     size = len(nodes)
-    inner = change[:, :, :size]
     x = np.where(allowed, 1.0, 0.0)
     x = np.repeat((x * (count / x.sum(axis=1))[:, None])[None], len(runs), axis=0)
-    work = len(runs) * inner.size
+    work = len(runs) * change.size
     wanted = max(JOINT_MIN_STEPS, len(count) * size // JOINT_PLACEMENTS_PER_STEP)
     steps = max(1, min(JOINT_STEPS, wanted, int(JOINT_WORK / max(work, 1))))
     best = np.full(len(runs), -np.inf)
     picks = np.arange(len(count))[None, :]
     rows = np.arange(len(runs))[:, None]
-    values = base[None] + np.einsum("bgn,rbn->rgn", inner, x[:, :, :size])
+    values = base[None] + np.einsum("bgn,rbn->rgn", change, x[:, :, :size])
     for _ in range(steps):
         dev = values - values.mean(axis=2, keepdims=True)
         sd = np.sqrt((dev * dev).mean(axis=2))
         slope = np.where(sd > 0, runs / (size * np.where(sd > 0, sd, 1.0)), 0.0)  # ∂f/∂v / dev
         grad = np.zeros_like(x)
-        grad[:, :, :size] = np.einsum("rgn,bgn->rbn", slope[:, :, None] * dev, inner)
+        grad[:, :, :size] = np.einsum("rgn,bgn->rbn", slope[:, :, None] * dev, change)
         cheapest = np.where(allowed[None], grad, np.inf).argmin(axis=2)  # run × block
         least = grad[rows, picks, cheapest]
         # bound: f(x) − ∇f(x)·(x − s), s every block on its cheapest candidate
@@ -436,7 +435,7 @@ def joint_floors(
             break
         direction = -x
         direction[rows, picks, cheapest] += count[None, :]
-        delta = np.einsum("bgn,rbn->rgn", inner, direction[:, :, :size])
+        delta = np.einsum("bgn,rbn->rgn", change, direction[:, :, :size])
         gamma = _step(runs, dev, delta)[:, None, None]
         x += gamma * direction
         values += gamma * delta

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo
 
-from model.batch import BatchProblem
+from model.batch import BatchProblem, NewInstance
 from model.capacity import N1, CapacityRow
 from solvers import Objective
 
@@ -277,13 +277,17 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
 def define_exclusion(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     """Exclusion tags between new instances (htools' FailTags; nodes already hosting a tag
     were screened out). Every primary adds its tags to the node, but only a non-forthcoming
-    instance is checked against them, in request order."""
+    instance is checked against them, in request order; an instance placed back where it is
+    (`NewInstance.stay`) is not: htools checks nothing of an instance that does not move."""
     candidates = {j: set(ns) for j, ns in p.primaries.items()}
+    for i in p.instances:
+        if i.stay is not None:
+            candidates[i.name].discard(i.stay[0])
     checked = [i for i in p.instances if i.exclusion_tags and not i.forthcoming]
     unchecked = [i for i in p.instances if i.exclusion_tags and i.forthcoming]
     # tag_once: Σ_{non-forthcoming j with tag} x[j,n] <= 1
     once = sorted(
-        {(tag, n) for i in checked for tag in i.exclusion_tags for n in p.primaries[i.name]}
+        {(tag, n) for i in checked for tag in i.exclusion_tags for n in candidates[i.name]}
     )
     m.tag_once = pyo.Constraint(
         once,
@@ -323,10 +327,24 @@ def define_symmetry(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     )
 
 
+def _stay(m: pyo.ConcreteModel, p: BatchProblem, i: NewInstance):  # noqa: ANN202
+    """1 when instance i is placed back where it is: on its primary now, or, when that is its
+    only primary (a drbd secondary-only evacuation), on its secondary now; the candidates pair
+    the two (`NewInstance.stay`)."""
+    assert i.stay is not None
+    primary, secondary = i.stay
+    if i.drbd and secondary is not None and p.primaries[i.name] == [primary]:
+        return m.y[i.name, secondary]
+    return m.x[i.name, primary]
+
+
 def define_objective_terms(m: pyo.ConcreteModel, p: BatchProblem) -> None:
-    """placed, on_last_resort, lost[t] = Σ_n (before − after), remaining disk on used nodes."""
+    """placed, on_last_resort, stayed, lost[t] = Σ_n (before − after), remaining disk on
+    used nodes."""
     m.placed = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP))
     m.on_last_resort = pyo.Expression(expr=sum(m.x[j, n] for j, n in m.JP if n in p.last_resort))
+    # stayed = Σ_j stay_j  (instances placed back where they are)
+    m.stayed = pyo.Expression(expr=sum(_stay(m, p, i) for i in p.instances if i.stay is not None))
     m.lost = pyo.Expression(
         range(p.n_tests),
         rule=lambda _m, t: sum(m.before[n, tt] - m.a[n, tt] for n, tt in m.NT if tt == t),

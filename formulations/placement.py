@@ -14,7 +14,8 @@ Each sd is convex in the node values, so σ_k ≥ sd_k is replaced by tangent pl
 added at each solution v̄ (`tangent_rows`); the model's optimum is then a lower bound of the true
 least score, met when a solution's planes no longer move it.
 
-Objectives (`objectives`): placed (max), [instances on last-resort groups (min)], score (min).
+Objectives (`objectives`): placed (max), [instances on last-resort groups (min)], [instances
+placed back where they are (min): a node evacuation's that do not move], score (min).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ RESERVED_WEIGHT = WEIGHTS["reserved_mem_cv"]
 RESERVED_TOTAL_WEIGHT = WEIGHTS["reserved_mem_rtotal"]
 TAGS_WEIGHT = WEIGHTS[TAGS]
 LOCATION_WEIGHT = WEIGHTS["location_exclusion_score"]
+PAIR_LOCATION_WEIGHT = WEIGHTS["location_score"]
 
 
 def _terms(problem: PlacementProblem) -> tuple[dict, dict]:
@@ -196,6 +198,35 @@ def define_location_conflicts(m: pyo.ConcreteModel, problem: PlacementProblem) -
     m.location_conflicts_count = pyo.Constraint(m.LT, rule=at_least)
 
 
+def define_pair_locations(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
+    """l[j,t] ≥ 0, 1 when the scored primary and the secondary of drbd instance j both carry
+    location tag t (location_score counts, on the primary, the tags the two share), minimised
+    so exact at the optimum: each instance has one primary and one secondary, so at most one
+    of each side's sums is 1."""
+    scored = set(problem.scored)
+    tags = problem.location_tags
+    batch = problem.batch
+    keys = []
+    for i in batch.instances:
+        if not i.drbd:
+            continue
+        primary = {t for n in batch.primaries[i.name] if n in scored for t in tags.get(n, ())}
+        secondary = {t for n in batch.secondaries[i.name] for t in tags.get(n, ())}
+        keys += [(i.name, t) for t in sorted(primary & secondary)]
+    m.JL = pyo.Set(initialize=keys, dimen=2, doc="(drbd instance, location tag)")
+    m.pair_location = pyo.Var(m.JL, domain=pyo.NonNegativeReals)
+
+    def at_least(_m, j, t):  # noqa: ANN001, ANN202
+        # l[j,t] ≥ Σ_{p scored, carrying t} x[j,p] + Σ_{s carrying t} y[j,s] − 1
+        on_primary = sum(
+            m.x[j, n] for n in batch.primaries[j] if n in scored and t in tags.get(n, ())
+        )
+        on_secondary = sum(m.y[j, n] for n in batch.secondaries[j] if t in tags.get(n, ()))
+        return m.pair_location[j, t] >= on_primary + on_secondary - 1
+
+    m.pair_location_shared = pyo.Constraint(m.JL, rule=at_least)
+
+
 def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
     """σ_k ≥ 0 per SD metric (and σ_res for the reserve), cut from below by tangent planes;
     the score expression."""
@@ -215,6 +246,7 @@ def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
         * sum(m.tag_conflicts[t, n] - max(c - 1, 0) for (t, n), c in problem.tag_counts.items())
         + LOCATION_WEIGHT
         * sum(m.location_conflicts[key] - max(c - 1, 0) for key, c in problem.location_pool.items())
+        + PAIR_LOCATION_WEIGHT * sum(m.pair_location[key] for key in m.JL)
         + problem.score_constant
     )
 
@@ -391,6 +423,7 @@ def build(problem: PlacementProblem) -> pyo.ConcreteModel:
     define_reserve_exact(m, problem)
     define_tag_conflicts(m, problem)
     define_location_conflicts(m, problem)
+    define_pair_locations(m, problem)
     define_score(m, problem)
     return m
 
@@ -399,6 +432,8 @@ def objectives(m: pyo.ConcreteModel, problem: PlacementProblem) -> list[Objectiv
     objs = [Objective("placed", m.placed, "max")]
     if problem.batch.has_last_resort:
         objs.append(Objective("on_last_resort", m.on_last_resort, "min"))
+    if problem.batch.has_stays:
+        objs.append(Objective("stayed", m.stayed, "min"))
     objs.append(Objective("score", m.score, "min", integral=False))
     return objs
 

@@ -54,6 +54,9 @@ class NewInstance:
     forthcoming: bool = False  # only the *_forth counters change; no failover reservation
     same_as: str | None = None  # an earlier drbd instance identical to this one
     order: int = 0  # request position of its first instance (tagged kinds have one instance)
+    #: where the instance is now (primary, secondary), when it may stay there: a node
+    #: evacuation's instance placed back on its nodes, not moved
+    stay: tuple[str, str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -130,6 +133,10 @@ class BatchProblem:
         """Nodes whose N+1 reserve may grow: secondaries not already failing N+1."""
         secondary = {n for v in self.secondaries.values() for n in v}
         return [n for n in self.touched if not self.node[n].fails_n1 and n in secondary]
+
+    @property
+    def has_stays(self) -> bool:
+        return any(i.stay is not None for i in self.instances)
 
     @property
     def has_last_resort(self) -> bool:

@@ -210,16 +210,26 @@ def _place(
     strict: bool,
     unchecked: frozenset[str] = frozenset(),
     disk_unchecked: frozenset[str] = frozenset(),
+    hard_only: frozenset[str] = frozenset(),
 ) -> tuple[ClusterState | StateEdit, list[Violation]]:
     """Add an instance on its nodes, listing every failed check; apply it regardless (a
     StateEdit is changed in place and returned).
     Roles in `unchecked` (a node keeping its role in a move) are not checked again, roles in
-    `disk_unchecked` not for disk (htools' failover off an offline primary)."""
+    `disk_unchecked` not for disk (htools' failover off an offline primary), roles in
+    `hard_only` for the hard checks alone (a primary that htools adds back with force)."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
         return state, []
     if secondary == primary or not d.has_secondary:
         secondary = None
     found = placement_shortfalls(state.nodes, d, primary, secondary, strict=strict)
+    if PRIMARY in hard_only:
+        found = (
+            *(
+                (PRIMARY, primary, s)
+                for s in primary_shortfalls(state.nodes[primary], d, strict=False)
+            ),
+            *(f for f in found if f[0] != PRIMARY),
+        )
     out: list[Violation] = []
     for role in (PRIMARY, SECONDARY):
         if role in unchecked:
@@ -477,6 +487,7 @@ def check_moves(
         no_disk = frozenset()
         if _offline_failover(evacuation, inst, primary, secondary, nodes):
             no_disk = frozenset({SECONDARY})
+        hard = frozenset()
         if evacuation:
             kept = frozenset(
                 role
@@ -486,7 +497,11 @@ def check_moves(
                 )
                 if old is not None and old == new
             )
-        _, found = _place(edit, d, primary, secondary, strict, kept, no_disk)
+            # a secondary replaced: htools adds the primary back with force (its hard checks
+            # still apply: an offline primary short of memory fails every new secondary)
+            if PRIMARY in kept and secondary != inst.secondary:
+                kept, hard = kept - {PRIMARY}, frozenset({PRIMARY})
+        _, found = _place(edit, d, primary, secondary, strict, kept, no_disk, hard)
         violations += found
     state = edit.state()
     nodes = state.nodes

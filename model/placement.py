@@ -51,11 +51,11 @@ TAGS = "pri_tags_score"  # Σ_t (count_t − 1) per node: not additive, carried 
 SD_METRICS: tuple[Metric, ...] = tuple(
     m for m in METRICS if m.aggregation == "sd" and m.online and m.name != RESERVED
 )
-#: Summed metrics whose per-node value placements change additively.
+#: Summed metrics whose per-node value placements change additively: the online ones, and the
+#: offline counts (a drbd secondary or a primary that stays on an offline node, as in a node
+#: evacuation's instances that do not move); each counts only on the nodes htools scores it on.
 SUM_METRICS: tuple[Metric, ...] = tuple(
-    m
-    for m in METRICS
-    if m.aggregation == "sum" and m.online and m.name not in (RESERVED_TOTAL, TAGS)
+    m for m in METRICS if m.aggregation == "sum" and m.name not in (RESERVED_TOTAL, TAGS)
 )
 NO_PRIMARY = ""  # a primary no node has: a secondary's generic failover reservation
 
@@ -65,8 +65,11 @@ def _values(metrics: Sequence[Metric], st: NodeState) -> tuple[float, ...]:
 
 
 def _delta(metrics: Sequence[Metric], before: NodeState, after: NodeState) -> tuple[float, ...]:
+    """Each metric's change where htools counts it (online metrics on online nodes, the
+    offline counts on offline ones), 0 elsewhere."""
     return tuple(
-        a - b for a, b in zip(_values(metrics, after), _values(metrics, before), strict=True)
+        a - b if m.online != before.offline else 0.0
+        for m, a, b in zip(metrics, _values(metrics, after), _values(metrics, before), strict=True)
     )
 
 
@@ -105,8 +108,7 @@ class PlacementProblem:
     )
     #: the location tags of every candidate node that has some: a drbd instance's primary
     #: scores (location_score) the tags it shares with its secondary, a pair-dependent term
-    #: the model does not carry ("Limits" in docs/placement.md) but solvers/strategies/descent.py
-    #: ranks
+    #: (formulations/placement.py `define_pair_locations`, solvers/strategies/descent.py)
     location_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
@@ -197,6 +199,7 @@ def new_instance(
     *,
     count: int = 1,
     order: int = 0,
+    stay: tuple[str, str | None] | None = None,
 ) -> NewInstance:
     """One kind of the batch: its usage of each row and where it may go."""
     kinds = {r.kind for n in (*primaries, *secondaries) for r in capacity_rows(state.nodes[n])}
@@ -213,6 +216,7 @@ def new_instance(
         exclusion_tags=d.exclusion_tags,
         forthcoming=d.forthcoming,
         order=order,
+        stay=stay,
     )
 
 

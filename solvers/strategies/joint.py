@@ -56,7 +56,6 @@ from model.resources import (
     add_primary,
     add_secondary,
     apply_move,
-    apply_primary,
     check_migration,
 )
 from model.score import cluster_score
@@ -248,6 +247,10 @@ def _evacuation_targets(
     migration from `source`, the primary now (shared storage migrates there, drbd fails over
     to it). Moves are not held to the instance policy: hail's moves are not."""
     if fixed_primary is not None:
+        # htools adds the primary back with force: a node short of memory for it (offline,
+        # overcommitted) fails every new secondary
+        if isinstance(add_primary(base.nodes[fixed_primary], d, strict=False), FailMode):
+            return [], [], set()
         prims = [fixed_primary]
     else:
         prims = [t for t in avail if not isinstance(add_primary(base.nodes[t], d), FailMode)]
@@ -405,7 +408,7 @@ def joint_node_evacuate(
         else:
             moving = [n for ms in chosen.values() for n in ms]
             start = _narrow_walk(state1, mode, moving, avail_of)
-        joints = _evacuate_groups(inp, state1, names, groups, start, budget, deadline)
+        joints = _evacuate_groups(inp, state1, names, mode, groups, start, budget, deadline)
     except BaseException:
         if aside is not None:
             aside.cancel()
@@ -497,87 +500,126 @@ def _evacuation_groups(
                 break
             moving = [k.name for _, k in kinds]  # the others stay: fewer leave, less room
         if kinds:
-            problem = placement_problem(base, kinds, group_nodes)
-            if mode == CHANGE_SECONDARY:
-                problem = _primaries_stay(problem, base, kinds, group_nodes)
+            problem = _group_problem(state1, base, kinds, group_nodes, mode, set())
             out.append(_Group(uuid, base, kinds, problem))
     return out
 
 
-def _primaries_stay(
-    problem: PlacementProblem,
+def _here(state1: ClusterState, name: str) -> tuple[str, str | None]:
+    """Where an instance is now, as a plan's entry (shared storage has no secondary)."""
+    p, s = state1.locations[name]
+    return (p, s if state1.demands[name].disk_template == "drbd" else None)
+
+
+def _with_stays(group: _Group, state1: ClusterState, mode: str) -> PlacementProblem:
+    """The group's problem where each instance may also stay where it is, placed back on its
+    nodes (`NewInstance.stay`): then every instance is placed, the fewest stay (a stage before
+    the score) and the score counts the ones that stay, so the model's bound is one of the
+    true score. A drbd instance in mode `all` stays as its pair: its primary now takes only
+    its secondary now, and that secondary, if no move could take it, only that primary."""
+    genuine = {n for _, k in group.kinds for n in (*k.primaries, *k.secondaries)}
+    kinds = []
+    for d, k in group.kinds:
+        p, s = here = _here(state1, k.name)
+        prims, secs, forbidden = list(k.primaries), list(k.secondaries), set(k.forbidden_pairs)
+        if s is None:  # shared storage: its primary now
+            prims.append(p)
+        elif mode == CHANGE_SECONDARY:  # the primary stays in any case: its secondary now
+            secs.append(s)
+        else:
+            forbidden |= {(p, t) for t in secs if t != s}
+            if s not in secs:
+                forbidden |= {(q, s) for q in prims}
+                secs.append(s)
+            prims.append(p)
+        item = batch_item(group.base, d, prims, secs, forbidden, order=k.order, stay=here)
+        kinds.append((d, item))
+    scope = [n for n, st in state1.nodes.items() if st.group_uuid == group.uuid]
+    return _group_problem(state1, group.base, kinds, scope, mode, genuine)
+
+
+def _group_problem(
+    state1: ClusterState,
     base: ClusterState,
     kinds: list[tuple[InstanceDemand, NewInstance]],
     scope: list[str],
+    mode: str,
+    genuine: set[str],
 ) -> PlacementProblem:
-    """A secondary-only evacuation's drbd primaries stay, where the model places them again
-    on their nodes (their only candidate). What placing again does not give back: a node
-    already past a capacity row with them on it (a policy ratio: htools checks nothing of a
-    primary that stays) keeps them, the row raised to what they use, so that nothing else fits
-    there; and on an offline (or drained) node hail's score counts them (the offline counts),
-    which the model, not scoring offline nodes, adds to its constant."""
-    staying: dict[str, list[NewInstance]] = {}
+    """The group's placement problem, with room for what is placed back where it was: a
+    secondary-only evacuation's drbd primaries (their only candidate), and the instances that
+    may stay (`_with_stays`) on nodes no move may take (`genuine`: the moves' candidates).
+    A node already past a capacity row with them on it (a policy ratio: htools checks nothing
+    of an instance that stays) keeps them, the row raised to what they use, so that nothing
+    else fits there. On an offline (or drained) node hail's score counts them (the offline
+    counts): so does the model's (model/placement.py SUM_METRICS)."""
+    back: dict[str, list[tuple[NewInstance, str]]] = {}
     for _, k in kinds:
-        (primary,) = k.primaries
-        staying.setdefault(primary, []).append(k)
+        if mode == CHANGE_SECONDARY:
+            back.setdefault(k.primaries[0], []).append((k, "p"))
+        elif k.stay is not None and k.stay[0] not in genuine:
+            back.setdefault(k.stay[0], []).append((k, "p"))
+        if k.stay is not None and k.stay[1] is not None and k.stay[1] not in genuine:
+            back.setdefault(k.stay[1], []).append((k, "s"))
 
     def row(node: NodeData, r: CapacityRow) -> CapacityRow:
-        use = sum(k.count * k.primary_usage.get(r.kind, 0) for k in staying.get(node.name, ()))
-        if r.kind == N1:  # Σ primary memory + the reserve ≤ cap: the reserve as it stands
-            use += node.reserve_mib
+        here = back.get(node.name, ())
+        use = sum(
+            k.count * (k.primary_usage if role == "p" else k.secondary_usage).get(r.kind, 0)
+            for k, role in here
+        )
+        if r.kind == N1:  # Σ primary memory + the reserve ≤ cap: the reserve as it was
+            secondary = any(role == "s" for _, role in here)
+            use += (state1 if secondary else base).nodes[node.name].reserved_memory_mib
         return r if use <= r.cap else replace(r, cap=use)
 
+    problem = placement_problem(base, kinds, scope)
     batch = problem.batch
-    nodes = tuple(replace(n, rows=tuple(row(n, r) for r in n.rows)) for n in batch.nodes)
-    return replace(
-        problem,
-        batch=replace(batch, nodes=nodes),
-        score_constant=problem.score_constant + _offline_primaries(base, kinds, scope),
+    nodes = tuple(
+        replace(n, rows=tuple(row(n, r) for r in n.rows)) if n.name in back else n
+        for n in batch.nodes
     )
-
-
-def _offline_primaries(
-    base: ClusterState, kinds: list[tuple[InstanceDemand, NewInstance]], scope: list[str]
-) -> float:
-    """What the drbd primaries that stay on an offline (or drained) node add to the score of
-    `scope` in a secondary-only evacuation: hail's score counts them there (the offline
-    counts), where the model places them again on a node it does not score (offline nodes
-    are not scored). The score of offline nodes alone is 0: the scope's online nodes stay in."""
-    nodes = {n: base.nodes[n] for n in scope}
-    before = cluster_score(list(nodes.values()))
-    for d, k in kinds:
-        (primary,) = k.primaries
-        if nodes[primary].offline:
-            nodes[primary] = apply_primary(nodes[primary], d)
-    return cluster_score(list(nodes.values())) - before
+    return replace(problem, batch=replace(batch, nodes=nodes))
 
 
 def _evacuate_groups(
     inp: IAllocatorInput,
     state1: ClusterState,
     names: list[str],
+    mode: str,
     groups: list[_Group],
     start_plan: Plan,
     budget: SolverOptions,
     deadline: float,
 ) -> list[tuple[JointPlan, _Group, Judge]]:
     """The joint model of each group's instances, from `start_plan`: (its result, the group,
-    the judge of its moves) per group."""
+    the judge of its moves) per group. Where the start leaves instances where they are, the
+    model may too (`_with_stays`); its plans then name them at their nodes, which are no
+    moves: the judge and the result see only the moves."""
     joints = []
     for group in groups:
         start = {n: start_plan[n] for n in group.members if n in start_plan}
         judge = _moves_judge(state1, names, group.uuid)
+        problem, verdict = group.problem, judge
+        if len(start) < len(group.members):
+            problem = _with_stays(group, state1, mode)
+            stays = len(group.members) - len(start)
+            start = {n: start.get(n) or _here(state1, n) for n in group.members}
+            verdict = partial(_staying_judge, judge, state1, stays)
         joint = place_jointly(
             group.base,
-            group.problem,
+            problem,
             {d.name: d for d, _ in group.kinds},
             {name: [name] for name in group.members},
             group=inp.cluster.group(group.uuid).name,
             options=budget.within(max(deadline - time.perf_counter(), 0.1)),
             start=start or None,
-            judge=judge,
+            judge=verdict,
         )
-        if joint.placed < len(group.kinds) and joint.score is not None:
+        placed = joint.placed  # moves, and instances placed back where they are
+        moves = _moves_only(state1, joint.placements)
+        joint = replace(joint, placements=moves, placed=len(moves))
+        if placed < len(group.kinds) and joint.score is not None:
             # instances left where they are, which the model (placing the ones that move on the
             # group without them) does not score: its bound is not one of the true score
             joint = replace(
@@ -585,6 +627,23 @@ def _evacuate_groups(
             )
         joints.append((joint, group, judge))
     return joints
+
+
+def _moves_only(state1: ClusterState, plan: Plan) -> Plan:
+    """A plan without the instances it places back where they are."""
+    return {n: to for n, to in plan.items() if to != _here(state1, n)}
+
+
+def _staying_judge(
+    judge: Judge, state1: ClusterState, stays: int, plan: Plan
+) -> tuple[float | None, list[str]]:
+    """The judge of a plan naming instances that stay, at their nodes: its moves judged, and
+    refused when more stay than in the start (a descent from the start ranks plans by score
+    alone, and must not trade a move for score)."""
+    moves = _moves_only(state1, plan)
+    if len(plan) - len(moves) > stays:
+        return None, [f"{len(plan) - len(moves)} instances stay, more than {stays}"]
+    return judge(moves)
 
 
 #: A node evacuation's score bound when instances stay (the most moves are still proven).

@@ -161,6 +161,10 @@ def place_jointly(
         objs = form.objectives(m, problem)
     bounds = []
     known = start_ok and start_score is not None and all(name in kind_of for name in start)
+    # the spread bound cuts off every plan scoring above the start: valid for the score only
+    # where the start is at the optimum of every stage before it (nothing on last-resort
+    # groups, nothing placed back: a plan with fewer there may score higher)
+    known = known and not any(_later_stages(problem, start, kind_of).values())
     remaining = None if deadline is None else deadline - time.perf_counter()
     if known and options.solver == "highs" and _spread_in_time(problem, remaining):
         with sw:
@@ -233,7 +237,13 @@ def place_jointly(
         for row in form.tangent_rows(m, problem, base, list(problem.reserved_base.values())):
             session.add_bound(*row)
         best: tuple[float, Plan] | None = None
-        if start is not None and len(start) == placed_target:
+        # the start is a plan of the score stage if it is at every earlier stage's optimum
+        stages = _later_stages(problem, start, kind_of) if start is not None else {}
+        if (
+            start is not None
+            and len(start) == placed_target
+            and all(round(reached.get(k, v)) == v for k, v in stages.items())
+        ):
             score, bad = verdict(start)
             if not bad and score is not None:
                 best = (score, dict(start))
@@ -286,6 +296,16 @@ def place_jointly(
                 boost *= 2  # the cap cut the round short of a new plan: a longer one
             seen.add(key)
             if stalled >= STALLED_ROUNDS and best is not None:
+                # two new drbd instances on one pair reserve their sum there, which the
+                # model (one per pair where not told) scores low: sum those exactly, again
+                shared = batch_form.shared_pairs_used(m)
+                modelled = problem.batch.shared_pairs
+                if modelled is not None and shared - modelled:
+                    retry = (
+                        None if len(shared | modelled) > MAX_SHARED_PAIRS else shared | modelled,
+                    )
+                    notes.append(f"summed the reserve of {len(shared)} shared drbd pair(s) exactly")
+                    break
                 status = Status.FEASIBLE
                 notes.append("the planes stalled: the gap is score outside the model")
                 break
@@ -437,6 +457,20 @@ def _lift(
     form.lift_spread(m, at)
     if bounds and landed is not None:
         form.load_spread(m, problem, bounds, landed)
+
+
+def _later_stages(problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> dict:
+    """A plan's value in the stages between `placed` and the score: its instances on
+    last-resort groups, and those placed back where they are (model.batch `stay`)."""
+    batch = problem.batch
+    return {
+        "on_last_resort": sum(1 for p, _ in plan.values() if p in batch.last_resort),
+        "stayed": sum(
+            1
+            for name, to in plan.items()
+            if name in kind_of and to == batch.instance[kind_of[name]].stay
+        ),
+    }
 
 
 def _by_kind(plan: Plan, kind_of: Mapping[str, str]) -> list[tuple[str, str, str | None]]:

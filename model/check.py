@@ -216,19 +216,18 @@ def _place(
     StateEdit is changed in place and returned).
     Roles in `unchecked` (a node keeping its role in a move) are not checked again, roles in
     `disk_unchecked` not for disk (htools' failover off an offline primary), roles in
-    `hard_only` for the hard checks alone (a primary that htools adds back with force)."""
+    `hard_only` for the hard checks alone (what htools adds with force: a primary added
+    back, a node taking an instance off an offline node)."""
     if primary not in state.nodes or (secondary is not None and secondary not in state.nodes):
         return state, []
     if secondary == primary or not d.has_secondary:
         secondary = None
     found = placement_shortfalls(state.nodes, d, primary, secondary, strict=strict)
-    if PRIMARY in hard_only:
+    if hard_only:
+        hard = placement_shortfalls(state.nodes, d, primary, secondary, strict=False)
         found = (
-            *(
-                (PRIMARY, primary, s)
-                for s in primary_shortfalls(state.nodes[primary], d, strict=False)
-            ),
-            *(f for f in found if f[0] != PRIMARY),
+            *(f for f in hard if f[0] in hard_only),
+            *(f for f in found if f[0] not in hard_only),
         )
     out: list[Violation] = []
     for role in (PRIMARY, SECONDARY):
@@ -430,6 +429,7 @@ def check_moves(
     nodes = powered.nodes
 
     resolved: list[tuple[Instance, InstanceDemand, str, str | None]] = []
+    forced: dict[str, frozenset[str]] = {}
     moved: set[str] = set()
     for item in moves:
         mv = item if isinstance(item, Move) else Move(*item)
@@ -476,6 +476,15 @@ def check_moves(
                     )
                 )
         resolved.append((inst, d, primary, secondary))
+        # htools moves an instance off an offline node with force: the new node's soft checks
+        # are skipped (applyMoveEx: the primary's when the old primary is offline, a new
+        # secondary's when the old secondary is)
+        if evacuation:
+            forced[inst.name] = frozenset(
+                role
+                for role, old in ((PRIMARY, inst.primary), (SECONDARY, inst.secondary))
+                if old is not None and old in nodes and nodes[old].offline
+            )
 
     # Everything moving leaves first, then arrives: the check is on the final layout (one
     # working copy for all the changes: plans move tens of thousands of instances)
@@ -501,6 +510,7 @@ def check_moves(
             # still apply: an offline primary short of memory fails every new secondary)
             if PRIMARY in kept and secondary != inst.secondary:
                 kept, hard = kept - {PRIMARY}, frozenset({PRIMARY})
+            hard |= forced.get(inst.name, frozenset()) - kept
         _, found = _place(edit, d, primary, secondary, strict, kept, no_disk, hard)
         violations += found
     state = edit.state()

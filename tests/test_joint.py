@@ -3,6 +3,7 @@ docs/placement.md): beside the real hail, judged by the independent checker."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from model.backends.iallocator import load_request, new_instance, parse_request
 from model.check import Move, check_allocation, check_moves
-from model.htools.evacuate import try_node_evac
+from model.htools.evacuate import nodes_to_evacuate, try_node_evac
 from model.htools.requests import EVAC_MODES
 from model.resources import check_migration
 from model.score import cluster_score
@@ -344,7 +345,7 @@ def test_node_evacuate_models_an_instance_that_cannot_move_in_place():
     _moves_ok(state, response["result"][0])
 
 
-@pytest.mark.parametrize("seed", [48, 354], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", [48, 354, 1578], ids=lambda s: f"seed{s}")
 def test_node_evacuate_scores_the_instances_that_stay(seed):
     """When not every instance that has somewhere to go can be moved, the ones left stay on
     the evacuated nodes: the model may place each back where it is, takes the fewest such (a
@@ -354,7 +355,11 @@ def test_node_evacuate_scores_the_instances_that_stay(seed):
     moving ones on the group without the others and claimed no bound ('no score bound:
     instances left in place are not in the model'). Seed 48's instances that stay share
     exclusion tags on their node (htools checks nothing of an instance that does not move);
-    its joint plan scores above hail's, which scored alone would have cut the plan off."""
+    its joint plan scores above hail's, which scored alone would have cut the plan off. Seed
+    1578 (35 instances, mode all) has instances that may stay on one drbd pair: their
+    reserve there is summed from the start, and a plan that puts two moved ones on one pair
+    starts the model again with that pair summed (before, the judge refused such plans one at
+    a time, 53 rounds to the 20 s limit without a plan; now 12 move, hail's walk 11)."""
     text, state, response = _evacuation(seed)
     assert response["result"][1]  # some instances failed to move
     assert _status(response).startswith("optimal")
@@ -366,6 +371,104 @@ def test_node_evacuate_scores_the_instances_that_stay(seed):
     # more moves than hail's walk, or as many and a score no higher
     assert (int(moved), -float(joint)) >= (int(hail_moved), -float(hail) - 1e-9)
     _moves_ok(state, response["result"][0])
+
+
+def _evacuation_options(
+    state: ClusterState, name: str, mode: str, evacuated: set[str]
+) -> list[tuple]:
+    """Every (primary, secondary) an evacuated instance may end on, staying first: any online
+    node of its group not being evacuated (htools' `nodes_to_evacuate`) as the new primary
+    (shared storage), secondary (drbd, secondary-only) or pair (drbd, all); which ones are
+    moves is for the checker and htools' steps to say."""
+    p, s = state.locations[name]
+    d = state.demands[name]
+    nodes = [n for n, st in state.nodes.items() if n not in evacuated
+             and st.group_uuid == state.nodes[p].group_uuid and not st.offline]  # fmt: skip
+    if d.disk_template != "drbd":
+        return [(p, None), *((t, None) for t in nodes if t != p)]
+    if mode == "secondary-only":
+        return [(p, s), *((p, t) for t in nodes if t not in (p, s))]
+    return [(p, s), *((a, b) for a in nodes for b in nodes if a != b and (a, b) != (p, s))]
+
+
+#: Generated node-evacuations (no drbd failover, no plain) where hail's walk leaves instances
+#: that have somewhere to go, small enough to try every plan (at most 1,296 each), and where
+#: some instance stays in the best of them.
+BRUTE_EVACUATIONS = [120, 282, 462, 1380, 1524, 1686, 1794, 2379, 2541, 2577, 2793, 3261, 3819]
+
+
+def _best_of_all(text: str, state: ClusterState) -> tuple[int, float, int]:
+    """Every plan of moves, each instance staying or on any node (pair) of its group, kept
+    when the checker passes it and htools' steps make it in request order: the most moves,
+    the least score of the group among plans with that many, and how many could move."""
+    inp = parse_request(text)
+    mode = inp.request.evac_mode
+    names = list(inp.request.instances)
+    movable = [n for n in names if state.demands[n].disk_template not in ("plain", "file")]
+    assert not (mode == "primary-only" and any(
+        state.demands[n].disk_template == "drbd" for n in movable))  # fmt: skip
+    group = state.nodes[state.locations[movable[0]][0]].group_uuid
+    evacuated = nodes_to_evacuate(state, EVAC_MODES[mode], names)
+    options = [_evacuation_options(state, n, mode, evacuated) for n in movable]
+    best: tuple[int, float] | None = None
+    for targets in itertools.product(*options):
+        plan = {n: t for n, t in zip(movable, targets, strict=True) if t != _here(state, n)}
+        moves = [Move(n, *plan[n]) for n in names if n in plan]
+        if check_moves(state, moves, strict=True, evacuation=True).violations:
+            continue
+        if isinstance(joint_strategy._replay(state, EVAC_MODES[mode], names, plan), str):
+            continue
+        after = state
+        for mv in moves:
+            after = after.relocated(mv.instance, mv.primary, mv.secondary)
+        key = (len(plan), -cluster_score(after, group=group))
+        best = key if best is None or key > best else best
+    assert best is not None
+    return best[0], -best[1], len(movable)
+
+
+@pytest.mark.parametrize("seed", BRUTE_EVACUATIONS, ids=lambda s: f"seed{s}")
+def test_joint_node_evacuate_is_the_best_plan_of_all(seed):
+    """The joint answer moves the most instances any plan moves (`_best_of_all`) and, among
+    those, has the least score (to 1e-6), and says optimal (but one). In every one of these requests
+    some instance stays in the best plan: what they are about (4 of them failed before the
+    instances that stay were scored). Seeds 1794 and 2577 (mode all) once claimed optimal
+    plans whose drbd pairs kept the evacuated primary with a new secondary, which htools
+    never makes (its pairs are of the other nodes): the judge now refuses moves onto the
+    nodes being evacuated. Seed 1794 ends at the best plan with a gap of 5e-5, not proven:
+    the model's N+1 reserve of a node there is not the checker's (docs/placement.md,
+    Limits)."""
+    text, state, response = _evacuation(seed)
+    moves, score, movable = _best_of_all(text, state)
+    assert moves < movable  # some instance stays: the case this test is about
+    if seed == 1794:  # the best plan, but the model's reserve there is not exact
+        assert 0 < _gap(response) < 1e-4, _status(response)
+    else:
+        assert _status(response).startswith("optimal"), _status(response)
+    assert len(response["result"][0]) == moves
+    assert _score_after(text, response) == pytest.approx(score, abs=1e-6)
+
+
+def test_node_evacuate_off_an_offline_node_claims_no_bound():
+    """htools moves an instance off an offline node with force (its new node's soft checks
+    skipped): generated seed 1209 evacuates four ext instances off a drained node, and hail
+    puts one where the strict checks (free memory including forthcoming instances) would
+    refuse it. The checker now passes such moves, as htools makes them; the joint model keeps
+    every strict check, so its plans are only some of htools' and it claims no bound. The
+    answer is the best of all plans. Before, the checker refused hail's plan and the model
+    claimed optimal a plan 0.24 above it."""
+    text, state, response = _evacuation(1209)
+    assert any(state.nodes[state.locations[n][0]].offline for n, _, _ in response["result"][0])
+    moves, score, _ = _best_of_all(text, state)
+    assert _status(response) == "feasible, " + joint_strategy.FORCED
+    assert len(response["result"][0]) == moves
+    assert _score_after(text, response) == pytest.approx(score, abs=1e-6)
+    _moves_ok(state, response["result"][0])
+
+
+def _here(state: ClusterState, name: str) -> tuple[str, str | None]:
+    p, s = state.locations[name]
+    return (p, s if state.demands[name].disk_template == "drbd" else None)
 
 
 def test_secondary_only_evacuation_needs_room_for_the_primary_back():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -408,7 +409,9 @@ def joint_node_evacuate(
         else:
             moving = [n for ms in chosen.values() for n in ms]
             start = _narrow_walk(state1, mode, moving, avail_of)
-        joints = _evacuate_groups(inp, state1, names, mode, groups, start, budget, deadline)
+        joints = _evacuate_groups(
+            inp, state1, names, mode, groups, start, budget, deadline, frozenset(excluded)
+        )
     except BaseException:
         if aside is not None:
             aside.cancel()
@@ -523,19 +526,22 @@ def _with_stays(group: _Group, state1: ClusterState, mode: str) -> PlacementProb
         p, s = here = _here(state1, k.name)
         prims, secs, forbidden = list(k.primaries), list(k.secondaries), set(k.forbidden_pairs)
         if s is None:  # shared storage: its primary now
-            prims.append(p)
+            prims = _plus(prims, p)
         elif mode == CHANGE_SECONDARY:  # the primary stays in any case: its secondary now
-            secs.append(s)
+            secs = _plus(secs, s)
         else:
             forbidden |= {(p, t) for t in secs if t != s}
             if s not in secs:
-                forbidden |= {(q, s) for q in prims}
-                secs.append(s)
-            prims.append(p)
+                forbidden |= {(q, s) for q in prims if q != p}
+            prims, secs = _plus(prims, p), _plus(secs, s)
         item = batch_item(group.base, d, prims, secs, forbidden, order=k.order, stay=here)
         kinds.append((d, item))
     scope = [n for n, st in state1.nodes.items() if st.group_uuid == group.uuid]
     return _group_problem(state1, group.base, kinds, scope, mode, genuine)
+
+
+def _plus(nodes: list[str], node: str) -> list[str]:
+    return nodes if node in nodes else [*nodes, node]
 
 
 def _group_problem(
@@ -579,7 +585,12 @@ def _group_problem(
         replace(n, rows=tuple(row(n, r) for r in n.rows)) if n.name in back else n
         for n in batch.nodes
     )
-    return replace(problem, batch=replace(batch, nodes=nodes))
+    # drbd instances that may stay on one pair reserve their sum there: summed exactly
+    pairs = Counter(k.stay for _, k in kinds if k.drbd and k.stay is not None)
+    shared = frozenset(pair for pair, count in pairs.items() if count > 1)
+    if batch.shared_pairs is not None:
+        shared |= batch.shared_pairs
+    return replace(problem, batch=replace(batch, nodes=nodes, shared_pairs=shared))
 
 
 def _evacuate_groups(
@@ -591,6 +602,7 @@ def _evacuate_groups(
     start_plan: Plan,
     budget: SolverOptions,
     deadline: float,
+    avoid: frozenset[str],
 ) -> list[tuple[JointPlan, _Group, Judge]]:
     """The joint model of each group's instances, from `start_plan`: (its result, the group,
     the judge of its moves) per group. Where the start leaves instances where they are, the
@@ -599,8 +611,10 @@ def _evacuate_groups(
     joints = []
     for group in groups:
         start = {n: start_plan[n] for n in group.members if n in start_plan}
-        judge = _moves_judge(state1, names, group.uuid)
+        judge = _moves_judge(state1, names, group.uuid, avoid, mode)
         problem, verdict = group.problem, judge
+        if not _expressible(problem, start):
+            start = {}  # htools' forced moves off offline nodes: offered beside the model
         if len(start) < len(group.members):
             problem = _with_stays(group, state1, mode)
             stays = len(group.members) - len(start)
@@ -625,8 +639,19 @@ def _evacuate_groups(
             joint = replace(
                 joint, bound=None, status="feasible", notes=(*joint.notes, LEFT_IN_PLACE)
             )
+        elif _forced(group, state1, mode) and joint.score is not None:
+            joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, FORCED))
         joints.append((joint, group, judge))
     return joints
+
+
+def _expressible(problem: PlacementProblem, plan: Plan) -> bool:
+    """Whether the model has every placement of the plan among its candidates."""
+    batch = problem.batch
+    return all(
+        p in batch.primaries[name] and (s is None or s in batch.secondaries[name])
+        for name, (p, s) in plan.items()
+    )
 
 
 def _moves_only(state1: ClusterState, plan: Plan) -> Plan:
@@ -648,6 +673,20 @@ def _staying_judge(
 
 #: A node evacuation's score bound when instances stay (the most moves are still proven).
 LEFT_IN_PLACE = "no score bound: instances left in place are not in the model"
+#: A node evacuation off offline nodes: htools moves with force (soft checks skipped), the
+#: model with every strict check, so its plans are some of htools' and it claims nothing.
+FORCED = "no bound: moves off offline nodes skip htools' soft checks, which the model keeps"
+
+
+def _forced(group: _Group, state1: ClusterState, mode: str) -> bool:
+    """Whether htools moves some instance of the group with force: off an offline primary
+    (a new primary), or an offline secondary (a new secondary)."""
+    for d, k in group.kinds:
+        p, s = state1.locations[k.name]
+        moving = [s] if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else [p, s]
+        if any(n is not None and state1.nodes[n].offline for n in moving):
+            return True
+    return False
 
 
 def _walk_and_search(
@@ -845,18 +884,34 @@ def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
-        unbounded=LEFT_IN_PLACE if LEFT_IN_PLACE in joint.notes else None,
+        unbounded=next((n for n in (LEFT_IN_PLACE, FORCED) if n in joint.notes), None),
     )
 
 
 def _moves_judge(
-    state: ClusterState, names: list[str], uuid: str
+    state: ClusterState,
+    names: list[str],
+    uuid: str,
+    avoid: frozenset[str] = frozenset(),
+    mode: str | None = None,
 ) -> Callable[[Plan], tuple[float | None, list[str]]]:
     """The independent checker on a plan's moves in request order (htools' strict moves), and
-    the score of group `uuid` after them."""
+    the score of group `uuid` after them. A node evacuation's moves never land on `avoid`
+    (the nodes evacuated, offline ones): in mode `all` neither node of a moved drbd pair is
+    one (htools' pairs are of the other nodes), elsewhere no node a move changes to."""
+
+    def landing(name: str, to: tuple[str, str | None]) -> list[str]:
+        now = state.locations[name]
+        if mode == CHANGE_ALL:
+            return [n for n in to if n is not None]
+        return [n for n, old in zip(to, now, strict=True) if n is not None and n != old]
 
     def judge(plan: Plan) -> tuple[float | None, list[str]]:
         moves = [Move(n, *plan[n]) for n in names if n in plan]
+        off = [f"{n} moves onto {t}, a node evacuated or offline" for n in names if n in plan
+               for t in landing(n, plan[n]) if t in avoid]  # fmt: skip
+        if off:
+            return None, off
         report = check_moves(state, moves, strict=True, evacuation=True)
         if report.violations:
             return None, [str(v) for v in report.violations]

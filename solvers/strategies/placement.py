@@ -298,31 +298,25 @@ def place_jointly(
             if stalled >= STALLED_ROUNDS and best is not None:
                 # two new drbd instances on one pair reserve their sum there, which the
                 # model (one per pair where not told) scores low: sum those exactly, again
-                shared = batch_form.shared_pairs_used(m)
-                modelled = problem.batch.shared_pairs
-                if modelled is not None and shared - modelled:
-                    retry = (
-                        None if len(shared | modelled) > MAX_SHARED_PAIRS else shared | modelled,
-                    )
-                    notes.append(f"summed the reserve of {len(shared)} shared drbd pair(s) exactly")
+                retry = _summed_again(m, problem)
+                if retry is not None:
+                    notes.append(SUMMED_PAIRS)
                     break
                 status = Status.FEASIBLE
                 notes.append("the planes stalled: the gap is score outside the model")
                 break
             score, bad = verdict(plan)
-            if bad and judge is not None:
+            if bad:
+                # two new drbd instances on one pair: sum their reserve exactly, start again
+                retry = _summed_again(m, problem)
+                if retry is not None:
+                    notes.append(SUMMED_PAIRS)
+                    break
+                if judge is None:
+                    raise CheckFailedError(f"joint plan fails the checker: {'; '.join(bad[:3])}")
                 cuts += 1
                 session.add_bound(*form.not_all_of(m, _held(kind_of, plan, set(state.nodes))))
                 continue
-            if bad:
-                shared = batch_form.shared_pairs_used(m)
-                modelled = problem.batch.shared_pairs
-                if modelled is None or not shared - modelled:
-                    raise CheckFailedError(f"joint plan fails the checker: {'; '.join(bad[:3])}")
-                # two new drbd instances on one pair: sum their reserve exactly, start again
-                retry = (None if len(shared | modelled) > MAX_SHARED_PAIRS else shared | modelled,)
-                notes.append(f"summed the reserve of {len(shared)} shared drbd pair(s) exactly")
-                break
             if capacity_check is not None:
                 breaks = capacity_check(state, plan)
                 if breaks:
@@ -457,6 +451,21 @@ def _lift(
     form.lift_spread(m, at)
     if bounds and landed is not None:
         form.load_spread(m, problem, bounds, landed)
+
+
+SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
+
+
+def _summed_again(m: Any, problem: PlacementProblem) -> tuple[frozenset | None] | None:
+    """The pairs to sum exactly in a new solve (None: every pair), when the loaded solution
+    puts two new drbd instances on a (primary, secondary) pair the model does not sum: their
+    reserve there is the sum, which the model (one per pair) scores and checks low."""
+    shared = batch_form.shared_pairs_used(m)
+    modelled = problem.batch.shared_pairs
+    if modelled is None or not shared - modelled:
+        return None
+    pairs = shared | modelled
+    return (None if len(pairs) > MAX_SHARED_PAIRS else pairs,)
 
 
 def _later_stages(problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> dict:

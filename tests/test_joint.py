@@ -528,6 +528,22 @@ def test_secondary_only_evacuation_keeps_a_primary_past_its_policy_ratio():
     _moves_ok(state, response["result"][0])
 
 
+def test_secondary_only_evacuation_onto_a_node_failing_n1_claims_no_bound():
+    """Generated seed 1812 (secondary-only, 14 drbd instances): a primary node is past its
+    N+1 row with its primaries placed back (htools' recomputed memory), so it fails N+1 after
+    any move: htools then counts all 15 instances on it (n1_cnt) and skips the N+1 check for
+    what it adds there, neither of which the model does. It claims no bound; before, it
+    reported a bound 15 below the score (a gap of 36 %)."""
+    text, state, response = _evacuation(1812, "secondary-only")
+    assert _status(response) == "feasible, " + joint_strategy.FAILS_N1
+    moved, joint, hail_moved, hail = re.search(
+        r"joint plan (\d+), score ([0-9.]+); one by one (\d+), score ([0-9.]+)", response["info"]
+    ).groups()
+    assert float(joint) == pytest.approx(_score_after(text, response), abs=1e-6)
+    assert (int(moved), -float(joint)) >= (int(hail_moved), -float(hail) - 1e-9)
+    _moves_ok(state, response["result"][0])
+
+
 def test_change_group_targets_only_nodes_accepting_the_migration(monkeypatch):
     """A change-group's new primary must accept the migration from the primary now. A
     generated change-group (one sharedfile instance into group3) with a migration tag on its

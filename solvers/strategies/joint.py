@@ -28,7 +28,7 @@ from model.backends.iallocator import (
     response_json,
 )
 from model.batch import NewInstance, NodeData
-from model.capacity import N1, CapacityRow
+from model.capacity import N1, CapacityRow, row_caps
 from model.check import Move, check_allocation, check_moves
 from model.cluster import NodeGroup
 from model.htools.answer import HailAnswer, SolverRun, run_note
@@ -641,6 +641,8 @@ def _evacuate_groups(
             )
         elif _forced(group, state1, mode) and joint.score is not None:
             joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, FORCED))
+        elif _n1_raised(problem, group.base) and joint.score is not None:
+            joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, FAILS_N1))
         joints.append((joint, group, judge))
     return joints
 
@@ -676,6 +678,23 @@ LEFT_IN_PLACE = "no score bound: instances left in place are not in the model"
 #: A node evacuation off offline nodes: htools moves with force (soft checks skipped), the
 #: model with every strict check, so its plans are some of htools' and it claims nothing.
 FORCED = "no bound: moves off offline nodes skip htools' soft checks, which the model keeps"
+
+
+#: A node evacuation that places back, on a node, more than its N+1 row allows: the node
+#: fails N+1, htools then skips that check for what it adds there and counts every instance
+#: on it (n1_cnt), neither of which the model does.
+FAILS_N1 = "no bound: a node fails N+1 with what is placed back on it, which the model keeps"
+
+
+def _n1_raised(problem: PlacementProblem, base: ClusterState) -> bool:
+    """Whether `_group_problem` raised a node's N+1 row to hold what is placed back there."""
+    return any(
+        r.kind == N1 and r.cap > cap
+        for n in problem.batch.nodes
+        for r in n.rows
+        for kind, cap in row_caps(base.nodes[n.name])
+        if kind == N1
+    )
 
 
 def _forced(group: _Group, state1: ClusterState, mode: str) -> bool:
@@ -884,7 +903,7 @@ def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
-        unbounded=next((n for n in (LEFT_IN_PLACE, FORCED) if n in joint.notes), None),
+        unbounded=next((n for n in (LEFT_IN_PLACE, FORCED, FAILS_N1) if n in joint.notes), None),
     )
 
 

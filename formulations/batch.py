@@ -278,10 +278,13 @@ def define_exclusion(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     """Exclusion tags between new instances (htools' FailTags; nodes already hosting a tag
     were screened out). Every primary adds its tags to the node, but only a non-forthcoming
     instance is checked against them, in request order; an instance placed back where it is
-    (`NewInstance.stay`) is not: htools checks nothing of an instance that does not move."""
+    (`NewInstance.stay`), or whose primary stays (`kept_primary`), is not: htools checks
+    nothing of a primary that does not move."""
     candidates = {j: set(ns) for j, ns in p.primaries.items()}
     for i in p.instances:
-        if i.stay is not None:
+        if i.kept_primary:
+            candidates[i.name].clear()
+        elif i.stay is not None:
             candidates[i.name].discard(i.stay[0])
     checked = [i for i in p.instances if i.exclusion_tags and not i.forthcoming]
     unchecked = [i for i in p.instances if i.exclusion_tags and i.forthcoming]

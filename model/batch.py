@@ -57,6 +57,8 @@ class NewInstance:
     #: where the instance is now (primary, secondary), when it may stay there: a node
     #: evacuation's instance placed back on its nodes, not moved
     stay: tuple[str, str | None] | None = None
+    #: its primary stays where it is (a secondary-only evacuation): placed back, not checked
+    kept_primary: bool = False
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):

@@ -200,6 +200,7 @@ def new_instance(
     count: int = 1,
     order: int = 0,
     stay: tuple[str, str | None] | None = None,
+    kept_primary: bool = False,
 ) -> NewInstance:
     """One kind of the batch: its usage of each row and where it may go."""
     kinds = {r.kind for n in (*primaries, *secondaries) for r in capacity_rows(state.nodes[n])}
@@ -217,6 +218,7 @@ def new_instance(
         forthcoming=d.forthcoming,
         order=order,
         stay=stay,
+        kept_primary=kept_primary,
     )
 
 

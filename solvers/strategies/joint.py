@@ -496,7 +496,9 @@ def _evacuation_groups(
                 p, _ = state1.locations[name]
                 keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
                 prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], p, keep)
-                item = batch_item(base, d, prims, secs, forbidden, order=order)
+                item = batch_item(
+                    base, d, prims, secs, forbidden, order=order, kept_primary=keep is not None
+                )
                 if item.primaries and (not item.drbd or item.secondaries):
                     kinds.append((d, item))
             if len(kinds) == len(moving):
@@ -534,7 +536,10 @@ def _with_stays(group: _Group, state1: ClusterState, mode: str) -> PlacementProb
             if s not in secs:
                 forbidden |= {(q, s) for q in prims if q != p}
             prims, secs = _plus(prims, p), _plus(secs, s)
-        item = batch_item(group.base, d, prims, secs, forbidden, order=k.order, stay=here)
+        item = batch_item(
+            group.base, d, prims, secs, forbidden,
+            order=k.order, stay=here, kept_primary=k.kept_primary,
+        )  # fmt: skip
         kinds.append((d, item))
     scope = [n for n, st in state1.nodes.items() if st.group_uuid == group.uuid]
     return _group_problem(state1, group.base, kinds, scope, mode, genuine)

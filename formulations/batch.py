@@ -260,6 +260,10 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.z_and = pyo.Constraint(
         pairs, rule=lambda _m, j, a, s: m.z[j, a, s] >= m.x[j, a] + m.y[j, s] - 1
     )
+    # z_only: z[j,p,s] <= x[j,p], z[j,p,s] <= y[j,s]  (z exact: the joint model's reserve is
+    # also bounded from above by it, formulations/placement.py define_reserve_exact)
+    m.z_primary = pyo.Constraint(pairs, rule=lambda _m, j, a, s: m.z[j, a, s] <= m.x[j, a])
+    m.z_secondary = pyo.Constraint(pairs, rule=lambda _m, j, a, s: m.z[j, a, s] <= m.y[j, s])
     js_of: dict[tuple[str, str], list[str]] = {}
     for j, a, s in pairs:
         js_of.setdefault((a, s), []).append(j)

@@ -46,6 +46,8 @@ MAX_CONNECTIONS = 256
 DRAIN_BYTES = 64 << 20
 DRAIN_S = 2.0
 STOP_WAIT_S = 10.0
+#: How often the accept loop looks whether SIGTERM or SIGINT asked it to stop.
+ACCEPT_POLL_S = 0.2
 
 CREATE_OPTION_KEYS = frozenset({"op", "request_id", "opportunistic", "hold_s", "lock_timeout_s"})
 
@@ -87,14 +89,6 @@ def _check_keys(obj: dict[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(obj) - allowed)
     if unknown:
         raise BadRequestError(f"{unknown[0]}: unknown key")
-
-
-class _Stop(Exception):
-    pass
-
-
-def _raise_stop(signum: int, _frame: Any) -> None:
-    raise _Stop(signum)
 
 
 class Server:
@@ -141,23 +135,29 @@ class Server:
 
     def serve(self) -> ServerReport:
         stops = {signal.SIGTERM, signal.SIGINT}
-        previous = {s: signal.signal(s, _raise_stop) for s in stops}
+        # the handlers only ask the accept loop to stop: an exception raised from a handler
+        # lands wherever the main thread is, possibly between taking a lock and the block
+        # that releases it, and the stop then waited for that lock for ever (a test's server
+        # once ignored SIGTERM for its whole minute)
+        previous = {s: signal.signal(s, self._ask_stop) for s in stops}
         sock: socket.socket | None = None
         try:
             live = self.service.live
             self.warm_up()
             sock = listen(self.path)
+            sock.settimeout(ACCEPT_POLL_S)
             cut = self.service.journal.cut_bytes
             self._log(
                 f"listening on {self.path}: {len(live.cluster.nodes)} nodes, "
                 f"{len(live.cluster.instances)} instances, {live.seq} creation(s) replayed"
                 + (f", a torn last record ({cut} bytes) dropped" if cut else "")
             )
-            while True:
-                conn, _ = sock.accept()
+            while not self.stopping.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    continue
                 self._start(conn)
-        except _Stop:
-            pass
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -169,6 +169,9 @@ class Server:
             self._stop_requests()
         self._log(f"stopped after {self.served} request(s)")
         return ServerReport(self.path, self.served, self.refused)
+
+    def _ask_stop(self, _signum: int, _frame: Any) -> None:
+        self.stopping.set()
 
     def _stop_requests(self) -> None:
         """Stop every wait and hold, let the threads answer, wait for them."""

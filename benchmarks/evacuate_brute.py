@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import htools_gen as gen  # noqa: E402
-from test_joint import _best_of_all, _evacuation_options, _score_after, _status  # noqa: E402
+from joint_status import status  # noqa: E402
+from test_joint import _best_of_all, _evacuation_options, _score_after  # noqa: E402
 
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.htools.evacuate import nodes_to_evacuate  # noqa: E402
@@ -75,12 +76,11 @@ def main() -> None:
         moved = len(response["result"][0])
         ours = _score_after(text, response) if moved else None
         best = moved == moves and (ours is None or abs(ours - score) < 1e-6)
-        found = "exalloc highs" in response["info"]
-        status = _status(response) if found else "no model"
-        claim = status.startswith("optimal")
-        counts["best plan" if best else "WRONG", status.split(",")[0] if found else status] += 1
+        end = status(response)
+        claim = end.startswith("optimal")
+        counts["best plan" if best else "WRONG", end.split(",")[0]] += 1
         print(f"{seed:5d} {count:5d} plans, best {moves} moves {score:.6f}, ours {moved} "
-              f"{'' if best else 'WRONG '}{'(claims optimal) ' if claim else ''}{status}",
+              f"{'' if best else 'WRONG '}{'(claims optimal) ' if claim else ''}{end}",
               flush=True)  # fmt: skip
     for key, n in sorted(counts.items()):
         print(f"{n:4d} {key[0]}: {key[1]}")

@@ -464,6 +464,7 @@ class _Group:
 
     uuid: str
     base: ClusterState
+    scope: list[str]  # the group's nodes, which its score is taken over
     kinds: list[tuple[InstanceDemand, NewInstance]]
     problem: PlacementProblem  # built once, before the walk's child is forked: it inherits it
 
@@ -506,7 +507,7 @@ def _evacuation_groups(
             moving = [k.name for _, k in kinds]  # the others stay: fewer leave, less room
         if kinds:
             problem = _group_problem(state1, base, kinds, group_nodes, mode, set())
-            out.append(_Group(uuid, base, kinds, problem))
+            out.append(_Group(uuid, base, group_nodes, kinds, problem))
     return out
 
 
@@ -541,8 +542,7 @@ def _with_stays(group: _Group, state1: ClusterState, mode: str) -> PlacementProb
             order=k.order, stay=here, kept_primary=k.kept_primary,
         )  # fmt: skip
         kinds.append((d, item))
-    scope = [n for n, st in state1.nodes.items() if st.group_uuid == group.uuid]
-    return _group_problem(state1, group.base, kinds, scope, mode, genuine)
+    return _group_problem(state1, group.base, kinds, group.scope, mode, genuine)
 
 
 def _plus(nodes: list[str], node: str) -> list[str]:
@@ -638,16 +638,9 @@ def _evacuate_groups(
         placed = joint.placed  # moves, and instances placed back where they are
         moves = _moves_only(state1, joint.placements)
         joint = replace(joint, placements=moves, placed=len(moves))
-        if placed < len(group.kinds) and joint.score is not None:
-            # instances left where they are, which the model (placing the ones that move on the
-            # group without them) does not score: its bound is not one of the true score
-            joint = replace(
-                joint, bound=None, status="feasible", notes=(*joint.notes, LEFT_IN_PLACE)
-            )
-        elif _forced(group, state1, mode) and joint.score is not None:
-            joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, FORCED))
-        elif _n1_raised(problem, group.base) and joint.score is not None:
-            joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, FAILS_N1))
+        unbounded = _unbounded(group, problem, state1, mode, placed)
+        if unbounded is not None and joint.score is not None:
+            joint = replace(joint, bound=None, status="feasible", notes=(*joint.notes, unbounded))
         joints.append((joint, group, judge))
     return joints
 
@@ -689,17 +682,31 @@ FORCED = "no bound: moves off offline nodes skip htools' soft checks, which the 
 #: fails N+1, htools then skips that check for what it adds there and counts every instance
 #: on it (n1_cnt), neither of which the model does.
 FAILS_N1 = "no bound: a node fails N+1 with what is placed back on it, which the model keeps"
+#: Why a node evacuation claims no bound, as its status reports it.
+NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1)
+
+
+def _unbounded(
+    group: _Group, problem: PlacementProblem, state1: ClusterState, mode: str, placed: int
+) -> str | None:
+    """Why the model's bound is not one of the true score (`NO_BOUND`), or None when it is;
+    `placed` counts the moves and the instances placed back."""
+    if placed < len(group.kinds):  # left where they are, unscored: the model placed neither
+        return LEFT_IN_PLACE
+    if _forced(group, state1, mode):
+        return FORCED
+    if _n1_raised(problem, group.base):
+        return FAILS_N1
+    return None
 
 
 def _n1_raised(problem: PlacementProblem, base: ClusterState) -> bool:
     """Whether `_group_problem` raised a node's N+1 row to hold what is placed back there."""
-    return any(
-        r.kind == N1 and r.cap > cap
-        for n in problem.batch.nodes
-        for r in n.rows
-        for kind, cap in row_caps(base.nodes[n.name])
-        if kind == N1
-    )
+    for node in problem.batch.nodes:
+        cap = dict(row_caps(base.nodes[node.name])).get(N1)
+        if cap is not None and any(r.kind == N1 and r.cap > cap for r in node.rows):
+            return True
+    return False
 
 
 def _forced(group: _Group, state1: ClusterState, mode: str) -> bool:
@@ -908,7 +915,7 @@ def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
         solve_s=joint.solve_s,
         objective=(float(joint.placed), joint.score),
         names=("placed", "score"),
-        unbounded=next((n for n in (LEFT_IN_PLACE, FORCED, FAILS_N1) if n in joint.notes), None),
+        unbounded=next((n for n in NO_BOUND if n in joint.notes), None),
     )
 
 

@@ -161,10 +161,12 @@ def place_jointly(
         objs = form.objectives(m, problem)
     bounds = []
     known = start_ok and start_score is not None and all(name in kind_of for name in start)
-    # the spread bound cuts off every plan scoring above the start: valid for the score only
-    # where the start is at the optimum of every stage before it (nothing on last-resort
-    # groups, nothing placed back: a plan with fewer there may score higher)
-    known = known and not any(_later_stages(problem, start, kind_of).values())
+    # the start's value in the stages before the score; the spread bound cuts off every plan
+    # scoring above the start: valid for the score only where the start is at the optimum of
+    # every stage before it (nothing on last-resort groups, nothing placed back: a plan with
+    # fewer there may score higher)
+    stages = _later_stages(problem, start, kind_of) if start is not None else {}
+    known = known and not any(stages.values())
     remaining = None if deadline is None else deadline - time.perf_counter()
     if known and options.solver == "highs" and _spread_in_time(problem, remaining):
         with sw:
@@ -238,7 +240,6 @@ def place_jointly(
             session.add_bound(*row)
         best: tuple[float, Plan] | None = None
         # the start is a plan of the score stage if it is at every earlier stage's optimum
-        stages = _later_stages(problem, start, kind_of) if start is not None else {}
         if (
             start is not None
             and len(start) == placed_target

@@ -4,7 +4,9 @@ The feasibility part every joint placement model shares: each instance (kind) pl
 `count` times on nodes that admit it alone, drbd secondaries in the primary's group on another
 node, every capacity row of every node respected by the batch as a whole, a secondary's
 failover memory and the N+1 reserve it raises, exclusion tags between new instances, and the
-order of identical drbd instances. formulations/dedicated.py adds the dedicated allocation
+order of identical drbd instances. What htools adds with force (`NewInstance.forced`, a move
+off an offline node) is held to the hard rows alone, and may make a node fail N+1 (docs/
+placement.md, "Moves off offline nodes"). formulations/dedicated.py adds the dedicated allocation
 counts and objectives; formulations/placement.py the cluster score.
 
 Sets
@@ -17,6 +19,7 @@ Variables
     a[n,t] ∈ ℤ≥0       copies of test instance t still fitting on n (dedicated groups)
     u[n] ∈ {0,1}       n receives something
     r[n] ∈ ℤ           n's N+1 reserve after the batch (MiB)
+    f[n] ∈ {0,1}       n ends failing N+1 (nodes a forced placement may make fail)
     z[j,p,s] ∈ {0,1}   j sits on the pair (p, s) (pairs whose reserve is summed exactly)
 """
 
@@ -25,8 +28,12 @@ from __future__ import annotations
 import pyomo.core as pyo
 
 from model.batch import BatchProblem, NewInstance
-from model.capacity import N1, CapacityRow
+from model.capacity import DISK, MEMORY, N1, SPINDLES, CapacityRow
 from solvers import Objective
+
+#: Rows htools checks even when it adds with force (`Node.addPriEx True`, model.capacity
+#: `hard_rows`); the disk row's reserve (loDsk) is soft, its last MiB hard (`hard_disk`).
+HARD_KINDS = frozenset({MEMORY, SPINDLES})
 
 
 def define_sets(m: pyo.ConcreteModel, p: BatchProblem) -> None:
@@ -72,29 +79,89 @@ def define_variables(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.r = pyo.Var(
         p.reserve_nodes,
         domain=pyo.Integers,
-        bounds=lambda _m, n: (
-            p.node[n].reserve_mib,
-            max(p.node[n].reserve_mib, p.node[n].unallocated_mib),
-        ),
+        bounds=lambda _m, n: (p.node[n].reserve_mib, _reserve_most(p, n)),
         doc="r[n]: the N+1 reserve of n after the batch (MiB)",
     )
+    m.NF = pyo.Set(initialize=p.may_fail_n1, ordered=True, doc="nodes that may fail N+1")
+    m.f = pyo.Var(m.NF, domain=pyo.Binary, doc="f[n] = 1: n ends failing N+1")
 
 
-def _use(m: pyo.ConcreteModel, p: BatchProblem, n: str, kind: str):  # noqa: ANN202
+def _reserve_most(p: BatchProblem, n: str) -> int:
+    """The most n's reserve can be after the batch: the unallocated memory (strict adds keep
+    it below), or, where a forced placement may make n fail N+1, the new secondaries' sum."""
+    node = p.node[n]
+    most = max(node.reserve_mib, node.unallocated_mib)
+    if n in p.may_fail_n1:
+        most = max(
+            most, node.reserve_mib + sum(p.instance[j].failover_mib for j in p.kinds_on[1][n])
+        )
+    return most
+
+
+def _placements_on(p: BatchProblem, n: str, kind: str, forced: bool):  # noqa: ANN202
+    """(instance, role, usage) of the candidates on n drawing on the row, forced or not;
+    an instance placed back where it is (`NewInstance.stay`) is no add and is left out."""
+    prim, sec = p.kinds_on
+    for role, names in (("p", prim[n]), ("s", sec[n])):
+        for j in names:
+            inst = p.instance[j]
+            usage = (inst.primary_usage if role == "p" else inst.secondary_usage).get(kind, 0)
+            here = inst.stay is not None and inst.stay[0 if role == "p" else 1] == n
+            if usage and (role in inst.forced) == forced and not here:
+                yield j, role, usage
+
+
+def _order_rows(p: BatchProblem) -> list[tuple[str, str, str, str]]:
+    """(node, soft row, instance, role) of every unforced add with a forced one before it
+    on the node (request order) drawing on the same row."""
+    rows = []
+    for n in p.touched:
+        for r in p.node[n].rows:
+            if r.kind in HARD_KINDS or r.kind == N1:
+                continue
+            forced = [p.instance[j].order for j, _, _ in _placements_on(p, n, r.kind, True)]
+            if not forced:
+                continue
+            first = min(forced)
+            rows += [
+                (n, r.kind, j, role)
+                for j, role, _ in _placements_on(p, n, r.kind, False)
+                if p.instance[j].order > first
+            ]
+    return rows
+
+
+def _forced_before(m: pyo.ConcreteModel, p: BatchProblem, n: str, kind: str, order: int) -> list:
+    """(usage, variable) of the forced placements on n before `order` drawing on the row."""
+    return [
+        (usage * p.instance[j].count, m.x[j, n] if role == "p" else m.y[j, n])
+        for j, role, usage in _placements_on(p, n, kind, True)
+        if p.instance[j].order < order
+    ]
+
+
+def _use(m: pyo.ConcreteModel, p: BatchProblem, n: str, kind: str, forced: bool = True):  # noqa: ANN202
     """Σ_j usage_j,kind · x[j,n] + Σ_j secondary usage · y[j,n] (zero terms left out, so
     a row no candidate role draws on is a constant and is skipped: such a row may be
-    violated already, e.g. vCPUs on a node that can only be a secondary)."""
+    violated already, e.g. vCPUs on a node that can only be a secondary). forced=False
+    leaves out the roles added with force (`NewInstance.forced`): a soft row holds for
+    the others, each checked on a node holding at least all of them."""
     prim, sec = p.kinds_on
     inst = p.instance
     return sum(
         inst[j].primary_usage[kind] * m.x[j, n]
         for j in prim[n]
-        if inst[j].primary_usage.get(kind, 0)
+        if inst[j].primary_usage.get(kind, 0) and (forced or "p" not in inst[j].forced)
     ) + sum(
         inst[j].secondary_usage[kind] * m.y[j, n]
         for j in sec[n]
-        if inst[j].secondary_usage.get(kind, 0)
+        if inst[j].secondary_usage.get(kind, 0) and (forced or "s" not in inst[j].forced)
     )
+
+
+def _checked_use(m: pyo.ConcreteModel, p: BatchProblem, n: str, kind: str):  # noqa: ANN202
+    """What a row holds: every placement on a hard row, the unforced ones on a soft row."""
+    return _use(m, p, n, kind, forced=kind in HARD_KINDS)
 
 
 def _reserve(m: pyo.ConcreteModel, p: BatchProblem, n: str):  # noqa: ANN202
@@ -156,7 +223,7 @@ def define_usage(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     # implied for integer u, it tightens the LP of the remaining-disk stage)
     def used_cap(_m, n, k):  # noqa: ANN001, ANN202
         row = _row(p, n, k)
-        expr = _use(m, p, n, k)
+        expr = _checked_use(m, p, n, k)
         if isinstance(expr, (int, float)) or row.cap <= 0 or k == N1:
             return pyo.Constraint.Skip
         return expr <= row.cap * m.u[n]
@@ -170,9 +237,22 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     """The node's capacity rows (`model.capacity`) after the batch, with and without the test
     instances still counted on it."""
 
-    # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits)
+    may_fail = set(p.may_fail_n1)
+
+    # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits; soft rows without the
+    # forced placements)
+    # n1 where forced placements may make n fail: use(n) + r[n] <= cap + M_n · f[n]  (a node
+    # that ends not failing N+1 holds it with everything; htools checks no N+1 on a node
+    # failing already)
     def inst_row(_m, n, k):  # noqa: ANN001, ANN202
-        expr = _use(m, p, n, k)
+        if k == N1 and n in may_fail:
+            expr = _use(m, p, n, k) + _reserve(m, p, n)
+            cap = _row(p, n, k).cap
+            inst = p.instance
+            memory = sum(inst[j].primary_usage.get(N1, 0) * inst[j].count for j in p.kinds_on[0][n])
+            big_m = max(0, memory + _reserve_most(p, n) - cap)
+            return expr <= cap + big_m * m.f[n]
+        expr = _checked_use(m, p, n, k)
         if k == N1:
             expr = expr + _reserve(m, p, n)
         if isinstance(expr, (int, float)):
@@ -180,6 +260,33 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
         return expr <= _row(p, n, k).cap
 
     m.cap = pyo.Constraint([(n, r.kind) for n in p.touched for r in p.node[n].rows], rule=inst_row)
+    # hard_disk: use(n, disk) <= max(free disk - 1, disk cap)  (forced placements: the disk
+    # without its reserve; the disk row's cap where it was raised to hold what stays there)
+    hard_disk = [
+        n
+        for n in p.touched
+        if any(r.kind == DISK for r in p.node[n].rows) and any(_placements_on(p, n, DISK, True))
+    ]
+    m.hard_disk = pyo.Constraint(
+        hard_disk,
+        rule=lambda _m, n: (
+            _use(m, p, n, DISK) <= max(p.node[n].free_disk_mib - 1, _row(p, n, DISK).cap)
+        ),
+    )
+    # order: use_unforced(n, k) + Σ_{i forced, before j} u_i,k · x[i,n] <= cap + M · (1 − x[j,n])
+    # (y for secondaries): a soft row checked when j is added on n without force sees the
+    # forced placements made there before it, in request order (htools' order); M = their sum
+    order_rows = _order_rows(p)
+
+    def order_row(_m, n, k, j, role):  # noqa: ANN001, ANN202
+        earlier = _forced_before(m, p, n, k, p.instance[j].order)
+        most = sum(coef for coef, _ in earlier)
+        own = m.x[j, n] if role == "p" else m.y[j, n]
+        return _use(m, p, n, k, forced=False) + sum(coef * var for coef, var in earlier) <= _row(
+            p, n, k
+        ).cap + most * (1 - own)
+
+    m.order = pyo.Constraint(order_rows, rule=order_row)
     # count: usage_t,k · a[n,t] + use(n, k) [+ r[n]] <= cap   (every row with usage_t,k > 0)
     count_rows = [
         (n, t, r.kind)
@@ -204,13 +311,21 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     # it): f_j · y[j,n] + Σ_k mem_k · x[k,n] <= unallocated - 1 (not for forthcoming
     # instances), the same on the forth counters for every drbd instance (where reserve_one
     # below holds for (j, n), r[n] >= f_j · y[j,n] and the n1 row Σ mem · x + r[n] <=
-    # unallocated - 1 already imply the memory one, so it is left out)
-    fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0]
-    fo = [(j, n) for j, n in fo_forth if not inst[j].forthcoming and n not in m.r]
+    # unallocated - 1 already imply the memory one, so it is left out). Soft checks: not for
+    # a forced secondary, without forced primaries, and none where forced placements may make
+    # the node fail N+1 (primaries added after the secondary are checked against the reserve
+    # only while the node does not fail; where it ends not failing the n1 row implies it)
+    fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0 and "s" not in inst[j].forced]
+    may_fail = set(p.may_fail_n1)
+    fo = [
+        (j, n)
+        for j, n in fo_forth
+        if not inst[j].forthcoming and n not in m.r and n not in may_fail
+    ]
     m.failover = pyo.Constraint(
         fo,
         rule=lambda _m, j, n: (
-            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, "memory")
+            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, "memory", forced=False)
             <= p.node[n].unallocated_mib - 1
         ),
     )
@@ -226,7 +341,7 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.failover_forth = pyo.Constraint(
         forth_nodes,
         rule=lambda _m, n: (
-            m.failover_most[n] + _use(m, p, n, "memory_forth")
+            m.failover_most[n] + _use(m, p, n, "memory_forth", forced=False)
             <= p.node[n].free_memory_forth_mib - 1
         ),
     )
@@ -286,7 +401,7 @@ def define_exclusion(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     nothing of a primary that does not move."""
     candidates = {j: set(ns) for j, ns in p.primaries.items()}
     for i in p.instances:
-        if i.kept_primary:
+        if i.kept_primary or "p" in i.forced:  # forced: not checked (a soft check)
             candidates[i.name].clear()
         elif i.stay is not None:
             candidates[i.name].discard(i.stay[0])

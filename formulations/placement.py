@@ -44,6 +44,7 @@ RESERVED_TOTAL_WEIGHT = WEIGHTS["reserved_mem_rtotal"]
 TAGS_WEIGHT = WEIGHTS[TAGS]
 LOCATION_WEIGHT = WEIGHTS["location_exclusion_score"]
 PAIR_LOCATION_WEIGHT = WEIGHTS["location_score"]
+N1_WEIGHT = WEIGHTS["n1_cnt"]
 
 
 def _terms(problem: PlacementProblem) -> tuple[dict, dict]:
@@ -227,6 +228,28 @@ def define_pair_locations(m: pyo.ConcreteModel, problem: PlacementProblem) -> No
     m.pair_location_shared = pyo.Constraint(m.JL, rule=at_least)
 
 
+def define_n1_failures(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
+    """A node that forced placements make fail N+1 (f[n] = 1, formulations/batch.py) counts
+    every instance on it (htools' n1_cnt): the ones there now, c[n]·f[n], and the new ones,
+    t[n] = added[n]·f[n]:
+        n1_new: t[n] ≥ Σ_j x[j,n] + Σ_j y[j,n] − K[n]·(1 − f[n]),   K[n] = the most added"""
+    batch = problem.batch
+    prim, sec = batch.kinds_on
+    nodes = [n for n in m.NF if n in problem.n1_counts]
+
+    def added(n: str):  # noqa: ANN202
+        return sum(m.x[j, n] for j in prim[n]) + sum(m.y[j, n] for j in sec[n])
+
+    def most(n: str) -> int:
+        return sum(batch.instance[j].count for j in prim[n]) + len(sec[n])
+
+    m.NFC = pyo.Set(initialize=nodes, ordered=True, doc="scored nodes that may fail N+1")
+    m.n1_added = pyo.Var(m.NFC, domain=pyo.NonNegativeReals, doc="t[n]: new instances counted")
+    m.n1_new = pyo.Constraint(
+        m.NFC, rule=lambda _m, n: m.n1_added[n] >= added(n) - most(n) * (1 - m.f[n])
+    )
+
+
 def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
     """σ_k ≥ 0 per SD metric (and σ_res for the reserve), cut from below by tangent planes;
     the score expression."""
@@ -247,6 +270,7 @@ def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
         + LOCATION_WEIGHT
         * sum(m.location_conflicts[key] - max(c - 1, 0) for key, c in problem.location_pool.items())
         + PAIR_LOCATION_WEIGHT * sum(m.pair_location[key] for key in m.JL)
+        + N1_WEIGHT * sum(problem.n1_counts[n] * m.f[n] + m.n1_added[n] for n in m.NFC)
         + problem.score_constant
     )
 
@@ -424,6 +448,7 @@ def build(problem: PlacementProblem) -> pyo.ConcreteModel:
     define_tag_conflicts(m, problem)
     define_location_conflicts(m, problem)
     define_pair_locations(m, problem)
+    define_n1_failures(m, problem)
     define_score(m, problem)
     return m
 

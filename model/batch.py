@@ -59,6 +59,9 @@ class NewInstance:
     stay: tuple[str, str | None] | None = None
     #: its primary stays where it is (a secondary-only evacuation): placed back, not checked
     kept_primary: bool = False
+    #: roles ("p", "s") added with force, as htools moves an instance off an offline node
+    #: (applyMoveEx): only the hard checks hold for them (model.capacity.hard_rows)
+    forced: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.count < 1 or (self.drbd and self.count != 1):
@@ -135,6 +138,19 @@ class BatchProblem:
         """Nodes whose N+1 reserve may grow: secondaries not already failing N+1."""
         secondary = {n for v in self.secondaries.values() for n in v}
         return [n for n in self.touched if not self.node[n].fails_n1 and n in secondary]
+
+    @cached_property
+    def may_fail_n1(self) -> list[str]:
+        """Nodes a forced placement may make fail N+1 (htools checks no N+1 for it): their N+1
+        row holds only where the node ends up not failing (formulations/batch.py)."""
+        names = {
+            n
+            for i in self.instances
+            for role, nodes in (("p", i.primaries), ("s", i.secondaries))
+            if role in i.forced
+            for n in nodes
+        }
+        return [n for n in self.touched if n in names and not self.node[n].fails_n1]
 
     @property
     def has_stays(self) -> bool:

@@ -478,8 +478,11 @@ def check_moves(
         resolved.append((inst, d, primary, secondary))
         # htools moves an instance off an offline node with force: the new node's soft checks
         # are skipped (applyMoveEx: the primary's when the old primary is offline, a new
-        # secondary's when the old secondary is)
-        if evacuation:
+        # secondary's when the old secondary is). A drbd pair moved whole (both nodes new) is
+        # forced only on its way: its final primary and secondary come by a failover and a
+        # replacement off online nodes, fully checked (Cluster/Evacuate.hs evacDrbdAllInner)
+        whole_pair = inst.mirrored and primary != inst.primary and secondary != inst.secondary
+        if evacuation and not whole_pair:
             forced[inst.name] = frozenset(
                 role
                 for role, old in ((PRIMARY, inst.primary), (SECONDARY, inst.secondary))

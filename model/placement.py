@@ -64,6 +64,17 @@ def _values(metrics: Sequence[Metric], st: NodeState) -> tuple[float, ...]:
     return tuple(float(m.value(st)) for m in metrics)  # type: ignore[misc]
 
 
+N1_COUNT = next(i for i, m in enumerate(SUM_METRICS) if m.name == "n1_cnt")
+
+
+def _n1_apart(delta: tuple[float, ...], apart: bool) -> tuple[float, ...]:
+    """A placement's summed-metric changes, n1_cnt left out where the model counts it per
+    node (`PlacementProblem.n1_counts`)."""
+    if not apart:
+        return delta
+    return tuple(0.0 if i == N1_COUNT else d for i, d in enumerate(delta))
+
+
 def _delta(metrics: Sequence[Metric], before: NodeState, after: NodeState) -> tuple[float, ...]:
     """Each metric's change where htools counts it (online metrics on online nodes, the
     offline counts on offline ones), 0 elsewhere."""
@@ -110,6 +121,11 @@ class PlacementProblem:
     #: scores (location_score) the tags it shares with its secondary, a pair-dependent term
     #: (formulations/placement.py `define_pair_locations`, solvers/strategies/descent.py)
     location_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: nodes a forced placement (`NewInstance.forced`: no N+1 check) may make fail N+1, with
+    #: the instances on them now: htools' n1_cnt then counts every instance there, what the
+    #: model adds per node (formulations/placement.py `define_n1_failures`); their
+    #: placements' own n1_cnt changes are 0 here
+    n1_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 def score_is_finite(problem: PlacementProblem) -> bool:
@@ -201,6 +217,7 @@ def new_instance(
     order: int = 0,
     stay: tuple[str, str | None] | None = None,
     kept_primary: bool = False,
+    forced: frozenset[str] = frozenset(),
 ) -> NewInstance:
     """One kind of the batch: its usage of each row and where it may go."""
     kinds = {r.kind for n in (*primaries, *secondaries) for r in capacity_rows(state.nodes[n])}
@@ -219,6 +236,7 @@ def new_instance(
         order=order,
         stay=stay,
         kept_primary=kept_primary,
+        forced=forced,
     )
 
 
@@ -241,20 +259,28 @@ def placement_problem(
         last_resort=last_resort,
     )
     scored = tuple(n for n in scope if not state.nodes[n].offline)
+    in_scope = set(scored)
+    failing = {
+        n
+        for _, k in kinds
+        for role, nodes in (("p", k.primaries), ("s", k.secondaries))
+        if role in k.forced
+        for n in nodes
+        if n in in_scope and not state.nodes[n].fail_n1
+    }
     p_sd, p_sum, s_sd, s_sum = {}, {}, {}, {}
     for d, k in kinds:
         for n in k.primaries:
             st = state.nodes[n]
             after = apply_primary(st, d)
             p_sd[k.name, n] = _delta(SD_METRICS, st, after)
-            p_sum[k.name, n] = _delta(SUM_METRICS, st, after)
+            p_sum[k.name, n] = _n1_apart(_delta(SUM_METRICS, st, after), n in failing)
         for n in k.secondaries:
             st = state.nodes[n]
             after = apply_secondary(st, d, NO_PRIMARY)
             s_sd[k.name, n] = _delta(SD_METRICS, st, after)
-            s_sum[k.name, n] = _delta(SUM_METRICS, st, after)
+            s_sum[k.name, n] = _n1_apart(_delta(SUM_METRICS, st, after), n in failing)
     base_sd = {n: _values(SD_METRICS, state.nodes[n]) for n in scored}
-    in_scope = set(scored)
     tag_counts = {
         (t, n): dict(state.nodes[n].exclusion_tag_counts).get(t, 0)
         for _, k in kinds
@@ -297,6 +323,10 @@ def placement_problem(
         primary_sum=p_sum,
         secondary_sd=s_sd,
         secondary_sum=s_sum,
+        n1_counts={
+            n: len(state.nodes[n].primaries) + len(state.nodes[n].secondaries)
+            for n in sorted(failing, key=lambda n: rank[n])
+        },
     )
 
 

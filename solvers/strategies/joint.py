@@ -241,9 +241,11 @@ def _evacuation_targets(
     avail: list[str],
     source: str,
     fixed_primary: str | None,
+    forced: frozenset[str] = frozenset(),
 ) -> tuple[list[str], list[str], set[tuple[str, str]]]:
     """Where an evacuated instance may go, by htools' strict adds on the cluster without the
-    instances being moved: a new primary (shared storage), a new secondary beside a primary
+    instances being moved (its hard checks alone for the roles it moves with force off an
+    offline node, `forced`): a new primary (shared storage), a new secondary beside a primary
     that stays (drbd, secondary-only), or both (drbd, all). A new primary must accept the
     migration from `source`, the primary now (shared storage migrates there, drbd fails over
     to it). Moves are not held to the instance policy: hail's moves are not."""
@@ -254,20 +256,43 @@ def _evacuation_targets(
             return [], [], set()
         prims = [fixed_primary]
     else:
-        prims = [t for t in avail if not isinstance(add_primary(base.nodes[t], d), FailMode)]
+        strict = "p" not in forced
+        prims = [
+            t
+            for t in avail
+            if not isinstance(add_primary(base.nodes[t], d, strict=strict), FailMode)
+        ]
         prims = _migratable(base, source, prims)
     if not d.has_secondary:
         return prims, [], set()
+    strict = "s" not in forced
     secs = [
-        t for t in avail if not isinstance(add_secondary(base.nodes[t], d, NO_PRIMARY), FailMode)
+        t
+        for t in avail
+        if not isinstance(add_secondary(base.nodes[t], d, NO_PRIMARY, strict=strict), FailMode)
     ]
+    # pairs failing only together (the peer reserve): a soft check
     forbidden = {
         (p, s)
         for s in secs
         for p, _ in base.nodes[s].peers
-        if p in prims and p != s and isinstance(add_secondary(base.nodes[s], d, p), FailMode)
+        if strict
+        and p in prims
+        and p != s
+        and isinstance(add_secondary(base.nodes[s], d, p), FailMode)
     }
     return prims, secs, forbidden
+
+
+def _no_way_back(turn: ClusterState, d: InstanceDemand, through: str) -> bool:
+    """Whether hail's steps cannot move a drbd instance in mode `all` at all: they fail it
+    over to its new primary, making the node it was on (`through`: its primary, or its
+    secondary when the primary is offline and was failed over first) its secondary for a
+    moment, and that node refuses it for disk even with the instance and every moving one
+    before it gone (`turn`; the later ones are still there, nothing added), the most room it
+    can have then (the checks of disk and spindles only grow with what is on the node)."""
+    back = add_secondary(turn.nodes[through], d, NO_PRIMARY)
+    return back in (FailMode.DISK, FailMode.SPINDLES)
 
 
 def _evacuated(
@@ -492,14 +517,24 @@ def _evacuation_groups(
             for name in moving:
                 base = base.remove(name)
             kinds = []
+            turn = state1
             for order, name in enumerate(moving):
                 d = state1.demands[name]
                 p, _ = state1.locations[name]
+                turn = turn.remove(name)  # it and the moving ones before it gone
                 keep = p if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else None
-                prims, secs, forbidden = _evacuation_targets(base, d, avail_of[name], p, keep)
-                item = batch_item(
-                    base, d, prims, secs, forbidden, order=order, kept_primary=keep is not None
+                forced = _forced_roles(state1, name, mode)
+                prims, secs, forbidden = _evacuation_targets(
+                    base, d, avail_of[name], p, keep, forced
                 )
+                if d.disk_template == "drbd" and mode == CHANGE_ALL:
+                    through = p if not state1.nodes[p].offline else state1.locations[name][1]
+                    if through is not None and _no_way_back(turn, d, through):
+                        prims, secs, forbidden = [], [], set()
+                item = batch_item(
+                    base, d, prims, secs, forbidden,
+                    order=order, kept_primary=keep is not None, forced=forced,
+                )  # fmt: skip
                 if item.primaries and (not item.drbd or item.secondaries):
                     kinds.append((d, item))
             if len(kinds) == len(moving):
@@ -539,7 +574,7 @@ def _with_stays(group: _Group, state1: ClusterState, mode: str) -> PlacementProb
             prims, secs = _plus(prims, p), _plus(secs, s)
         item = batch_item(
             group.base, d, prims, secs, forbidden,
-            order=k.order, stay=here, kept_primary=k.kept_primary,
+            order=k.order, stay=here, kept_primary=k.kept_primary, forced=k.forced,
         )  # fmt: skip
         kinds.append((d, item))
     return _group_problem(state1, group.base, kinds, group.scope, mode, genuine)
@@ -673,9 +708,11 @@ def _staying_judge(
 
 #: A node evacuation's score bound when instances stay (the most moves are still proven).
 LEFT_IN_PLACE = "no score bound: instances left in place are not in the model"
-#: A node evacuation off offline nodes: htools moves with force (soft checks skipped), the
-#: model with every strict check, so its plans are some of htools' and it claims nothing.
-FORCED = "no bound: moves off offline nodes skip htools' soft checks, which the model keeps"
+#: A node evacuation off offline nodes (htools moves with force: no N+1 check) onto a node
+#: whose reserve its free memory does not cover although it does not fail N+1 as loaded: the
+#: model, which takes a node to fail N+1 exactly when its free memory falls to the reserve,
+#: would count it failing with nothing added.
+FORCED = "no bound: a node taking forced moves is short of its N+1 reserve without failing N+1"
 
 
 #: A node evacuation that places back, on a node, more than its N+1 row allows: the node
@@ -693,7 +730,7 @@ def _unbounded(
     `placed` counts the moves and the instances placed back."""
     if placed < len(group.kinds):  # left where they are, unscored: the model placed neither
         return LEFT_IN_PLACE
-    if _forced(group, state1, mode):
+    if _short_of_reserve(problem):
         return FORCED
     if _n1_raised(problem, group.base):
         return FAILS_N1
@@ -709,15 +746,27 @@ def _n1_raised(problem: PlacementProblem, base: ClusterState) -> bool:
     return False
 
 
-def _forced(group: _Group, state1: ClusterState, mode: str) -> bool:
-    """Whether htools moves some instance of the group with force: off an offline primary
-    (a new primary), or an offline secondary (a new secondary)."""
-    for d, k in group.kinds:
-        p, s = state1.locations[k.name]
-        moving = [s] if d.disk_template == "drbd" and mode == CHANGE_SECONDARY else [p, s]
-        if any(n is not None and state1.nodes[n].offline for n in moving):
-            return True
-    return False
+def _short_of_reserve(problem: PlacementProblem) -> bool:
+    """Whether a node that forced moves may make fail N+1 is short of its reserve already."""
+    batch = problem.batch
+    return any(
+        batch.node[n].reserve_mib > batch.node[n].unallocated_mib - 1 for n in batch.may_fail_n1
+    )
+
+
+def _forced_roles(state1: ClusterState, name: str, mode: str) -> frozenset[str]:
+    """The roles htools adds with force when it moves the instance (applyMoveEx: a move off
+    an offline node): shared storage's new primary off an offline primary, a secondary-only
+    evacuation's new secondary off an offline secondary. A drbd pair in mode `all` is forced
+    only on its way (a failover off an offline primary, a secondary replaced off an offline
+    one): its final primary and secondary come by a failover and a replacement off online
+    nodes, with every check (model/htools/evacuate.py `drbd_all_pair`)."""
+    p, s = state1.locations[name]
+    if state1.demands[name].disk_template != "drbd":
+        return frozenset({"p"}) if state1.nodes[p].offline else frozenset()
+    if mode == CHANGE_SECONDARY and s is not None and state1.nodes[s].offline:
+        return frozenset({"s"})
+    return frozenset()
 
 
 def _walk_and_search(
@@ -926,8 +975,9 @@ def _moves_judge(
     avoid: frozenset[str] = frozenset(),
     mode: str | None = None,
 ) -> Callable[[Plan], tuple[float | None, list[str]]]:
-    """The independent checker on a plan's moves in request order (htools' strict moves), and
-    the score of group `uuid` after them. A node evacuation's moves never land on `avoid`
+    """The independent checker on a plan's moves in request order (htools' strict moves; in
+    a node evacuation (`mode`) also hail's steps for them), and the score of group `uuid`
+    after them. A node evacuation's moves never land on `avoid`
     (the nodes evacuated, offline ones): in mode `all` neither node of a moved drbd pair is
     one (htools' pairs are of the other nodes), elsewhere no node a move changes to."""
 
@@ -946,6 +996,11 @@ def _moves_judge(
         report = check_moves(state, moves, strict=True, evacuation=True)
         if report.violations:
             return None, [str(v) for v in report.violations]
+        if mode is not None:  # and hail's own steps make it (a drbd pair's steps pass through
+            # states the final layout does not show)
+            replay = _replay(state, mode, names, plan)
+            if isinstance(replay, str):
+                return None, [replay]
         after = state
         for mv in moves:
             after = after.relocated(mv.instance, mv.primary, mv.secondary)

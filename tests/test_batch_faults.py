@@ -171,7 +171,9 @@ def test_dask_worker_killed_mid_task_is_retried_or_recorded(
     import dask
 
     inputs = tmp_path / "in"
-    _generate(inputs, 4, "--templates", "ext", "--requests", "none", "--nodes", "24-30")
+    # enough tasks that the worker killed 0.3 s into one still holds work (each takes 0.05 to
+    # 0.3 s: with 4 inputs a worker sometimes had finished them all when it was killed)
+    _generate(inputs, 12, "--templates", "ext", "--requests", "none", "--nodes", "24-30")
     expected = {t.key for p in tasks.discover(str(inputs)) for t in classify(p)}
     out = tmp_path / "dask.jsonl"
     with (

@@ -100,13 +100,16 @@ def _reserve_most(p: BatchProblem, n: str) -> int:
 
 def _placements_on(p: BatchProblem, n: str, kind: str, forced: bool):  # noqa: ANN202
     """(instance, role, usage) of the candidates on n drawing on the row, forced or not;
-    an instance placed back where it is (`NewInstance.stay`) is no add and is left out."""
+    an instance placed back where it is (`NewInstance.stay`) is no add and is left out, but
+    for a primary that stays in any case (`kept_primary`), added back when the instance
+    moves and on the node all along when it does not."""
     prim, sec = p.kinds_on
     for role, names in (("p", prim[n]), ("s", sec[n])):
         for j in names:
             inst = p.instance[j]
             usage = (inst.primary_usage if role == "p" else inst.secondary_usage).get(kind, 0)
-            here = inst.stay is not None and inst.stay[0 if role == "p" else 1] == n
+            kept = role == "p" and inst.kept_primary
+            here = not kept and inst.stay is not None and inst.stay[0 if role == "p" else 1] == n
             if usage and (role in inst.forced) == forced and not here:
                 yield j, role, usage
 
@@ -315,7 +318,14 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     # a forced secondary, without forced primaries, and none where forced placements may make
     # the node fail N+1 (primaries added after the secondary are checked against the reserve
     # only while the node does not fail; where it ends not failing the n1 row implies it)
-    fo_forth = [(j, n) for j, n in m.JS if inst[j].failover_mib > 0 and "s" not in inst[j].forced]
+    # (nor for a secondary that stays where it is: no add, nothing checked)
+    fo_forth = [
+        (j, n)
+        for j, n in m.JS
+        if inst[j].failover_mib > 0
+        and "s" not in inst[j].forced
+        and not (inst[j].stay is not None and inst[j].stay[1] == n)
+    ]
     may_fail = set(p.may_fail_n1)
     fo = [
         (j, n)

@@ -342,6 +342,11 @@ class HighsSession:
             status, objective, bound, gap = Status.UNBOUNDED, None, None, None
         elif has_solution and objective is not None:
             converged = tc == TerminationCondition.convergenceCriteriaSatisfied
+            if converged and bound is None:
+                # HiGHS 1.12 reports a MIP it proves optimal at once from a start (no node)
+                # with a dual bound of -inf: its optimum is the bound (docs/placement.md,
+                # "Limits")
+                bound = objective
             status, gap = classify(converged=converged, objective=objective, bound=bound)
             values = self._load(res)
         elif tc in _NO_SOLUTION_STOPS or not has_solution:

@@ -1,10 +1,12 @@
 """Joint node-evacuate and multi-allocate on heterogeneous normal groups, beside the real hail.
 
     python benchmarks/bench_joint.py [--nodes 200] [--evacuate 40] [--multi 10] [--seeds 3]
+                                     [--mode all|secondary-only|primary-only] [--offline]
 
 Each case is one group of mixed machine sizes (tests/htools_gen.py shapes) with uneven fills of
 drbd, ext and rbd instances. node-evacuate: the two nodes with the most primaries (topped up from
-the next ones to `--evacuate` instances), mode `all`. multi-allocate: a batch of mixed drbd,
+the next ones to `--evacuate` instances), mode `all` (or `--mode`; `--offline` marks the
+busiest node offline, a failed node). multi-allocate: a batch of mixed drbd,
 ext and plain instances. Per case: the real hail's time and instances placed or moved; exalloc
 hail's (default `--capacity-checks exact`, so joint) time, count, status and gap as `info`
 reports them, and the score of the group after each answer, recomputed from the request.
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,8 +38,17 @@ from model.state import node_states  # noqa: E402
 from programs.reference import real_hail  # noqa: E402
 
 
-def evacuation(n_nodes: int, count: int, seed: int) -> dict:
-    return gen.busiest_evacuation(seed, n_nodes, count)
+def evacuation(
+    n_nodes: int, count: int, seed: int, mode: str = "all", offline: bool = False
+) -> dict:
+    """The busiest nodes' evacuation in `mode`; `offline`: the first instance's primary node
+    marked offline (a failed node, whose instances htools moves with force)."""
+    data = gen.busiest_evacuation(seed, n_nodes, count)
+    data["request"]["evac_mode"] = mode
+    if offline:
+        first = data["request"]["instances"][0]
+        data["nodes"][data["instances"][first]["nodes"][0]]["offline"] = True
+    return data
 
 
 def multi(n_nodes: int, count: int, seed: int) -> dict:
@@ -138,6 +150,8 @@ def main() -> None:
     p.add_argument("--evacuate", type=int, default=40)
     p.add_argument("--multi", type=int, default=10)
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--mode", choices=("all", "secondary-only", "primary-only"), default="all")
+    p.add_argument("--offline", action="store_true", help="the busiest node offline (failed)")
     p.add_argument("--hail-timeout", type=float, default=120.0, help="seconds")
     p.add_argument(
         "--time-limit", type=float, default=None, help="exalloc's --time-limit (default: its own)"
@@ -150,8 +164,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
+            evacuate = partial(evacuation, mode=args.mode, offline=args.offline)
             for kind, count, make in (
-                ("node-evacuate", args.evacuate, evacuation),
+                ("node-evacuate", args.evacuate, evacuate),
                 ("multi-allocate", args.multi, multi),
             ):
                 if not count:

@@ -315,10 +315,10 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     # instances), the same on the forth counters for every drbd instance (where reserve_one
     # below holds for (j, n), r[n] >= f_j · y[j,n] and the n1 row Σ mem · x + r[n] <=
     # unallocated - 1 already imply the memory one, so it is left out). Soft checks: not for
-    # a forced secondary, without forced primaries, and none where forced placements may make
-    # the node fail N+1 (primaries added after the secondary are checked against the reserve
-    # only while the node does not fail; where it ends not failing the n1 row implies it)
-    # (nor for a secondary that stays where it is: no add, nothing checked)
+    # a forced secondary nor one that stays where it is (no add, nothing checked), without
+    # forced primaries, and none where forced placements may make the node fail N+1
+    # (primaries added after the secondary are checked against the reserve only while the
+    # node does not fail; where it ends not failing the n1 row implies it)
     fo_forth = [
         (j, n)
         for j, n in m.JS

@@ -28,7 +28,7 @@ from __future__ import annotations
 import pyomo.core as pyo
 
 from model.batch import BatchProblem, NewInstance
-from model.capacity import DISK, MEMORY, N1, SPINDLES, CapacityRow
+from model.capacity import DISK, MEMORY, MEMORY_FORTH, N1, SPINDLES, CapacityRow
 from solvers import Objective
 
 #: Rows htools checks even when it adds with force (`Node.addPriEx True`, model.capacity
@@ -99,17 +99,16 @@ def _reserve_most(p: BatchProblem, n: str) -> int:
 
 
 def _placements_on(p: BatchProblem, n: str, kind: str, forced: bool):  # noqa: ANN202
-    """(instance, role, usage) of the candidates on n drawing on the row, forced or not;
-    an instance placed back where it is (`NewInstance.stay`) is no add and is left out, but
-    for a primary that stays in any case (`kept_primary`), added back when the instance
-    moves and on the node all along when it does not."""
+    """(instance, role, usage) of the adds on n drawing on the row, forced or not: an
+    instance placed back where it is (`NewInstance.stay`) is no add, nor is a primary that
+    stays in any case (`kept_primary`: on the node all along, in every row)."""
     prim, sec = p.kinds_on
     for role, names in (("p", prim[n]), ("s", sec[n])):
         for j in names:
             inst = p.instance[j]
             usage = (inst.primary_usage if role == "p" else inst.secondary_usage).get(kind, 0)
             kept = role == "p" and inst.kept_primary
-            here = not kept and inst.stay is not None and inst.stay[0 if role == "p" else 1] == n
+            here = kept or (inst.stay is not None and inst.stay[0 if role == "p" else 1] == n)
             if usage and (role in inst.forced) == forced and not here:
                 yield j, role, usage
 
@@ -318,7 +317,9 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     # a forced secondary nor one that stays where it is (no add, nothing checked), without
     # forced primaries, and none where forced placements may make the node fail N+1
     # (primaries added after the secondary are checked against the reserve only while the
-    # node does not fail; where it ends not failing the n1 row implies it)
+    # node does not fail; where it ends not failing the n1 row implies it). The caps are the
+    # memory rows' (unallocated - 1, free_forth - 1), raised where primaries that stay use
+    # more (joint.py `_group_problem`): a secondary then finds no room, the row stays feasible
     fo_forth = [
         (j, n)
         for j, n in m.JS
@@ -335,8 +336,8 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.failover = pyo.Constraint(
         fo,
         rule=lambda _m, j, n: (
-            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, "memory", forced=False)
-            <= p.node[n].unallocated_mib - 1
+            inst[j].failover_mib * m.y[j, n] + _use(m, p, n, MEMORY, forced=False)
+            <= _row(p, n, MEMORY).cap
         ),
     )
     # the forth rows share one sum per node: F[n] ≥ f_j · y[j,n] for every j, and
@@ -351,8 +352,8 @@ def define_failover(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.failover_forth = pyo.Constraint(
         forth_nodes,
         rule=lambda _m, n: (
-            m.failover_most[n] + _use(m, p, n, "memory_forth", forced=False)
-            <= p.node[n].free_memory_forth_mib - 1
+            m.failover_most[n] + _use(m, p, n, MEMORY_FORTH, forced=False)
+            <= _row(p, n, MEMORY_FORTH).cap
         ),
     )
     # reserve, one instance per (j, s): with p* the primary of j,

@@ -141,13 +141,14 @@ class BatchProblem:
 
     @cached_property
     def may_fail_n1(self) -> list[str]:
-        """Nodes a forced placement may make fail N+1 (htools checks no N+1 for it): their N+1
-        row holds only where the node ends up not failing (formulations/batch.py)."""
+        """Nodes a forced placement (or a primary added back, `kept_primary`) may make fail
+        N+1 (htools checks no N+1 for it): their N+1 row holds only where the node ends up
+        not failing (formulations/batch.py)."""
         names = {
             n
             for i in self.instances
             for role, nodes in (("p", i.primaries), ("s", i.secondaries))
-            if role in i.forced
+            if role in i.forced or (role == "p" and i.kept_primary)
             for n in nodes
         }
         return [n for n in self.touched if n in names and not self.node[n].fails_n1]

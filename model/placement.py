@@ -121,7 +121,8 @@ class PlacementProblem:
     #: scores (location_score) the tags it shares with its secondary, a pair-dependent term
     #: (formulations/placement.py `define_pair_locations`, solvers/strategies/descent.py)
     location_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: nodes a forced placement (`NewInstance.forced`: no N+1 check) may make fail N+1, with
+    #: nodes a forced placement (`NewInstance.forced`: no N+1 check; a primary added back,
+    #: `kept_primary`) may make fail N+1, with
     #: the instances on them now: htools' n1_cnt then counts every instance there, what the
     #: model adds per node (formulations/placement.py `define_n1_failures`); their
     #: placements' own n1_cnt changes are 0 here
@@ -264,7 +265,7 @@ def placement_problem(
         n
         for _, k in kinds
         for role, nodes in (("p", k.primaries), ("s", k.secondaries))
-        if role in k.forced
+        if role in k.forced or (role == "p" and k.kept_primary)
         for n in nodes
         if n in in_scope and not state.nodes[n].fail_n1
     }

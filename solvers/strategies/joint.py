@@ -598,13 +598,14 @@ def _group_problem(
     checks nothing of an instance that stays) keeps them, the row raised to what they use, so
     that nothing else fits there. On an offline (or drained) node hail's score counts them
     (the offline counts): so does the model's (model/placement.py SUM_METRICS). A
-    secondary-only evacuation's drbd primaries (their only candidate) are added back with
-    force (`_forced_roles`): held to the hard rows, their node may end failing N+1."""
+    secondary-only evacuation's drbd primaries (their only candidate) are on their node all
+    along, every row raised likewise but the N+1 row: htools adds them back with force, so
+    their node may end failing N+1 (formulations/batch.py, `BatchProblem.may_fail_n1`)."""
     back: dict[str, list[tuple[NewInstance, str]]] = {}
     for _, k in kinds:
-        if mode == CHANGE_SECONDARY and "p" not in k.forced:
+        if mode == CHANGE_SECONDARY:
             back.setdefault(k.primaries[0], []).append((k, "p"))
-        elif mode != CHANGE_SECONDARY and k.stay is not None and k.stay[0] not in genuine:
+        elif k.stay is not None and k.stay[0] not in genuine:
             back.setdefault(k.stay[0], []).append((k, "p"))
         if k.stay is not None and k.stay[1] is not None and k.stay[1] not in genuine:
             back.setdefault(k.stay[1], []).append((k, "s"))
@@ -616,6 +617,8 @@ def _group_problem(
             for k, role in here
         )
         if r.kind == N1:  # Σ primary memory + the reserve ≤ cap: the reserve as it was
+            if any(k.kept_primary and role == "p" for k, role in here):
+                return r  # the node may fail N+1 instead
             secondary = any(role == "s" for _, role in here)
             use += (state1 if secondary else base).nodes[node.name].reserved_memory_mib
         return r if use <= r.cap else replace(r, cap=use)
@@ -758,16 +761,16 @@ def _short_of_reserve(problem: PlacementProblem) -> bool:
 def _forced_roles(state1: ClusterState, name: str, mode: str) -> frozenset[str]:
     """The roles htools adds with force when it moves the instance (applyMoveEx: a move off
     an offline node): shared storage's new primary off an offline primary, a secondary-only
-    evacuation's new secondary off an offline secondary, and its primary, which htools adds
-    back with force whatever the nodes (applyMoveEx ReplaceSecondary). A drbd pair in mode
-    `all` is forced only on its way (a failover off an offline primary, a secondary replaced
+    evacuation's new secondary off an offline secondary (its primary, added back with force
+    whatever the nodes, is on its node all along: `NewInstance.kept_primary`). A drbd pair in
+    mode `all` is forced only on its way (a failover off an offline primary, a secondary replaced
     off an offline one): its final primary and secondary come by a failover and a replacement
     off online nodes, with every check (model/htools/evacuate.py `drbd_all_pair`)."""
     p, s = state1.locations[name]
     if state1.demands[name].disk_template != "drbd":
         return frozenset({"p"}) if state1.nodes[p].offline else frozenset()
-    if mode == CHANGE_SECONDARY:  # the primary added back with force (`addPriEx True`)
-        return frozenset({"p", "s"} if s is not None and state1.nodes[s].offline else {"p"})
+    if mode == CHANGE_SECONDARY and s is not None and state1.nodes[s].offline:
+        return frozenset({"s"})
     return frozenset()
 
 

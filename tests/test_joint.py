@@ -588,6 +588,19 @@ def test_node_evacuate_once_unproven_is_proven_the_best_plan(seed):
     _moves_ok(state, response["result"][0])
 
 
+def test_node_evacuate_gives_no_target_where_hails_failover_cannot_pass():
+    """Generated seed 26931 (mode all, two drbd instances): hail's steps fail each over
+    through its old primary, which has no failover memory for it even with both gone; the
+    checker sees only the final layout. The model's stage of the most moves counted both
+    moved, every such plan was then refused and the answer said "infeasible" with a gap.
+    Now neither has a target (`_no_way_back`, for every check that grows with the node's
+    load): hail's answer, the best plan, without a false verdict."""
+    text, state, response = _evacuation(26931)
+    moves, _, _ = _best_of_all(text, state)
+    assert moves == len(response["result"][0]) == 0
+    assert "infeasible" not in response["info"]
+
+
 def _here(state: ClusterState, name: str) -> tuple[str, str | None]:
     p, s = state.locations[name]
     return (p, s if state.demands[name].disk_template == "drbd" else None)

@@ -58,6 +58,7 @@ from model.resources import (
     add_secondary,
     apply_move,
     check_migration,
+    secondary_shortfalls,
 )
 from model.score import cluster_score
 from model.state import ClusterState, node_states
@@ -288,11 +289,12 @@ def _no_way_back(turn: ClusterState, d: InstanceDemand, through: str) -> bool:
     """Whether hail's steps cannot move a drbd instance in mode `all` at all: they fail it
     over to its new primary, making the node it was on (`through`: its primary, or its
     secondary when the primary is offline and was failed over first) its secondary for a
-    moment, and that node refuses it for disk even with the instance and every moving one
-    before it gone (`turn`; the later ones are still there, nothing added), the most room it
-    can have then (the checks of disk and spindles only grow with what is on the node)."""
-    back = add_secondary(turn.nodes[through], d, NO_PRIMARY)
-    return back in (FailMode.DISK, FailMode.SPINDLES)
+    moment, and that node refuses it even with the instance and every moving one before it
+    gone (`turn`; the later ones are still there, nothing added), the most room it can have
+    then: for disk, spindles or the failover memory, checks that only grow with what is on
+    the node (not the N+1 check, which a node failing N+1 already skips)."""
+    refused = secondary_shortfalls(turn.nodes[through], d, NO_PRIMARY)
+    return any(f.kind != "n1" for f in refused)
 
 
 def _evacuated(

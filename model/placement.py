@@ -261,14 +261,7 @@ def placement_problem(
     )
     scored = tuple(n for n in scope if not state.nodes[n].offline)
     in_scope = set(scored)
-    failing = {
-        n
-        for _, k in kinds
-        for role, nodes in (("p", k.primaries), ("s", k.secondaries))
-        if role in k.forced or (role == "p" and k.kept_primary)
-        for n in nodes
-        if n in in_scope and not state.nodes[n].fail_n1
-    }
+    failing = {n for n in batch.may_fail_n1 if n in in_scope}
     p_sd, p_sum, s_sd, s_sum = {}, {}, {}, {}
     for d, k in kinds:
         for n in k.primaries:

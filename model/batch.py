@@ -34,6 +34,10 @@ class NodeData:
     # dedicated groups: the allocation vector now, and what each test instance takes per row
     before: tuple[int, ...] = ()
     test_usage: tuple[Mapping[str, int], ...] = ()
+    #: failing N+1 with everything on it now, by the flag htools loaded or as it recomputes
+    #: the flag at a change (unallocated memory against the reserve): only then can a
+    #: primary added back (`NewInstance.kept_primary`) leave the node failing
+    fails_n1_as_is: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,13 +147,15 @@ class BatchProblem:
     def may_fail_n1(self) -> list[str]:
         """Nodes a forced placement (or a primary added back, `kept_primary`) may make fail
         N+1 (htools checks no N+1 for it): their N+1 row holds only where the node ends up
-        not failing (formulations/batch.py)."""
+        not failing (formulations/batch.py). A primary added back changes no number of its
+        node, only the flag, recomputed: its node may end failing only where it fails as it
+        is (`NodeData.fails_n1_as_is`); elsewhere the strict adds keep it from failing."""
         names = {
             n
             for i in self.instances
             for role, nodes in (("p", i.primaries), ("s", i.secondaries))
-            if role in i.forced or (role == "p" and i.kept_primary)
             for n in nodes
+            if role in i.forced or (role == "p" and i.kept_primary and self.node[n].fails_n1_as_is)
         }
         return [n for n in self.touched if n in names and not self.node[n].fails_n1]
 

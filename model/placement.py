@@ -190,7 +190,7 @@ def candidates(
     return prims, secs, forbidden
 
 
-def node_data(state: ClusterState, name: str, rank: int) -> NodeData:
+def node_data(state: ClusterState, name: str, rank: int, failing_as_is: bool = False) -> NodeData:
     """A candidate node for the batch model (no dedicated counts)."""
     st = state.nodes[name]
     return NodeData(
@@ -204,6 +204,7 @@ def node_data(state: ClusterState, name: str, rank: int) -> NodeData:
         fails_n1=st.fail_n1,
         unallocated_mib=st.unallocated_memory_mib,
         free_memory_forth_mib=st.free_memory_forth_mib,
+        fails_n1_as_is=failing_as_is,
     )
 
 
@@ -247,15 +248,17 @@ def placement_problem(
     scope: Sequence[str],
     *,
     last_resort: frozenset[str] = frozenset(),
+    failing_as_is: frozenset[str] = frozenset(),
 ) -> PlacementProblem:
     """The batch of `kinds` (each with its demand) on their candidates, scored over the online
-    nodes of `scope`."""
+    nodes of `scope`; `failing_as_is`: the nodes failing N+1 with everything on them now
+    (`NodeData.fails_n1_as_is`), where `state` lacks what is placed back."""
     rank = {n: i for i, n in enumerate(state.nodes)}
     used = sorted(
         {n for _, k in kinds for n in (*k.primaries, *k.secondaries)}, key=lambda n: rank[n]
     )
     batch = BatchProblem(
-        tuple(node_data(state, n, rank[n]) for n in used),
+        tuple(node_data(state, n, rank[n], n in failing_as_is) for n in used),
         tuple(k for _, k in kinds),
         last_resort=last_resort,
     )

@@ -602,7 +602,8 @@ def _group_problem(
     (the offline counts): so does the model's (model/placement.py SUM_METRICS). A
     secondary-only evacuation's drbd primaries (their only candidate) are on their node all
     along, every row raised likewise but the N+1 row: htools adds them back with force, so
-    their node may end failing N+1 (formulations/batch.py, `BatchProblem.may_fail_n1`)."""
+    their node may end failing N+1 where it fails as it is (formulations/batch.py,
+    `BatchProblem.may_fail_n1`)."""
     back: dict[str, list[tuple[NewInstance, str]]] = {}
     for _, k in kinds:
         if mode == CHANGE_SECONDARY:
@@ -625,7 +626,13 @@ def _group_problem(
             use += (state1 if secondary else base).nodes[node.name].reserved_memory_mib
         return r if use <= r.cap else replace(r, cap=use)
 
-    problem = placement_problem(base, kinds, scope)
+    # the N+1 flag of a node with everything on it, loaded or as htools recomputes it
+    failing = frozenset(
+        n
+        for n, st in ((n, state1.nodes[n]) for n in back)
+        if st.fail_n1 or st.unallocated_memory_mib <= st.reserved_memory_mib
+    )
+    problem = placement_problem(base, kinds, scope, failing_as_is=failing)
     batch = problem.batch
     nodes = tuple(
         replace(n, rows=tuple(row(n, r) for r in n.rows)) if n.name in back else n

@@ -47,6 +47,8 @@ ROUND_SECONDS = 0.5
 STALLED_ROUNDS = 5
 #: Beyond this many shared drbd pairs the reserve is summed on every pair (exact, larger).
 MAX_SHARED_PAIRS = 16
+#: placements (kind, node, role) no plan may hold all of (`form.not_all_of`)
+Held = list[tuple[str, str, str]]
 
 
 #: Placement variables above which the score rounds run HiGHS without presolve. On a 200-node
@@ -113,13 +115,15 @@ def place_jointly(
     start: Plan | None = None,
     capacity_check: Callable[[ClusterState, Plan], Sequence[str] | None] | None = None,
     judge: Callable[[Plan], tuple[float | None, list[str]]] | None = None,
+    refused: Sequence[Held] = (),
 ) -> JointPlan:
     """Solve `problem` (its kinds' members named by `members`); `start` is a known plan (hail's
     one-by-one answer) whose point gets planes first and which the answer never falls behind;
     `capacity_check(state, plan)` returns the nodes of a group whose redundancy the plan breaks
     (None or empty when it holds). `judge(plan)` replaces the checker's verdict on new
     instances (`true_score`) when the plan is something else (moves of existing instances):
-    a plan it rejects is cut off, not an error."""
+    a plan it rejects is cut off, not an error. `refused`: placements no plan may hold all
+    of (plans cut off by an earlier solve of the same request)."""
 
     def verdict(plan: Plan) -> tuple[float | None, list[str]]:
         if judge is not None:
@@ -178,6 +182,9 @@ def place_jointly(
     session = open_session(
         options.solver, m, options.gap, options.threads, 0, presolve=spread or not big
     )
+    cut_off: list[Held] = list(refused)  # every cut, carried into a solve again
+    for held in refused:
+        session.add_bound(*form.not_all_of(m, held))
     solve_s = 0.0
 
     def left() -> float | None:
@@ -252,6 +259,7 @@ def place_jointly(
         status = Status.OPTIMAL
         rounds = cuts = 0
         retry: tuple[frozenset[tuple[str, str]] | None] | None = None
+        relax = False  # the stages' optimum lost every plan to the cuts: solve them again
         lower = -math.inf  # the best lower bound so far (planes only add: it only rises)
         seen: set[frozenset] = set()
         stalled = 0
@@ -276,6 +284,8 @@ def place_jointly(
                 if res.status is Status.TIME_LIMIT and best is not None:
                     status = Status.FEASIBLE
                     notes.append("time limit during the score rounds")
+                elif res.status is Status.INFEASIBLE and best is None and cuts:
+                    relax = True  # every plan at the stages' values was cut off
                 else:
                     status = res.status
                 break
@@ -316,14 +326,15 @@ def place_jointly(
                 if judge is None:
                     raise CheckFailedError(f"joint plan fails the checker: {'; '.join(bad[:3])}")
                 cuts += 1
-                session.add_bound(*form.not_all_of(m, _held(kind_of, plan, set(state.nodes))))
+                cut_off.append(_held(kind_of, plan, set(state.nodes)))
+                session.add_bound(*form.not_all_of(m, cut_off[-1]))
                 continue
             if capacity_check is not None:
                 breaks = capacity_check(state, plan)
                 if breaks:
                     cuts += 1
-                    held = _held(kind_of, plan, set(breaks))
-                    session.add_bound(*form.not_all_of(m, held))
+                    cut_off.append(_held(kind_of, plan, set(breaks)))
+                    session.add_bound(*form.not_all_of(m, cut_off[-1]))
                     continue
             if best is None or score < best[0] - 1e-12:
                 best = (score, plan)
@@ -352,6 +363,12 @@ def place_jointly(
         bound = lower if math.isfinite(lower) else None
     finally:
         session.close()
+    if relax and (deadline is None or time.perf_counter() < deadline):
+        # the judge or the capacity check refused every plan the model had at the optimum of
+        # the stages before the score: the stages again, without those plans (each time a
+        # stage's optimum falls, so this ends)
+        notes.append(RELAXED)
+        retry = (problem.batch.shared_pairs,)
     if retry is not None:
         again = replace(problem, batch=replace(problem.batch, shared_pairs=retry[0]))
         result = place_jointly(
@@ -364,6 +381,7 @@ def place_jointly(
             start=start if best is None else best[1],
             capacity_check=capacity_check,
             judge=judge,
+            refused=cut_off,
         )
         return replace(
             result,
@@ -455,6 +473,7 @@ def _lift(
 
 
 SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
+RELAXED = "every plan at the stages' optimum refused: the stages solved again without them"
 
 
 def _summed_again(m: Any, problem: PlacementProblem) -> tuple[frozenset | None] | None:

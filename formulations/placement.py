@@ -203,13 +203,14 @@ def define_pair_locations(m: pyo.ConcreteModel, problem: PlacementProblem) -> No
     """l[j,t] ≥ 0, 1 when the scored primary and the secondary of drbd instance j both carry
     location tag t (location_score counts, on the primary, the tags the two share), minimised
     so exact at the optimum: each instance has one primary and one secondary, so at most one
-    of each side's sums is 1."""
+    of each side's sums is 1. A forthcoming instance scores no location (htools' addPri
+    changes only its counters)."""
     scored = set(problem.scored)
     tags = problem.location_tags
     batch = problem.batch
     keys = []
     for i in batch.instances:
-        if not i.drbd:
+        if not i.drbd or i.forthcoming:
             continue
         primary = {t for n in batch.primaries[i.name] if n in scored for t in tags.get(n, ())}
         secondary = {t for n in batch.secondaries[i.name] for t in tags.get(n, ())}

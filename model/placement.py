@@ -285,11 +285,12 @@ def placement_problem(
         for n in k.primaries
         if n in in_scope
     }
-    location_keys = {
+    location_keys = {  # a forthcoming primary adds no location exclusion (htools' addPri)
         (k.name, n): keys
         for _, k in kinds
         for n in k.primaries
         if n in in_scope
+        and not k.forthcoming
         and (
             keys := tuple(
                 (loc, t) for loc in sorted(state.nodes[n].location_tags) for t in k.exclusion_tags

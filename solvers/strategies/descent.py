@@ -242,6 +242,8 @@ class _Tags:
         self.location = problem.location_tags
         self.scored = set(problem.scored)
         self.tags = {i.name: i.exclusion_tags for i in problem.batch.instances}
+        # a forthcoming instance scores no location (htools' addPri changes only its counters)
+        self.forthcoming = {i.name for i in problem.batch.instances if i.forthcoming}
         self.keys = problem.location_keys
         self.count = dict(problem.tag_counts)
         self.pool = dict(problem.location_pool)
@@ -268,7 +270,9 @@ class _Tags:
         return len(self.location.get(p, frozenset()) & self.location.get(s, frozenset()))
 
     def gain(self, name: str, old: Pair, new: Pair) -> float:
-        shared = LOCATION_SCORE_WEIGHT * (self._shared(new) - self._shared(old))
+        shared = 0.0
+        if self.kind_of[name] not in self.forthcoming:
+            shared = LOCATION_SCORE_WEIGHT * (self._shared(new) - self._shared(old))
         if old[0] == new[0]:
             return shared
         count, pool = self._changes(name, old[0], new[0])

@@ -66,7 +66,13 @@ from solvers.aside import Aside, Flag, can_fork
 from solvers.options import SolverOptions
 from solvers.strategies.descent import Verdict, improve
 from solvers.strategies.n1 import decide, still_valid
-from solvers.strategies.placement import JointPlan, Plan, place_jointly, spread_seconds
+from solvers.strategies.placement import (
+    OVERSCORED,
+    JointPlan,
+    Plan,
+    place_jointly,
+    spread_seconds,
+)
 
 #: Time the joint model gets when no --time-limit is given: an iallocator must answer.
 DEFAULT_SECONDS = 20.0
@@ -208,15 +214,7 @@ def joint_multi_allocate(
         if r.name not in joint.placements
     ]
     info, result = multi_allocate_response(allocated, failed)
-    run = SolverRun(
-        solver=options.solver,
-        status=joint.status,
-        gap=joint.gap,
-        build_s=joint.build_s,
-        solve_s=joint.solve_s,
-        objective=(float(joint.placed), joint.score),
-        names=("placed", "score"),
-    )
+    run = _run_of(options, joint)
     note = _note(len(joint.placements), joint.score, len(start), theirs[2])
     return HailAnswer(
         response_json(True, info + run_note((run,), note), result),
@@ -733,7 +731,7 @@ FORCED = "no bound: a node taking forced moves is short of its N+1 reserve witho
 #: on it (n1_cnt), neither of which the model does.
 FAILS_N1 = "no bound: a node fails N+1 with what is placed back on it, which the model keeps"
 #: Why a node evacuation claims no bound, as its status reports it.
-NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1)
+NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED)
 
 
 def _unbounded(
@@ -911,14 +909,16 @@ def _better_moves(
     refused: Mapping[str, str] = {},
     *,
     why_alone: str = "proven",
+    scored: set[str] | None = None,
 ) -> HailAnswer:
     """The joint moves as hail's answer when they beat hail's (more instances moved, or as
-    many and a lower score of the groups either touches), else `one_by_one()`. `hail` None:
-    nothing to compare (`why_alone` says why); `refused` gives the reasons of
-    instances no plan could move."""
+    many and a lower score of the groups either touches, or of `scored`, the groups the
+    model scores), else `one_by_one()`. `hail` None: nothing to compare (`why_alone` says
+    why); `refused` gives the reasons of instances no plan could move."""
     moved, jobs, after = joint
     touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
     touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
+    touched = touched if scored is None else scored
     mine = (-len(moved), _group_score(after, touched))
     if hail is not None:
         theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
@@ -1055,11 +1055,24 @@ def joint_change_group(
         return one_by_one
     nics = {i.name: i.nics for i in inp.cluster.instances if i.name in set(movable)}
     kinds = []
+    online = [n for n in base.nodes if base.nodes[n].group_uuid == target.uuid]
+    online = [n for n in online if not base.nodes[n].offline]
     for order, name in enumerate(movable):
         d = state.demands[name]
+        source = state.locations[name][0]
         prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
-        prims = _migratable(base, state.locations[name][0], prims)  # the new primary
-        item = batch_item(base, d, prims, secs, forbidden, order=order)
+        # hail moves it there only where its allocation finds a node (the policy, strict
+        # adds); off an offline primary its move is forced (htools' applyMoveEx), the new
+        # primary held to the hard checks alone, as in a node evacuation
+        forced = _forced_roles(state, name, CHANGE_ALL) if prims else frozenset()
+        if "p" in forced:
+            prims = [
+                t
+                for t in online
+                if not isinstance(add_primary(base.nodes[t], d, strict=False), FailMode)
+            ]
+        prims = _migratable(base, source, prims)  # the new primary
+        item = batch_item(base, d, prims, secs, forbidden, order=order, forced=forced)
         if item.primaries and (not item.drbd or item.secondaries):
             kinds.append((d, item))
     if not kinds:
@@ -1092,9 +1105,19 @@ def joint_change_group(
         return one_by_one
     after, moved, jobs = replay
     runs = [_run_of(options, joint)]
+    # hail checks N+1 where its allocation would put the instance, not where its moves land:
+    # a plan of hail's that leaves the target group not redundant is no answer here
+    broken = f"moving it leaves group {target.name} not N+1 redundant by the exact check"
+    if start and capacity(base, start):
+        return _better_moves(
+            inp, state, names, "change-group", (moved, jobs, after), None, runs,
+            lambda: one_by_one, {n: broken for n in start}, scored={target.uuid},
+            why_alone=f"hail's moves leave group {target.name} not N+1 redundant",
+        )  # fmt: skip
     return _better_moves(
-        inp, state, names, "change-group", (moved, jobs, after), hail, runs, lambda: one_by_one
-    )
+        inp, state, names, "change-group", (moved, jobs, after), hail, runs,
+        lambda: one_by_one, scored={target.uuid},
+    )  # fmt: skip
 
 
 def _evac_solution(ans: Answer, state: ClusterState) -> EvacSolution:

@@ -140,21 +140,31 @@ def place_jointly(
         return JointPlan({}, 0, None, None, "infeasible", 0, 0.0, 0.0, notes=(why,))
     deadline = None if options.time_limit is None else began + options.time_limit
     everyone = sum(k.count for k in problem.batch.instances)
-    start_score, start_bad = verdict(start) if start else (None, ["no start"])
-    start_ok = start is not None and len(start) == everyone and not start_bad
     kind_of = {name: kind for kind, names in members.items() for name in names}
+
+    def admitted(plan: Plan) -> tuple[float | None, list[str]]:
+        """The verdict, and a plan the model does not hold (a placement outside its
+        candidates) or that breaks a group's N+1 redundancy refused."""
+        score, bad = verdict(plan)
+        if not bad:
+            bad = _outside(problem, plan, kind_of)
+        if not bad and capacity_check is not None:
+            bad = [f"{n} not N+1 redundant" for n in capacity_check(state, plan) or ()]
+        return score, bad
+
     notes: list[str] = []
-    if start_ok and start_score is not None and all(name in kind_of for name in start):
-
-        def redundant(plan: Plan) -> tuple[float | None, list[str]]:
-            """The verdict, and a plan breaking a group's N+1 redundancy refused."""
-            score, bad = verdict(plan)
-            breaks = capacity_check(state, plan) if capacity_check and not bad else None
-            return score, [*bad, *(f"{n} not N+1 redundant" for n in breaks or ())]
-
+    if start and _outside(problem, start, kind_of):
+        # a plan the model does not hold (say, a move htools forces that the model does not
+        # know): nothing is known from it
+        notes.append("the start is outside the model's candidates")
+        start = None
+    # a start that breaks N+1 is no plan of the model either
+    start_score, start_bad = admitted(start) if start else (None, ["no start"])
+    start_ok = start is not None and len(start) == everyone and not start_bad
+    if start_ok and start_score is not None:
         limit = options.time_limit
         seconds = DESCENT_SECONDS if limit is None else min(DESCENT_SECONDS, DESCENT_SHARE * limit)
-        better = improve(problem, start, start_score, kind_of, redundant, seconds, iterate=False)
+        better = improve(problem, start, start_score, kind_of, admitted, seconds, iterate=False)
         if better.moves:
             notes.append(
                 f"start improved by {better.moves} move(s): {start_score:.6f} -> {better.score:.6f}"
@@ -164,7 +174,7 @@ def place_jointly(
         m = form.build(problem)
         objs = form.objectives(m, problem)
     bounds = []
-    known = start_ok and start_score is not None and all(name in kind_of for name in start)
+    known = start_ok and start_score is not None
     # the start's value in the stages before the score; the spread bound cuts off every plan
     # scoring above the start: valid for the score only where the start is at the optimum of
     # every stage before it (nothing on last-resort groups, nothing placed back: a plan with
@@ -252,7 +262,7 @@ def place_jointly(
             and len(start) == placed_target
             and all(round(reached.get(k, v)) == v for k, v in stages.items())
         ):
-            score, bad = verdict(start)
+            score, bad = admitted(start)
             if not bad and score is not None:
                 best = (score, dict(start))
         bound: float | None = None
@@ -260,6 +270,7 @@ def place_jointly(
         rounds = cuts = 0
         retry: tuple[frozenset[tuple[str, str]] | None] | None = None
         relax = False  # the stages' optimum lost every plan to the cuts: solve them again
+        over = False  # the model scored a plan above its true score: its bounds do not hold
         lower = -math.inf  # the best lower bound so far (planes only add: it only rises)
         seen: set[frozenset] = set()
         stalled = 0
@@ -336,9 +347,15 @@ def place_jointly(
                     cut_off.append(_held(kind_of, plan, set(breaks)))
                     session.add_bound(*form.not_all_of(m, cut_off[-1]))
                     continue
+            if res.objective is not None and res.objective > score + SCORE_GAP * max(
+                abs(score), 1.0
+            ):
+                # every row lies under the true score at a whole plan: one above it is a term
+                # the model gets wrong, and no bound of it holds (it stays in the notes)
+                over = True
             if best is None or score < best[0] - 1e-12:
                 best = (score, plan)
-            bound = lower if math.isfinite(lower) else None
+            bound = lower if math.isfinite(lower) and not over else None
             if bound is not None and best[0] - bound <= SCORE_GAP * max(abs(best[0]), 1.0):
                 status = Status.OPTIMAL if proven else Status.FEASIBLE
                 break
@@ -360,7 +377,10 @@ def place_jointly(
         else:
             status = Status.FEASIBLE
             notes.append(f"stopped after {MAX_ROUNDS} rounds of planes")
-        bound = lower if math.isfinite(lower) else None
+        bound = lower if math.isfinite(lower) and not over else None
+        if over:
+            notes.append(OVERSCORED)
+            status = Status.FEASIBLE if status is Status.OPTIMAL else status
     finally:
         session.close()
     if relax and (deadline is None or time.perf_counter() < deadline):
@@ -457,6 +477,17 @@ def _complete(
     return res.solve_s
 
 
+def _outside(problem: PlacementProblem, plan: Plan, kind_of: Mapping[str, str]) -> list[str]:
+    """The placements of `plan` that are not the model's: an instance it does not place, or
+    a node not among the instance's candidates."""
+    bad = []
+    for name, (p, s) in plan.items():
+        kind = problem.batch.instance.get(kind_of.get(name, ""))
+        if kind is None or p not in kind.primaries or (s is not None and s not in kind.secondaries):
+            bad.append(f"{name} on {p}{'/' + s if s else ''}: not among the model's candidates")
+    return bad
+
+
 def _lift(
     m: Any,
     problem: PlacementProblem,
@@ -474,6 +505,7 @@ def _lift(
 
 SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
 RELAXED = "every plan at the stages' optimum refused: the stages solved again without them"
+OVERSCORED = "no bound: the model scored a plan above its true score"
 
 
 def _summed_again(m: Any, problem: PlacementProblem) -> tuple[frozenset | None] | None:

@@ -199,8 +199,11 @@ def joint_multi_allocate(
     )
     mine = _key(state, demands, joint.placements, last, group) if joint.placements else None
     theirs = _key(state, demands, start, last, group) if start else (0, 0, float("inf"))
+    run = _run_of(options, joint)
+    note = _note(len(joint.placements), joint.score, len(start), theirs[2] if theirs else None)
     if mine is None or theirs is None or not mine < theirs:
-        return one_by_one
+        # hail's plan stands, with what the model proved (its bound holds for hail's plan)
+        return _kept_hails(one_by_one, [run], note)
     allocated = [
         (r.name, [x for x in joint.placements[r.name] if x])
         for r in req.instances
@@ -214,8 +217,6 @@ def joint_multi_allocate(
         if r.name not in joint.placements
     ]
     info, result = multi_allocate_response(allocated, failed)
-    run = _run_of(options, joint)
-    note = _note(len(joint.placements), joint.score, len(start), theirs[2])
     return HailAnswer(
         response_json(True, info + run_note((run,), note), result),
         "multi-allocate",

@@ -1058,10 +1058,16 @@ def joint_change_group(
     kinds = []
     online = [n for n in base.nodes if base.nodes[n].group_uuid == target.uuid]
     online = [n for n in online if not base.nodes[n].offline]
+    turn = state
     for order, name in enumerate(movable):
         d = state.demands[name]
-        source = state.locations[name][0]
+        source, old_secondary = state.locations[name]
+        turn = turn.remove(name)  # it and the moving ones before it gone
         prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
+        # drbd moves as in a node evacuation in mode all: failed over through its node now
+        through = source if not state.nodes[source].offline else old_secondary
+        if d.disk_template == "drbd" and through is not None and _no_way_back(turn, d, through):
+            prims, secs, forbidden = [], [], set()
         # hail moves it there only where its allocation finds a node (the policy, strict
         # adds); off an offline primary its move is forced (htools' applyMoveEx), the new
         # primary held to the hard checks alone, as in a node evacuation
@@ -1099,7 +1105,7 @@ def joint_change_group(
         options=budget,
         start=start or None,
         capacity_check=capacity,
-        judge=_moves_judge(state, names, target.uuid),
+        judge=_moves_judge(state, names, target.uuid, mode=CHANGE_ALL),
     )
     replay = _replay(state, CHANGE_ALL, names, joint.placements)
     if isinstance(replay, str):

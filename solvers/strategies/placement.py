@@ -8,8 +8,11 @@ The strategy around formulations/placement.py:
    solution (`model.check.check_allocation`) → planes at that solution, until the model's lower
    bound meets the best true score (optimal), or the time is up (best plan, with its gap);
 3. with a capacity check (exact global N+1, `ExactN1`), a plan that leaves a node of its group
-   without an evacuation plan is cut off (no later plan may contain all its placements in that
-   group: adding load never restores redundancy) and the round is solved again.
+   without an evacuation plan is cut off with every plan holding its part that breaks the group
+   alone (adding load never restores redundancy) and the round is solved again; a plan the
+   judge refuses (a node evacuation's moves) is cut off alone;
+4. when the cuts leave no plan at the stages' optimum, the model is built again with every cut
+   and the stages are solved again (`RELAXED`).
 
 Every plan returned passed the checker; its score is the checker's, never the model's.
 """

@@ -284,14 +284,20 @@ def _evacuation_targets(
     return prims, secs, forbidden
 
 
-def _no_way_back(turn: ClusterState, d: InstanceDemand, through: str) -> bool:
-    """Whether hail's steps cannot move a drbd instance in mode `all` at all: they fail it
-    over to its new primary, making the node it was on (`through`: its primary, or its
-    secondary when the primary is offline and was failed over first) its secondary for a
-    moment, and that node refuses it even with the instance and every moving one before it
-    gone (`turn`; the later ones are still there, nothing added), the most room it can have
-    then: for disk, spindles or the failover memory, checks that only grow with what is on
-    the node (not the N+1 check, which a node failing N+1 already skips)."""
+def _no_way_back(state1: ClusterState, turn: ClusterState, name: str) -> bool:
+    """Whether hail's steps cannot move a drbd instance in mode `all` (a node evacuation's,
+    or a change-group's) at all: they fail it over to its new primary, making the node it
+    was on (its primary, or its secondary when the primary is offline and was failed over
+    first) its secondary for a moment, and that node refuses it even with the instance and
+    every moving one before it gone (`turn`; the later ones are still there, nothing added),
+    the most room it can have then: for disk, spindles or the failover memory, checks that
+    only grow with what is on the node (not the N+1 check, which a node failing N+1 already
+    skips)."""
+    d = state1.demands[name]
+    p, s = state1.locations[name]
+    through = p if not state1.nodes[p].offline else s
+    if d.disk_template != "drbd" or through is None:
+        return False
     refused = secondary_shortfalls(turn.nodes[through], d, NO_PRIMARY)
     return any(f.kind != "n1" for f in refused)
 
@@ -528,10 +534,8 @@ def _evacuation_groups(
                 prims, secs, forbidden = _evacuation_targets(
                     base, d, avail_of[name], p, keep, forced
                 )
-                if d.disk_template == "drbd" and mode == CHANGE_ALL:
-                    through = p if not state1.nodes[p].offline else state1.locations[name][1]
-                    if through is not None and _no_way_back(turn, d, through):
-                        prims, secs, forbidden = [], [], set()
+                if mode == CHANGE_ALL and _no_way_back(state1, turn, name):
+                    prims, secs, forbidden = [], [], set()
                 item = batch_item(
                     base, d, prims, secs, forbidden,
                     order=order, kept_primary=keep is not None, forced=forced,
@@ -917,9 +921,10 @@ def _better_moves(
     model scores), else `one_by_one()`. `hail` None: nothing to compare (`why_alone` says
     why); `refused` gives the reasons of instances no plan could move."""
     moved, jobs, after = joint
-    touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
-    touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
-    touched = touched if scored is None else scored
+    touched = scored
+    if touched is None:
+        touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
+        touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
     mine = (-len(moved), _group_score(after, touched))
     if hail is not None:
         theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
@@ -1061,12 +1066,10 @@ def joint_change_group(
     turn = state
     for order, name in enumerate(movable):
         d = state.demands[name]
-        source, old_secondary = state.locations[name]
+        source = state.locations[name][0]
         turn = turn.remove(name)  # it and the moving ones before it gone
         prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
-        # drbd moves as in a node evacuation in mode all: failed over through its node now
-        through = source if not state.nodes[source].offline else old_secondary
-        if d.disk_template == "drbd" and through is not None and _no_way_back(turn, d, through):
+        if _no_way_back(state, turn, name):  # drbd moves as in a node evacuation in mode all
             prims, secs, forbidden = [], [], set()
         # hail moves it there only where its allocation finds a node (the policy, strict
         # adds); off an offline primary its move is forced (htools' applyMoveEx), the new

@@ -1,15 +1,20 @@
-"""Joint node-evacuate and multi-allocate on heterogeneous normal groups, beside the real hail.
+"""Joint node-evacuate, multi-allocate and change-group on heterogeneous normal groups, beside
+the real hail.
 
     python benchmarks/bench_joint.py [--nodes 200] [--evacuate 40] [--multi 10] [--seeds 3]
                                      [--mode all|secondary-only|primary-only] [--offline]
+                                     [--change-group 0]
 
 Each case is one group of mixed machine sizes (tests/htools_gen.py shapes) with uneven fills of
 drbd, ext and rbd instances. node-evacuate: the two nodes with the most primaries (topped up from
 the next ones to `--evacuate` instances), mode `all` (or `--mode`; `--offline` marks the
-busiest node offline, a failed node). multi-allocate: a batch of mixed drbd,
-ext and plain instances. Per case: the real hail's time and instances placed or moved; exalloc
-hail's (default `--capacity-checks exact`, so joint) time, count, status and gap as `info`
-reports them, and the score of the group after each answer, recomputed from the request.
+busiest node offline, a failed node). multi-allocate: a batch of mixed drbd, ext and plain
+instances. change-group (`--change-group N`): three such groups of a third of the nodes each,
+N drbd and shared-storage instances of the first moved to the others. Per case: the real
+hail's time and instances placed or moved; exalloc hail's (default `--capacity-checks exact`,
+so joint) time, count, status and gap as `info` reports them, and the score after each
+answer, recomputed from the request: of the group, or of a change-group's target groups
+together.
 docs/placement.md quotes the table.
 """
 
@@ -111,6 +116,9 @@ def _score_after(path: Path, response: dict | None) -> float | None:
     else:
         for name, _group, nodes in response["result"][0]:
             after = after.relocated(name, nodes[0], nodes[1] if len(nodes) > 1 else None)
+    if inp.request.type == "change-group":  # the target groups together, as exalloc ranks
+        source = {state.nodes[state.locations[n][0]].group_uuid for n in inp.request.instances}
+        return cluster_score(st for st in after.nodes.values() if st.group_uuid not in source)
     return cluster_score(after, group="group1")
 
 
@@ -149,6 +157,7 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--evacuate", type=int, default=40)
     p.add_argument("--multi", type=int, default=10)
+    p.add_argument("--change-group", type=int, default=0, help="instances (three groups)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--mode", choices=("all", "secondary-only", "primary-only"), default="all")
     p.add_argument("--offline", action="store_true", help="the busiest node offline (failed)")
@@ -168,6 +177,7 @@ def main() -> None:
             for kind, count, make in (
                 ("node-evacuate", args.evacuate, evacuate),
                 ("multi-allocate", args.multi, multi),
+                ("change-group", args.change_group, lambda n, c, s: gen.group_change(s, n, c)),
             ):
                 if not count:
                     continue

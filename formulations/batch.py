@@ -241,11 +241,29 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
 
     may_fail = set(p.may_fail_n1)
 
+    # leaving: l[n] >= 1 − x[j,n] / count_j (y for secondaries) for every (j, role) that may
+    # be placed back on n: l[n] = 0 only where everything stays (htools keeps the flag it
+    # loaded); on nodes what is placed back may make fail N+1 though they do not as loaded
+    untouched = [
+        n for n in may_fail if p.node[n].n1_with_stays and not p.node[n].fails_n1_untouched
+    ]
+    m.leaving = pyo.Var(untouched, domain=pyo.Binary, doc="l[n] = 1: something leaves n")
+    # a node short of its reserve without failing as loaded, where nothing may stay: the row
+    # binds only where something lands (u[n]); with stays there the model claims no bound
+    # (solvers/strategies/joint.py FORCED)
+    short = {n for n in p.short_of_reserve if n not in p.stays_on}
+    m.leaving_by = pyo.Constraint(
+        [(n, j, role) for n in untouched for j, role in p.stays_on.get(n, ())],
+        rule=lambda _m, n, j, role: (
+            m.leaving[n] >= 1 - (m.x[j, n] if role == "p" else m.y[j, n]) / p.instance[j].count
+        ),
+    )
+
     # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits; soft rows without the
     # forced placements)
     # n1 where forced placements may make n fail: use(n) + r[n] <= cap + M_n · f[n]  (a node
     # that ends not failing N+1 holds it with everything; htools checks no N+1 on a node
-    # failing already)
+    # failing already), + M_n · (1 − l[n]) where a node left as it is keeps its loaded flag
     def inst_row(_m, n, k):  # noqa: ANN001, ANN202
         if k == N1 and n in may_fail:
             expr = _use(m, p, n, k) + _reserve(m, p, n)
@@ -253,6 +271,10 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
             inst = p.instance
             memory = sum(inst[j].primary_usage.get(N1, 0) * inst[j].count for j in p.kinds_on[0][n])
             big_m = max(0, memory + _reserve_most(p, n) - cap)
+            if n in m.leaving:
+                return expr <= cap + big_m * m.f[n] + big_m * (1 - m.leaving[n])
+            if n in short:  # + M_n · (1 − u[n]): its loaded flag while nothing lands there
+                return expr <= cap + big_m * m.f[n] + big_m * (1 - m.u[n])
             return expr <= cap + big_m * m.f[n]
         expr = _checked_use(m, p, n, k)
         if k == N1:

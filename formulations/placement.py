@@ -392,13 +392,20 @@ def define_spread_bound(
         step = _pieces(m, f"sd{k}", points)
         # sd_at: σ_k = σ_lo + Σ_s d[s]
         m.add_component(f"sd{k}_at", pyo.Constraint(expr=m.sigma[k] == sd_lo + sum(step.values())))
-        # sd_spread: W_k ≤ σ_lo² + Σ_s (σ_s + σ_{s+1})·d[s]
+        # sd_spread: W_k ≤ σ_lo² + Σ_s (σ_s + σ_{s+1})·d[s], divided by σ_hi² so that its
+        # numbers are near 1 whatever the metric's scale (at HiGHS's absolute tolerances,
+        # presolve found the plan a range of variances near 1e-3 was centred on infeasible:
+        # generated change-group seed 21154)
+        scale = 1.0 / max(sd_hi * sd_hi, 1e-12)
         m.add_component(
             f"sd{k}_spread",
             pyo.Constraint(
-                expr=spread
-                <= sd_lo * sd_lo
-                + sum((points[s] + points[s + 1]) * step[s] for s in range(SD_PIECES))
+                expr=scale * spread
+                <= scale
+                * (
+                    sd_lo * sd_lo
+                    + sum((points[s] + points[s + 1]) * step[s] for s in range(SD_PIECES))
+                )
             ),
         )
         for t in b.twins[1:]:

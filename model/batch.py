@@ -38,6 +38,11 @@ class NodeData:
     #: the flag at a change (unallocated memory against the reserve): only then can a
     #: primary added back (`NewInstance.kept_primary`) leave the node failing
     fails_n1_as_is: bool = False
+    #: what is placed back on it (`NewInstance.stay`) may make it fail N+1: its N+1 row is
+    #: not raised to hold them (solvers/strategies/joint.py `_group_problem`); with its flag
+    #: as htools loaded it, which it keeps where nothing leaves it
+    n1_with_stays: bool = False
+    fails_n1_untouched: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,8 @@ class BatchProblem:
         N+1 (htools checks no N+1 for it): their N+1 row holds only where the node ends up
         not failing (formulations/batch.py). A primary added back changes no number of its
         node, only the flag, recomputed: its node may end failing only where it fails as it
-        is (`NodeData.fails_n1_as_is`); elsewhere the strict adds keep it from failing."""
+        is (`NodeData.fails_n1_as_is`); elsewhere the strict adds keep it from failing. So may
+        a node with what is placed back on it (`NodeData.n1_with_stays`)."""
         names = {
             n
             for i in self.instances
@@ -157,7 +163,32 @@ class BatchProblem:
             for n in nodes
             if role in i.forced or (role == "p" and i.kept_primary and self.node[n].fails_n1_as_is)
         }
+        names |= {n.name for n in self.nodes if n.n1_with_stays}
         return [n for n in self.touched if n in names and not self.node[n].fails_n1]
+
+    @cached_property
+    def short_of_reserve(self) -> list[str]:
+        """Nodes that may fail N+1 and are short of their reserve already (unallocated memory
+        at or below it) without failing N+1 as loaded (htools' flag compares the reported free
+        memory): they keep that flag while nothing lands on them, and fail once anything
+        does (htools recomputes the flag at a change)."""
+        return [
+            n
+            for n in self.may_fail_n1
+            if self.node[n].reserve_mib > self.node[n].unallocated_mib - 1
+        ]
+
+    @cached_property
+    def stays_on(self) -> dict[str, list[tuple[str, str]]]:
+        """Node -> (kind, role) of the instances that may be placed back there."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for i in self.instances:
+            if i.stay is None:
+                continue
+            for role, n in zip("ps", i.stay, strict=True):
+                if n is not None and n in self.node:
+                    out.setdefault(n, []).append((i.name, role))
+        return out
 
     @property
     def has_stays(self) -> bool:

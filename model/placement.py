@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from model.batch import BatchProblem, NewInstance, NodeData
 from model.capacity import capacity_rows, primary_usage, secondary_usage
@@ -249,16 +249,26 @@ def placement_problem(
     *,
     last_resort: frozenset[str] = frozenset(),
     failing_as_is: frozenset[str] = frozenset(),
+    with_stays: Mapping[str, bool] = {},
 ) -> PlacementProblem:
     """The batch of `kinds` (each with its demand) on their candidates, scored over the online
     nodes of `scope`; `failing_as_is`: the nodes failing N+1 with everything on them now
-    (`NodeData.fails_n1_as_is`), where `state` lacks what is placed back."""
+    (`NodeData.fails_n1_as_is`), where `state` lacks what is placed back; `with_stays`: the
+    nodes what is placed back may make fail N+1, with their loaded flag
+    (`NodeData.n1_with_stays`)."""
     rank = {n: i for i, n in enumerate(state.nodes)}
     used = sorted(
         {n for _, k in kinds for n in (*k.primaries, *k.secondaries)}, key=lambda n: rank[n]
     )
     batch = BatchProblem(
-        tuple(node_data(state, n, rank[n], n in failing_as_is) for n in used),
+        tuple(
+            replace(
+                node_data(state, n, rank[n], n in failing_as_is),
+                n1_with_stays=n in with_stays,
+                fails_n1_untouched=with_stays.get(n, False),
+            )
+            for n in used
+        ),
         tuple(k for _, k in kinds),
         last_resort=last_resort,
     )

@@ -371,6 +371,30 @@ def busiest_evacuation(seed: int, n_nodes: int, count: int) -> dict[str, Any]:
     return data
 
 
+def group_change(seed: int, n_nodes: int, count: int) -> dict[str, Any]:
+    """`heterogeneous` over three groups of about `n_nodes` / 3 nodes, and a change-group of
+    `count` shared-storage or drbd instances of the first group into the other two (no
+    target named: every other group)."""
+    data = cluster(
+        random.Random(seed),
+        n_nodes,
+        groups=3,
+        templates=("drbd", "drbd", "ext", "rbd"),
+        odd=False,
+        tags=False,
+        policies=False,
+        fills=(0.1, 0.2, 0.3, 0.4, 0.5),
+    )
+    source = sorted(data["nodegroups"])[0]
+    names = [
+        name
+        for name, inst in sorted(data["instances"].items())
+        if data["nodes"][inst["nodes"][0]]["group"] == source
+    ][:count]
+    data["request"] = {"type": "change-group", "instances": names, "target_groups": []}
+    return data
+
+
 def node_evacuate(rng: random.Random, data: dict[str, Any]) -> dict[str, Any] | None:
     node = rng.choice(sorted(data["nodes"]))
     mode = rng.choice(("primary-only", "secondary-only", "all"))

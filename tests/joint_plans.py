@@ -4,11 +4,12 @@ against (benchmarks/joint_brute.py, tests/test_joint.py).
 multi-allocate: each instance unplaced or on any node (pair) of a group hail may use, kept when
 the checker passes the plan in request order and every group it touches stays N+1 redundant by
 the exact check; ranked by the most placed, the fewest on last-resort groups, the least score
-(the named group's, else the whole cluster's, as hail scores). change-group (one target group):
-each instance unmoved or on a node (pair) of the target group that hail's allocation admits
-(the policy, a strict add; a move off an offline primary forced, held to the hard checks), kept
-when the checker passes the moves, htools' change-group steps make them and the target group
-stays N+1 redundant; ranked by the most moved, then the target group's score.
+(the named group's, else the whole cluster's, as hail scores). change-group: each instance
+unmoved or on a node (pair) of an allocable target group that hail's allocation admits (the
+policy, a strict add; a move off an offline primary forced, held to the hard checks), kept when
+the checker passes the moves, htools' change-group steps make them and every target group
+touched stays N+1 redundant; ranked by the most moved, the fewest on last-resort groups, then
+the target groups' score together.
 """
 
 from __future__ import annotations
@@ -174,45 +175,57 @@ class MultiBrute(Brute):
 class ChangeGroupBrute(Brute):
     kind = "change-group"
 
-    def __init__(self, inp: IAllocatorInput, state: ClusterState, target: str) -> None:
+    def __init__(self, inp: IAllocatorInput, state: ClusterState, targets: list[str]) -> None:
         self.state = state
-        self.target = target
         req = inp.request
         self.names = list(req.instances)
-        sources = {state.nodes[state.locations[n][0]].group_uuid for n in self.names}
-        self.groups = sources | {target}
-        group = inp.cluster.group(target)
-        nodes = [n for n, st in state.nodes.items() if st.group_uuid == target and not st.offline]
+        # htools' allocation drops unallocable groups and ranks last-resort ones last
+        groups = [inp.cluster.group(u) for u in targets]
+        groups = [g for g in groups if g.alloc_policy != "unallocable"]
+        self.targets = {g.uuid for g in groups}
+        self.last = {
+            n
+            for n, st in state.nodes.items()
+            if st.group_uuid in self.targets
+            and inp.cluster.group(st.group_uuid).alloc_policy == "last_resort"
+        }
         nics = {i.name: i.nics for i in inp.cluster.instances}
         self.options = []
         for name in self.names:
             d = state.demands[name]
             opts: list[Target | None] = [None]
-            movable = d.disk_template not in ("plain", "file")
-            if movable and group.alloc_policy != "unallocable" and _networks_ok(group, nics[name]):
-                # the new primary within the target group's policy and htools' strict add (hail's
-                # allocation picks the group); off an offline primary a shared-storage move is
-                # forced (applyMoveEx), the new primary held to the hard checks alone
-                prims = [
-                    p
-                    for p in nodes
-                    if policy_shortfall(d, state.ipolicy_of(p), state.nodes[p].exclusive_storage)
-                    is None
-                    and not isinstance(add_primary(state.nodes[p], d), FailMode)
-                ]
-                source = state.nodes[state.locations[name][0]]
-                if prims and source.offline and d.disk_template != "drbd":
-                    prims = [
-                        p
-                        for p in nodes
-                        if not isinstance(add_primary(state.nodes[p], d, strict=False), FailMode)
-                    ]
-                if d.disk_template == "drbd":
-                    pairs = [(p, s) for p in prims for s in nodes if s != p]
-                else:
-                    pairs = [(p, None) for p in prims]
-                opts += [t for t in pairs if not self.report({name: t}).violations]
+            if d.disk_template not in ("plain", "file"):
+                for group in groups:
+                    if _networks_ok(group, nics[name]):
+                        opts += self._into(name, group.uuid)
             self.options.append(opts)
+
+    def _into(self, name: str, uuid: str) -> list[Target]:
+        """Where hail's allocation may move the instance in group `uuid`: the new primary
+        within the group's policy and htools' strict add; off an offline primary a
+        shared-storage move is forced (applyMoveEx), the new primary held to the hard checks
+        alone, once the allocation finds the group a node."""
+        state = self.state
+        d = state.demands[name]
+        nodes = [n for n, st in state.nodes.items() if st.group_uuid == uuid and not st.offline]
+        prims = [
+            p
+            for p in nodes
+            if policy_shortfall(d, state.ipolicy_of(p), state.nodes[p].exclusive_storage) is None
+            and not isinstance(add_primary(state.nodes[p], d), FailMode)
+        ]
+        source = state.nodes[state.locations[name][0]]
+        if prims and source.offline and d.disk_template != "drbd":
+            prims = [
+                p
+                for p in nodes
+                if not isinstance(add_primary(state.nodes[p], d, strict=False), FailMode)
+            ]
+        if d.disk_template == "drbd":
+            pairs = [(p, s) for p in prims for s in nodes if s != p]
+        else:
+            pairs = [(p, None) for p in prims]
+        return [t for t in pairs if not self.report({name: t}).violations]
 
     def moves(self, plan: Plan) -> list[Move]:
         return [Move(n, *plan[n]) for n in self.names if n in plan]
@@ -234,7 +247,8 @@ class ChangeGroupBrute(Brute):
         return self.key(plan)
 
     def n1_ok(self, plan: Plan) -> bool:
-        return not plan or _redundant(self.after(plan), {self.target})
+        touched = {self.state.nodes[p].group_uuid for p, _ in plan.values()}
+        return _redundant(self.after(plan), touched)
 
     def why_not(self, plan: Plan) -> str:
         allowed = {n: set(o) for n, o in zip(self.names, self.options, strict=True)}
@@ -249,7 +263,7 @@ class ChangeGroupBrute(Brute):
         if isinstance(replay, str):
             why.append(f"htools' steps: {replay}")
         if plan and not self.n1_ok(plan):
-            why.append("the target group is not N+1 redundant by the exact check")
+            why.append("a target group is not N+1 redundant by the exact check")
         return "; ".join(why) or "feasible"
 
     def ours(self, response: dict) -> Plan:
@@ -259,12 +273,16 @@ class ChangeGroupBrute(Brute):
                 for name, _group, nodes in response["result"][0]}  # fmt: skip
 
     def key(self, plan: Plan) -> Key:
-        return (-len(plan), 0, cluster_score(self.after(plan), self.target))
+        """The most moved, the fewest on last-resort groups, the target groups' score together."""
+        on_last = sum(1 for p, _ in plan.values() if p in self.last)
+        after = self.after(plan)
+        nodes = (st for st in after.nodes.values() if st.group_uuid in self.targets)
+        return (-len(plan), on_last, cluster_score(nodes))
 
 
 def brute_of(text: str) -> Brute | None:
     """The brute force of a request, or None when it does not apply (another type, or a
-    change-group with no single target group)."""
+    change-group with no target group)."""
     inp = parse_request(text)
     state = node_states(inp.cluster)
     kind = inp.request.type
@@ -277,9 +295,9 @@ def brute_of(text: str) -> Brute | None:
     sources = {state.nodes[state.locations[n][0]].group_uuid for n in names}
     pool = list(req.target_group_uuids or [g.uuid for g in inp.cluster.groups])
     pool = [u for u in dict.fromkeys(pool) if u not in sources]
-    if len(pool) != 1:
+    if not pool:
         return None
-    return ChangeGroupBrute(inp, state, pool[0])
+    return ChangeGroupBrute(inp, state, pool)
 
 
 def show(key: Key) -> str:

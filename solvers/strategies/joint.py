@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -349,6 +349,11 @@ def _group_score(state: ClusterState, groups: set[str]) -> float:
     return sum(cluster_score(state, group=g) for g in sorted(groups))
 
 
+def _together_score(state: ClusterState, groups: Collection[str]) -> float:
+    """The cluster score of the groups' nodes taken together (the model's scope)."""
+    return cluster_score(st for st in state.nodes.values() if st.group_uuid in groups)
+
+
 #: What one (instance, target) trial of hail's walk costs, to tell whether the walk ends in
 #: half a request's time (drbd in mode `all` tries every ordered pair of nodes: 40 instances on
 #: 200 nodes are 1.3 million pairs, 8.5-11 s on the machine of docs/placement.md, where hail
@@ -616,17 +621,39 @@ def _group_problem(
         if k.stay is not None and k.stay[1] is not None and k.stay[1] not in genuine:
             back.setdefault(k.stay[1], []).append((k, "s"))
 
-    def row(node: NodeData, r: CapacityRow) -> CapacityRow:
-        here = back.get(node.name, ())
+    def use_of(name: str, kind: str) -> int:
+        """What everything placed back on the node takes of the row (the N+1 row: primary
+        memory and the reserve as it was)."""
+        here = back.get(name, ())
         use = sum(
-            k.count * (k.primary_usage if role == "p" else k.secondary_usage).get(r.kind, 0)
+            k.count * (k.primary_usage if role == "p" else k.secondary_usage).get(kind, 0)
             for k, role in here
         )
-        if r.kind == N1:  # Σ primary memory + the reserve ≤ cap: the reserve as it was
-            if any(k.kept_primary and role == "p" for k, role in here):
-                return r  # the node may fail N+1 instead
+        if kind == N1:
             secondary = any(role == "s" for _, role in here)
-            use += (state1 if secondary else base).nodes[node.name].reserved_memory_mib
+            use += (state1 if secondary else base).nodes[name].reserved_memory_mib
+        return use
+
+    def kept(name: str) -> bool:  # a primary added back: the node may fail N+1 instead
+        return any(k.kept_primary and role == "p" for k, role in back.get(name, ()))
+
+    # a node that fails N+1 with what is placed back on it, but not without it: its N+1 row
+    # is not raised, the node may fail N+1 instead (`NodeData.n1_with_stays`), with its
+    # loaded flag where nothing leaves it; one that fails without it keeps a raised row
+    # (its count is `base`'s, `_n1_miscounted`)
+    with_stays = {
+        n: state1.nodes[n].fail_n1
+        for n in back
+        if not kept(n)
+        and not base.nodes[n].fail_n1
+        and (cap := dict(row_caps(base.nodes[n])).get(N1)) is not None
+        and use_of(n, N1) > cap
+    }
+
+    def row(node: NodeData, r: CapacityRow) -> CapacityRow:
+        if r.kind == N1 and (kept(node.name) or node.name in with_stays):
+            return r
+        use = use_of(node.name, r.kind)
         return r if use <= r.cap else replace(r, cap=use)
 
     # the N+1 flag of a node with everything on it, loaded or as htools recomputes it
@@ -635,7 +662,7 @@ def _group_problem(
         for n, st in ((n, state1.nodes[n]) for n in back)
         if st.fail_n1 or st.unallocated_memory_mib <= st.reserved_memory_mib
     )
-    problem = placement_problem(base, kinds, scope, failing_as_is=failing)
+    problem = placement_problem(base, kinds, scope, failing_as_is=failing, with_stays=with_stays)
     batch = problem.batch
     nodes = tuple(
         replace(n, rows=tuple(row(n, r) for r in n.rows)) if n.name in back else n
@@ -667,7 +694,7 @@ def _evacuate_groups(
     joints = []
     for group in groups:
         start = {n: start_plan[n] for n in group.members if n in start_plan}
-        judge = _moves_judge(state1, names, group.uuid, avoid, mode)
+        judge = _moves_judge(state1, names, {group.uuid}, avoid, mode)
         problem, verdict = group.problem, judge
         if not _expressible(problem, start):
             start = {}  # htools' forced moves off offline nodes: offered beside the model
@@ -725,16 +752,18 @@ def _staying_judge(
 #: A node evacuation's score bound when instances stay (the most moves are still proven).
 LEFT_IN_PLACE = "no score bound: instances left in place are not in the model"
 #: A node evacuation off offline nodes (htools moves with force: no N+1 check) onto a node
-#: whose reserve its free memory does not cover although it does not fail N+1 as loaded: the
-#: model, which takes a node to fail N+1 exactly when its free memory falls to the reserve,
-#: would count it failing with nothing added.
+#: whose reserve its free memory does not cover although it does not fail N+1 as loaded, and
+#: where instances may also be placed back: the model, which takes a node to fail N+1 exactly
+#: when its free memory falls to the reserve, tells "nothing lands there" (the loaded flag
+#: kept) from "something does" only where nothing may stay (`BatchProblem.short_of_reserve`).
 FORCED = "no bound: a node taking forced moves is short of its N+1 reserve without failing N+1"
 
 
-#: A node evacuation that places back, on a node, more than its N+1 row allows: the node
-#: fails N+1, htools then skips that check for what it adds there and counts every instance
-#: on it (n1_cnt), neither of which the model does.
-FAILS_N1 = "no bound: a node fails N+1 with what is placed back on it, which the model keeps"
+#: A node evacuation that may place back, on a node whose N+1 row it raised to hold them, the
+#: instances on it, where the node fails N+1 without them as htools recomputes it but not as
+#: loaded: a plan leaving the node as it is keeps the loaded flag and scores less there than
+#: the model, which counts the node failing (`_n1_miscounted`).
+FAILS_N1 = "no bound: a node instances may stay on fails N+1 without them but not as loaded"
 #: Why a node evacuation claims no bound, as its status reports it.
 NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED)
 
@@ -748,26 +777,34 @@ def _unbounded(
         return LEFT_IN_PLACE
     if _short_of_reserve(problem):
         return FORCED
-    if _n1_raised(problem, group.base):
+    if _n1_miscounted(problem, group.base, state1):
         return FAILS_N1
     return None
 
 
-def _n1_raised(problem: PlacementProblem, base: ClusterState) -> bool:
-    """Whether `_group_problem` raised a node's N+1 row to hold what is placed back there."""
+def _n1_miscounted(problem: PlacementProblem, base: ClusterState, state1: ClusterState) -> bool:
+    """Whether a node whose N+1 row `_group_problem` raised to hold what is placed back there
+    may score less than the model counts it. Nothing but what stays lands there (it is no
+    move's candidate), and the model counts the node's N+1 failures as in `base` (everything
+    moving taken off). Where some instance leaves it, htools recomputes its flag with at least
+    `base`'s load: failing if `base` fails, with at least `base`'s instances counted, never less
+    than the model; where none leaves, the flag is the loaded one (`state1`): less only where
+    `base` fails and the loaded flag does not. Elsewhere the model's count is a lower bound
+    (it does not count a node that fails with what stays: a valid, if weaker, bound)."""
     for node in problem.batch.nodes:
         cap = dict(row_caps(base.nodes[node.name])).get(N1)
         if cap is not None and any(r.kind == N1 and r.cap > cap for r in node.rows):
-            return True
+            if base.nodes[node.name].fail_n1 and not state1.nodes[node.name].fail_n1:
+                return True
     return False
 
 
 def _short_of_reserve(problem: PlacementProblem) -> bool:
-    """Whether a node that forced moves may make fail N+1 is short of its reserve already."""
+    """Whether a node that may fail N+1 is short of its reserve already and may have
+    instances placed back on it: it keeps its loaded flag while nothing lands there, which
+    the model tells only where nothing may stay (`BatchProblem.short_of_reserve`)."""
     batch = problem.batch
-    return any(
-        batch.node[n].reserve_mib > batch.node[n].unallocated_mib - 1 for n in batch.may_fail_n1
-    )
+    return any(n in batch.stays_on for n in batch.short_of_reserve)
 
 
 def _forced_roles(state1: ClusterState, name: str, mode: str) -> frozenset[str]:
@@ -809,7 +846,7 @@ def _walk_and_search(
         offer = {n: hails[n] for n in group.members if n in hails}
         if len(offer) != len(group.members):
             continue
-        judge = _moves_judge(state1, names, group.uuid)
+        judge = _moves_judge(state1, names, {group.uuid})
         score, bad = judge(offer)
         if bad or score is None:
             continue
@@ -915,21 +952,28 @@ def _better_moves(
     *,
     why_alone: str = "proven",
     scored: set[str] | None = None,
+    last: frozenset[str] = frozenset(),
 ) -> HailAnswer:
     """The joint moves as hail's answer when they beat hail's (more instances moved, or as
-    many and a lower score of the groups either touches, or of `scored`, the groups the
-    model scores), else `one_by_one()`. `hail` None: nothing to compare (`why_alone` says
-    why); `refused` gives the reasons of instances no plan could move."""
+    many and fewer primaries on `last` (last-resort nodes), or as many of both and a lower
+    score: the sum of the scores of the groups either touches, or the score of `scored`, the
+    groups the model scores, together), else `one_by_one()`. `hail` None: nothing to compare
+    (`why_alone` says why); `refused` gives the reasons of instances no plan could move."""
     moved, jobs, after = joint
-    touched = scored
-    if touched is None:
+
+    def rank(moves: Sequence[tuple[str, str, tuple[str, ...]]], s: ClusterState):  # noqa: ANN202
+        on_last = sum(1 for _, _, nodes in moves if nodes[0] in last)
+        if scored is not None:
+            return (-len(moves), on_last, _together_score(s, scored))
         touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
         touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
-    mine = (-len(moved), _group_score(after, touched))
+        return (-len(moves), on_last, _group_score(s, touched))
+
+    mine = rank(moved, after)
     if hail is not None:
-        theirs = (-len(hail.moved), _group_score(hail.state or state, touched))
-        if not (mine[0] < theirs[0] or (mine[0] == theirs[0] and mine[1] < theirs[1] - 1e-9)):
-            return _kept_hails(one_by_one(), runs, _note(-mine[0], mine[1], -theirs[0], theirs[1]))
+        theirs = rank(hail.moved, hail.state or state)
+        if not (mine[:2] < theirs[:2] or (mine[:2] == theirs[:2] and mine[2] < theirs[2] - 1e-9)):
+            return _kept_hails(one_by_one(), runs, _note(-mine[0], mine[2], -theirs[0], theirs[2]))
     reasons = {**refused, **(dict(hail.failed) if hail else {})}
     crowded = "no room left by the joint plan, which moves the most instances that fit together"
     moved_names = {n for n, _, _ in moved}
@@ -938,16 +982,16 @@ def _better_moves(
     ans = evac_answer(kind, state, sol, False)
     check_answer(inp, ans).raise_if_failed()
     note = (
-        _note(-mine[0], mine[1], -theirs[0], theirs[1])
+        _note(-mine[0], mine[2], -theirs[0], theirs[2])
         if hail is not None
-        else f"; joint plan {-mine[0]}, score {mine[1]:.8f}; not compared: {why_alone}"
+        else f"; joint plan {-mine[0]}, score {mine[2]:.8f}; not compared: {why_alone}"
     )
     return HailAnswer(
         response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
         kind,
         placements=tuple((n, tuple(nodes)) for n, _, nodes in moved),
         runs=tuple(runs),
-        objectives={"score": mine[1], "moved": len(moved)},
+        objectives={"score": mine[2], "moved": len(moved)},
     )
 
 
@@ -991,13 +1035,13 @@ def _run_of(options: SolverOptions, joint: JointPlan) -> SolverRun:
 def _moves_judge(
     state: ClusterState,
     names: list[str],
-    uuid: str,
+    scored: Collection[str],
     avoid: frozenset[str] = frozenset(),
     mode: str | None = None,
 ) -> Callable[[Plan], tuple[float | None, list[str]]]:
     """The independent checker on a plan's moves in request order (htools' strict moves; in
-    a node evacuation (`mode`) also hail's steps for them), and the score of group `uuid`
-    after them. A node evacuation's moves never land on `avoid`
+    a node evacuation (`mode`) also hail's steps for them), and the score of the groups
+    `scored` together after them. A node evacuation's moves never land on `avoid`
     (the nodes evacuated, offline ones): in mode `all` neither node of a moved drbd pair is
     one (htools' pairs are of the other nodes), elsewhere no node a move changes to."""
 
@@ -1024,7 +1068,7 @@ def _moves_judge(
         after = state
         for mv in moves:
             after = after.relocated(mv.instance, mv.primary, mv.secondary)
-        return cluster_score(after, group=uuid), []
+        return _together_score(after, scored), []
 
     return judge
 
@@ -1035,21 +1079,20 @@ def _moves_judge(
 def joint_change_group(
     inp: IAllocatorInput, one_by_one: HailAnswer, hail_answer: Answer, options: SolverOptions
 ) -> HailAnswer:
-    """Change-group into one target group, jointly: the most instances moved there (proven),
-    then the least score of that group, which stays N+1 redundant by the exact check (each
-    moving instance counted at its new place only). With several target groups hail's answer
-    stands (docs/placement.md)."""
+    """Change-group jointly into the target groups hail may use (htools' allocation drops
+    unallocable ones and ranks last-resort ones after the others): the most instances moved
+    (proven), then the fewest on last-resort groups, then the least score of the target
+    groups taken together, each kept N+1 redundant by the exact check (each moving instance
+    counted at its new place only). docs/placement.md, "change-group"."""
     req = inp.request
     assert isinstance(req, ChangeGroupRequest)
     state = node_states(inp.cluster)
     names = list(req.instances)
     sources = {state.nodes[state.locations[n][0]].group_uuid for n in names}
     pool = [u for u in (req.target_group_uuids or [g.uuid for g in inp.cluster.groups])]
-    pool = [u for u in dict.fromkeys(pool) if u not in sources]
-    if len(pool) != 1:
-        return one_by_one
-    target = inp.cluster.group(pool[0])
-    if target.alloc_policy == "unallocable":
+    targets = [inp.cluster.group(u) for u in dict.fromkeys(pool) if u not in sources]
+    targets = [g for g in targets if g.alloc_policy != "unallocable"]
+    if not targets:
         return one_by_one
     hail = _evac_solution(hail_answer, state)
     movable = [n for n in names if state.demands[n].disk_template not in ("plain", "file")]
@@ -1057,29 +1100,40 @@ def joint_change_group(
     for name in movable:
         base = base.remove(name)
     redundancy = GroupRedundancy(base, options)
-    if not redundancy.redundant_group(target.uuid):
+    # a group that is not redundant takes nothing (as hail's check refuses it)
+    usable = [g for g in targets if redundancy.redundant_group(g.uuid)]
+    if not usable:
         return one_by_one
+    scored = {g.uuid for g in targets}
+    group_nodes = [n for n, st in state.nodes.items() if st.group_uuid in scored]
+    in_usable = {g.uuid for g in usable}
+    online = [n for n in group_nodes if base.nodes[n].group_uuid in in_usable]
+    online = [n for n in online if not base.nodes[n].offline]
+    last = frozenset(
+        n for n in group_nodes if inp.cluster.group(state.nodes[n].group_uuid).alloc_policy
+        == "last_resort"
+    )  # fmt: skip
     nics = {i.name: i.nics for i in inp.cluster.instances if i.name in set(movable)}
     kinds = []
-    online = [n for n in base.nodes if base.nodes[n].group_uuid == target.uuid]
-    online = [n for n in online if not base.nodes[n].offline]
     turn = state
     for order, name in enumerate(movable):
         d = state.demands[name]
         source = state.locations[name][0]
         turn = turn.remove(name)  # it and the moving ones before it gone
-        prims, secs, forbidden = candidates(base, d, [target], None, nics.get(name, ()))
+        prims, secs, forbidden = candidates(base, d, usable, None, nics.get(name, ()))
         if _no_way_back(state, turn, name):  # drbd moves as in a node evacuation in mode all
             prims, secs, forbidden = [], [], set()
-        # hail moves it there only where its allocation finds a node (the policy, strict
-        # adds); off an offline primary its move is forced (htools' applyMoveEx), the new
-        # primary held to the hard checks alone, as in a node evacuation
+        # hail moves it into a group only where its allocation finds a node (the policy,
+        # strict adds); off an offline primary its move is forced (htools' applyMoveEx), the
+        # new primary held to the hard checks alone, as in a node evacuation
         forced = _forced_roles(state, name, CHANGE_ALL) if prims else frozenset()
         if "p" in forced:
+            found = {base.nodes[p].group_uuid for p in prims}
             prims = [
                 t
                 for t in online
-                if not isinstance(add_primary(base.nodes[t], d, strict=False), FailMode)
+                if base.nodes[t].group_uuid in found
+                and not isinstance(add_primary(base.nodes[t], d, strict=False), FailMode)
             ]
         prims = _migratable(base, source, prims)  # the new primary
         item = batch_item(base, d, prims, secs, forbidden, order=order, forced=forced)
@@ -1096,19 +1150,18 @@ def joint_change_group(
         changed = {n for p, sec in plan.values() for n in (p, sec) if n is not None}
         return redundancy.breaks(after, changed)
 
-    group_nodes = [n for n, st in state.nodes.items() if st.group_uuid == target.uuid]
     start = {n: (nodes[0], nodes[1] if len(nodes) > 1 else None) for n, _, nodes in hail.moved}
     budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
     joint = place_jointly(
         base,
-        placement_problem(base, kinds, group_nodes),
+        placement_problem(base, kinds, group_nodes, last_resort=last),
         demands,
         {k.name: [k.name] for _, k in kinds},
-        group=target.name,
+        group=None,  # the judge scores the plans
         options=budget,
         start=start or None,
         capacity_check=capacity,
-        judge=_moves_judge(state, names, target.uuid, mode=CHANGE_ALL),
+        judge=_moves_judge(state, names, scored, mode=CHANGE_ALL),
     )
     replay = _replay(state, CHANGE_ALL, names, joint.placements)
     if isinstance(replay, str):
@@ -1116,17 +1169,18 @@ def joint_change_group(
     after, moved, jobs = replay
     runs = [_run_of(options, joint)]
     # hail checks N+1 where its allocation would put the instance, not where its moves land:
-    # a plan of hail's that leaves the target group not redundant is no answer here
-    broken = f"moving it leaves group {target.name} not N+1 redundant by the exact check"
+    # a plan of hail's that leaves a target group not redundant is no answer here
+    where = "group " + targets[0].name if len(targets) == 1 else "a target group"
+    broken = f"moving it leaves {where} not N+1 redundant by the exact check"
     if start and capacity(base, start):
         return _better_moves(
             inp, state, names, "change-group", (moved, jobs, after), None, runs,
-            lambda: one_by_one, {n: broken for n in start}, scored={target.uuid},
-            why_alone=f"hail's moves leave group {target.name} not N+1 redundant",
+            lambda: one_by_one, {n: broken for n in start}, scored=scored, last=last,
+            why_alone=f"hail's moves leave {where} not N+1 redundant",
         )  # fmt: skip
     return _better_moves(
         inp, state, names, "change-group", (moved, jobs, after), hail, runs,
-        lambda: one_by_one, scored={target.uuid},
+        lambda: one_by_one, scored=scored, last=last,
     )  # fmt: skip
 
 

@@ -351,12 +351,14 @@ def place_jointly(
                     cut_off.append(_held(kind_of, core, set(breaks)))
                     session.add_bound(*form.not_all_of(m, cut_off[-1]))
                     continue
-            if res.objective is not None and res.objective > score + SCORE_GAP * max(
-                abs(score), 1.0
-            ):
+            tolerance = SCORE_GAP * max(abs(score), 1.0)
+            if res.objective is not None and res.objective > score + tolerance:
                 # every row lies under the true score at a whole plan: one above it is a term
-                # the model gets wrong, and no bound of it holds (it stays in the notes)
-                over = True
+                # the model gets wrong, and no bound of it holds (it stays in the notes). A
+                # solve the time limit ended may return a plan with its spreads above their
+                # least, though: the model's least score of the plan decides
+                least = _least_score(session, m, problem, plan, members, left())
+                over = over or least is None or least > score + tolerance
             if best is None or score < best[0] - 1e-12:
                 best = (score, plan)
             bound = lower if math.isfinite(lower) and not over else None
@@ -479,6 +481,22 @@ def _complete(
         landed = values_at(problem, _by_kind(plan, kind_of)) if bounds else None
         _lift(m, problem, form.point(m, problem), bounds, landed)
     return res.solve_s
+
+
+def _least_score(
+    session: Any,
+    m: Any,
+    problem: PlacementProblem,
+    plan: Plan,
+    members: Mapping[str, list[str]],
+    time_limit: float | None,
+) -> float | None:
+    """The model's least score of `plan` (its placements fixed, every other variable free),
+    or None when the solve finds none in time."""
+    form.load_plan(m, problem, plan, members)
+    limit = COMPLETE_SECONDS if time_limit is None else min(COMPLETE_SECONDS, time_limit)
+    res = session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=limit)
+    return res.objective if res.has_solution and res.status is Status.OPTIMAL else None
 
 
 def _breaking_core(

@@ -248,16 +248,16 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
         n for n in may_fail if p.node[n].n1_with_stays and not p.node[n].fails_n1_untouched
     ]
     m.leaving = pyo.Var(untouched, domain=pyo.Binary, doc="l[n] = 1: something leaves n")
-    # a node short of its reserve without failing as loaded, where nothing may stay: the row
-    # binds only where something lands (u[n]); with stays there the model claims no bound
-    # (solvers/strategies/joint.py FORCED)
-    short = {n for n in p.short_of_reserve if n not in p.stays_on}
     m.leaving_by = pyo.Constraint(
         [(n, j, role) for n in untouched for j, role in p.stays_on.get(n, ())],
         rule=lambda _m, n, j, role: (
             m.leaving[n] >= 1 - (m.x[j, n] if role == "p" else m.y[j, n]) / p.instance[j].count
         ),
     )
+    # a node short of its reserve without failing as loaded, where nothing may stay: the row
+    # binds only where something lands (u[n]); with stays there the model claims no bound
+    # (solvers/strategies/joint.py FORCED)
+    short = {n for n in p.short_of_reserve if n not in p.stays_on}
 
     # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits; soft rows without the
     # forced placements)

@@ -249,13 +249,14 @@ def placement_problem(
     *,
     last_resort: frozenset[str] = frozenset(),
     failing_as_is: frozenset[str] = frozenset(),
-    with_stays: Mapping[str, bool] = {},
+    with_stays: Mapping[str, bool] | None = None,
 ) -> PlacementProblem:
     """The batch of `kinds` (each with its demand) on their candidates, scored over the online
     nodes of `scope`; `failing_as_is`: the nodes failing N+1 with everything on them now
     (`NodeData.fails_n1_as_is`), where `state` lacks what is placed back; `with_stays`: the
     nodes what is placed back may make fail N+1, with their loaded flag
     (`NodeData.n1_with_stays`)."""
+    with_stays = with_stays or {}
     rank = {n: i for i, n in enumerate(state.nodes)}
     used = sorted(
         {n for _, k in kinds for n in (*k.primaries, *k.secondaries)}, key=lambda n: rank[n]

@@ -814,7 +814,7 @@ def test_a_model_scoring_a_plan_above_its_true_score_claims_no_bound(monkeypatch
 def test_a_solve_returning_a_plan_above_its_true_score_keeps_the_bound(monkeypatch):
     """A solve ended by its time limit may return a plan with its spreads above their least:
     its objective is then above the plan's true score although every row of the model lies
-    under it. The model's own least score of the plan decides (`_least_score`): with every
+    under it. The model's own least score of the plan decides (`_solve_at`): with every
     score solve's objective raised by 1 (plans returned with slack), seed 2413 is still
     proven, where the guard alone claimed no bound (as on one of the 200-node multi-allocates
     of docs/placement.md, proven now)."""

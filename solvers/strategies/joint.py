@@ -135,6 +135,16 @@ def _key(  # noqa: ANN202
     return (-len(plan), on_last, report.objectives["score"])
 
 
+def _last_resort_nodes(inp: IAllocatorInput, state: ClusterState) -> frozenset[str]:
+    """The nodes of last-resort groups: hail's allocation uses them only when no preferred
+    group can take an instance."""
+    return frozenset(
+        n
+        for n, st in state.nodes.items()
+        if inp.cluster.group(st.group_uuid).alloc_policy == "last_resort"
+    )
+
+
 def joint_multi_allocate(
     inp: IAllocatorInput, one_by_one: HailAnswer, options: SolverOptions
 ) -> HailAnswer:
@@ -171,12 +181,8 @@ def joint_multi_allocate(
     scope = [
         n for n, st in state.nodes.items() if req.group_name is None or st.group_uuid in in_groups
     ]
-    last = {
-        n
-        for n, st in state.nodes.items()
-        if inp.cluster.group(st.group_uuid).alloc_policy == "last_resort"
-    }
-    problem = placement_problem(state, kinds, scope, last_resort=frozenset(last))
+    last = _last_resort_nodes(inp, state)
+    problem = placement_problem(state, kinds, scope, last_resort=last)
     budget = options if options.time_limit is not None else options.within(DEFAULT_SECONDS)
 
     def capacity(s: ClusterState, plan: Plan) -> list[str]:
@@ -960,14 +966,15 @@ def _better_moves(
     groups the model scores, together), else `one_by_one()`. `hail` None: nothing to compare
     (`why_alone` says why); `refused` gives the reasons of instances no plan could move."""
     moved, jobs, after = joint
-
-    def rank(moves: Sequence[tuple[str, str, tuple[str, ...]]], s: ClusterState):  # noqa: ANN202
-        on_last = sum(1 for _, _, nodes in moves if nodes[0] in last)
-        if scored is not None:
-            return (-len(moves), on_last, _together_score(s, scored))
+    if scored is None:  # every group either plan touches, each scored apart
         touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
         touched |= {state.nodes[state.locations[n][0]].group_uuid for n in names}
-        return (-len(moves), on_last, _group_score(s, touched))
+        score_of = partial(_group_score, groups=touched)
+    else:
+        score_of = partial(_together_score, groups=scored)
+
+    def rank(moves: Sequence[tuple[str, str, tuple[str, ...]]], s: ClusterState):  # noqa: ANN202
+        return (-len(moves), sum(1 for _, _, nodes in moves if nodes[0] in last), score_of(s))
 
     mine = rank(moved, after)
     if hail is not None:
@@ -1109,10 +1116,7 @@ def joint_change_group(
     in_usable = {g.uuid for g in usable}
     online = [n for n in group_nodes if base.nodes[n].group_uuid in in_usable]
     online = [n for n in online if not base.nodes[n].offline]
-    last = frozenset(
-        n for n in group_nodes if inp.cluster.group(state.nodes[n].group_uuid).alloc_policy
-        == "last_resort"
-    )  # fmt: skip
+    last = _last_resort_nodes(inp, state)
     nics = {i.name: i.nics for i in inp.cluster.instances if i.name in set(movable)}
     kinds = []
     turn = state

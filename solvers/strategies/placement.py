@@ -220,8 +220,7 @@ def place_jointly(
     try:
         # HiGHS starts from a known plan (CP-SAT hints only between its own stages)
         if start and options.solver == "highs":
-            limit = COMPLETE_SECONDS if deadline is None else min(COMPLETE_SECONDS, left())
-            solve_s += _complete(session, m, problem, start, members, kind_of, bounds, limit)
+            solve_s += _complete(session, m, problem, start, members, kind_of, bounds, left())
         # lexicographic stages before the score: placed, then on_last_resort
         reached: dict[str, float] = {}
         proven = True  # every stage so far solved to optimality
@@ -357,8 +356,9 @@ def place_jointly(
                 # the model gets wrong, and no bound of it holds (it stays in the notes). A
                 # solve the time limit ended may return a plan with its spreads above their
                 # least, though: the model's least score of the plan decides
-                least = _least_score(session, m, problem, plan, members, left())
-                over = over or least is None or least > score + tolerance
+                least = _solve_at(session, m, problem, plan, members, left())
+                over = over or least.status is not Status.OPTIMAL or least.objective is None
+                over = over or least.objective > score + tolerance
             if best is None or score < best[0] - 1e-12:
                 best = (score, plan)
             bound = lower if math.isfinite(lower) and not over else None
@@ -468,35 +468,33 @@ def _complete(
     members: Mapping[str, list[str]],
     kind_of: Mapping[str, str],
     bounds: Sequence[SpreadBound],
-    time_limit: float,
+    time_limit: float | None,
 ) -> float:
     """Load a known plan as a complete solution of the model, from which the session's next
     solve starts: the placements as given, the other variables by a solve with the
     placements fixed, the spreads lifted onto the sd so that every tangent plane holds (and
     the spread bound's pieces with them). Returns the seconds it took."""
-    form.load_plan(m, problem, plan, members)
-    session.set_objective(m.score, "min")
-    res = session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=time_limit)
+    res = _solve_at(session, m, problem, plan, members, time_limit)
     if res.has_solution:
         landed = values_at(problem, _by_kind(plan, kind_of)) if bounds else None
         _lift(m, problem, form.point(m, problem), bounds, landed)
     return res.solve_s
 
 
-def _least_score(
+def _solve_at(
     session: Any,
     m: Any,
     problem: PlacementProblem,
     plan: Plan,
     members: Mapping[str, list[str]],
     time_limit: float | None,
-) -> float | None:
-    """The model's least score of `plan` (its placements fixed, every other variable free),
-    or None when the solve finds none in time."""
+) -> Any:
+    """The model's least score with `plan`'s placements fixed (every other variable free);
+    the solution is the session's next start."""
     form.load_plan(m, problem, plan, members)
+    session.set_objective(m.score, "min")
     limit = COMPLETE_SECONDS if time_limit is None else min(COMPLETE_SECONDS, time_limit)
-    res = session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=limit)
-    return res.objective if res.has_solution and res.status is Status.OPTIMAL else None
+    return session.solve_with_fixed([*m.x.values(), *m.y.values()], time_limit=limit)
 
 
 def _breaking_core(

@@ -215,11 +215,22 @@ def define_placement(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     )
 
 
-def define_usage(m: pyo.ConcreteModel, p: BatchProblem) -> None:
-    """u[n] is 1 on every node that takes something, and only such nodes take anything."""
+def define_usage(m: pyo.ConcreteModel, p: BatchProblem, everywhere: bool = True) -> None:
+    """u[n] is 1 on every node that takes something, and only such nodes take anything.
+    Not `everywhere`: u only where a row needs it (a node short of its reserve, `_short`);
+    the score's models use no remaining disk, and the rows were a quarter of a 200-node
+    evacuation's."""
+    used = set(p.touched) if everywhere else _short(p)
     # used: count_j · u[n] >= x[j,n], u[n] >= y[j,n]
-    m.used_p = pyo.Constraint(m.JP, rule=lambda _m, j, n: p.instance[j].count * m.u[n] >= m.x[j, n])
-    m.used_s = pyo.Constraint(m.JS, rule=lambda _m, j, n: m.u[n] >= m.y[j, n])
+    m.used_p = pyo.Constraint(
+        [(j, n) for j, n in m.JP if n in used],
+        rule=lambda _m, j, n: p.instance[j].count * m.u[n] >= m.x[j, n],
+    )
+    m.used_s = pyo.Constraint(
+        [(j, n) for j, n in m.JS if n in used], rule=lambda _m, j, n: m.u[n] >= m.y[j, n]
+    )
+    if not everywhere:
+        return
 
     # used_cap: use(n, k) <= cap · u[n]  (a bin-packing cut: only used nodes take anything;
     # implied for integer u, it tightens the LP of the remaining-disk stage)
@@ -233,6 +244,13 @@ def define_usage(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     m.used_cap = pyo.Constraint(
         [(n, r.kind) for n in p.touched for r in p.node[n].rows], rule=used_cap
     )
+
+
+def _short(p: BatchProblem) -> set[str]:
+    """Nodes short of their reserve without failing as loaded, where nothing may stay: their
+    N+1 row binds only where something lands (u[n]); with stays there the model claims no
+    bound (solvers/strategies/joint.py FORCED)."""
+    return {n for n in p.short_of_reserve if n not in p.stays_on}
 
 
 def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
@@ -254,10 +272,7 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
             m.leaving[n] >= 1 - (m.x[j, n] if role == "p" else m.y[j, n]) / p.instance[j].count
         ),
     )
-    # a node short of its reserve without failing as loaded, where nothing may stay: the row
-    # binds only where something lands (u[n]); with stays there the model claims no bound
-    # (solvers/strategies/joint.py FORCED)
-    short = {n for n in p.short_of_reserve if n not in p.stays_on}
+    short = _short(p)
 
     # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits; soft rows without the
     # forced placements)
@@ -510,13 +525,14 @@ def define_objective_terms(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     )
 
 
-def build_batch(p: BatchProblem) -> pyo.ConcreteModel:
-    """The joint placement model of a dedicated multi-allocate (see `BatchProblem`)."""
+def build_batch(p: BatchProblem, usage: bool = True) -> pyo.ConcreteModel:
+    """The joint placement model of a dedicated multi-allocate (see `BatchProblem`); without
+    `usage`, u[n] only where a capacity row needs it (models without the remaining disk)."""
     m = pyo.ConcreteModel(name="dedicated_batch")
     define_sets(m, p)
     define_variables(m, p)
     define_placement(m, p)
-    define_usage(m, p)
+    define_usage(m, p, everywhere=usage)
     define_capacities(m, p)
     define_failover(m, p)
     define_exclusion(m, p)

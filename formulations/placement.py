@@ -20,6 +20,7 @@ placed back where they are (min): a node evacuation's that do not move], score (
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -448,11 +449,23 @@ def load_spread(
         _fill(m, f"sd{k}", sd_of(column) - b.sd_range[0])
 
 
+def reserve_may_rise(problem: PlacementProblem) -> bool:
+    """Whether a plan's score can fall by raising a reserve above its true value (the batch
+    model bounds it from below only). Raising r[n] by δ adds w_tot·δ/t_n to the reserves'
+    total and changes their spread by at most w_res·δ/(t_n·√N): a plane of the spread has
+    |∂sd/∂v_n| = |v_n − μ|/(N·sd) ≤ 1/√N over N nodes. So with w_res < w_tot·√N (N > 16 at
+    htools' weights) the least score has every reserve exact, and `define_reserve_exact`
+    (two binaries and two rows per new secondary, a sixth of a 200-node evacuation's rows)
+    is needed only on smaller groups."""
+    return RESERVED_WEIGHT >= RESERVED_TOTAL_WEIGHT * math.sqrt(len(problem.scored))
+
+
 def build(problem: PlacementProblem) -> pyo.ConcreteModel:
-    m = build_batch(problem.batch)
+    m = build_batch(problem.batch, usage=False)
     m.name = "joint_placement"
     define_values(m, problem)
-    define_reserve_exact(m, problem)
+    if reserve_may_rise(problem):
+        define_reserve_exact(m, problem)
     define_tag_conflicts(m, problem)
     define_location_conflicts(m, problem)
     define_pair_locations(m, problem)

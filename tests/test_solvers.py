@@ -450,23 +450,26 @@ def test_highs_without_the_aggregator_finds_the_true_optimum() -> None:
     """A round of a 4-node joint allocate, written by HiGHS (tests/data): with the presolve
     rules exalloc leaves on, HiGHS proves the same optimum as without presolve at all. (With
     every rule on, HiGHS 1.12 proves 4.097 optimal here, the true optimum being 2.490.)"""
-    import highspy
-
     from solvers.highs_backend import PRESOLVE_RULES_OFF
 
-    def optimum(**options: object) -> float:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.readModel(str(DATA / "highs-aggregator-wrong-bound.mps"))
-        for key, value in {"mip_rel_gap": 0.0, "threads": 1, "random_seed": 0, **options}.items():
-            h.setOptionValue(key, value)
-        h.run()
-        assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-        return h.getInfo().objective_function_value
-
-    assert optimum(presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
-        optimum(presolve="off"), abs=1e-7
+    model = DATA / "highs-aggregator-wrong-bound.mps"
+    assert _highs_optimum(model, threads=1, presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
+        _highs_optimum(model, threads=1, presolve="off"), abs=1e-7
     )
+
+
+def _highs_optimum(model: Path, **options: object) -> float:
+    """HiGHS's proven optimum of an MPS file under these options (no gap accepted)."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.readModel(str(model))
+    for key, value in {"mip_rel_gap": 0.0, "random_seed": 0, **options}.items():
+        h.setOptionValue(key, value)
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    return h.getInfo().objective_function_value
 
 
 @pytest.mark.slow
@@ -478,23 +481,10 @@ def test_highs_without_doubleton_equations_finds_the_true_optimum(tmp_path: Path
     its returned solution has the reserves' spread above every row that bounds it.)"""
     import lzma
 
-    import highspy
-
     from solvers.highs_backend import PRESOLVE_RULES_OFF
 
     model = tmp_path / "round.mps"
     model.write_bytes(lzma.decompress((DATA / "highs-doubleton-wrong-bound.mps.xz").read_bytes()))
-
-    def optimum(**options: object) -> float:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.readModel(str(model))
-        for key, value in {"mip_rel_gap": 0.0, "random_seed": 0, **options}.items():
-            h.setOptionValue(key, value)
-        h.run()
-        assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-        return h.getInfo().objective_function_value
-
-    assert optimum(presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
-        optimum(presolve="off"), abs=1e-6
+    assert _highs_optimum(model, presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
+        _highs_optimum(model, presolve="off"), abs=1e-6
     )

@@ -200,10 +200,14 @@ def _pool_run(
     pool = ProcessPoolExecutor(
         max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),)
     )
-    futures: dict[Future, Task] = {
-        pool.submit(_solve_marked, t, options, markers[t.key]): t for t in tasks.values()
-    }
+    futures: dict[Future, Task] = {}
     broken = False
+    for t in tasks.values():
+        try:
+            futures[pool.submit(_solve_marked, t, options, markers[t.key])] = t
+        except BrokenProcessPool:  # a worker died while the rest were being handed out
+            broken = True  # (those never started: they stay in `tasks`)
+            break
     try:
         while futures and not broken:
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)

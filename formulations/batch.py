@@ -217,10 +217,10 @@ def define_placement(m: pyo.ConcreteModel, p: BatchProblem) -> None:
 
 def define_usage(m: pyo.ConcreteModel, p: BatchProblem, everywhere: bool = True) -> None:
     """u[n] is 1 on every node that takes something, and only such nodes take anything.
-    Not `everywhere`: u only where a row needs it (a node short of its reserve, `_short`);
+    Not `everywhere`: u only where a row needs it (`BatchProblem.short_without_stays`);
     the score's models use no remaining disk, and the rows were a quarter of a 200-node
     evacuation's."""
-    used = set(p.touched) if everywhere else _short(p)
+    used = set(p.touched) if everywhere else p.short_without_stays
     # used: count_j · u[n] >= x[j,n], u[n] >= y[j,n]
     m.used_p = pyo.Constraint(
         [(j, n) for j, n in m.JP if n in used],
@@ -246,13 +246,6 @@ def define_usage(m: pyo.ConcreteModel, p: BatchProblem, everywhere: bool = True)
     )
 
 
-def _short(p: BatchProblem) -> set[str]:
-    """Nodes short of their reserve without failing as loaded, where nothing may stay: their
-    N+1 row binds only where something lands (u[n]); with stays there the model claims no
-    bound (solvers/strategies/joint.py FORCED)."""
-    return {n for n in p.short_of_reserve if n not in p.stays_on}
-
-
 def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     """The node's capacity rows (`model.capacity`) after the batch, with and without the test
     instances still counted on it."""
@@ -272,7 +265,7 @@ def define_capacities(m: pyo.ConcreteModel, p: BatchProblem) -> None:
             m.leaving[n] >= 1 - (m.x[j, n] if role == "p" else m.y[j, n]) / p.instance[j].count
         ),
     )
-    short = _short(p)
+    short = p.short_without_stays
 
     # cap: use(n, k) [+ r[n] for n1] <= cap   (the batch itself fits; soft rows without the
     # forced placements)

@@ -179,6 +179,14 @@ class BatchProblem:
         ]
 
     @cached_property
+    def short_without_stays(self) -> frozenset[str]:
+        """The nodes short of their reserve (`short_of_reserve`) where nothing may be placed
+        back: the model's N+1 row binds there only where something lands (formulations/
+        batch.py u[n]); with stays there the model claims no bound (solvers/strategies/joint.py
+        FORCED)."""
+        return frozenset(n for n in self.short_of_reserve if n not in self.stays_on)
+
+    @cached_property
     def stays_on(self) -> dict[str, list[tuple[str, str]]]:
         """Node -> (kind, role) of the instances that may be placed back there."""
         out: dict[str, list[tuple[str, str]]] = {}

@@ -165,28 +165,48 @@ def _node_rows(base: float, terms: list[tuple[str, str, float]], counts: Mapping
 def _separable(
     problem: PlacementProblem, k: int
 ) -> tuple[dict[tuple[str, str], float], dict[str, float]] | None:
-    """Changes of metric k as amount(kind, role) × scale(node), or None: then the batch's
-    amounts can be poured onto the nodes (`lowest_sd`)."""
-    scale: dict[str, float] = {}
-    amount: dict[tuple[str, str], float] = {}
+    """Changes of metric k as amount(kind, role) × scale(node), amounts positive, or None:
+    then the batch's amounts can be poured onto the nodes (`lowest_sd`).
+
+    The factors are read along the changes that link kinds and nodes: a kind's amount is its
+    largest change, a node's scale its change per unit of that, and from the node on to the
+    kinds it takes. Not every kind reaches every node (a node too small for one, a drbd
+    secondary's candidates), so one kind's largest change need not be at the node another
+    kind's is (until 2026-11-27 each kind's own largest set its amount, and seed 2 of
+    benchmarks/bench_joint.py lost its memory, disk and vCPU bounds)."""
     entries = [
         (j, role, n, delta[k])
         for role, table in (("p", problem.primary_sd), ("s", problem.secondary_sd))
         for (j, n), delta in table.items()
     ]
-    # a node's scale from its first nonzero change per unit of the kind's largest change
     largest: dict[tuple[str, str], float] = defaultdict(float)
-    for j, role, _, d in entries:
+    of_kind: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    of_node: dict[str, list[tuple[tuple[str, str], float]]] = defaultdict(list)
+    for j, role, n, d in entries:
         if abs(d) > abs(largest[j, role]):
             largest[j, role] = d
-    for j, role, n, d in entries:
-        ref = largest[j, role]
-        if not ref:
+        if d:
+            of_kind[j, role].append((n, d))
+            of_node[n].append(((j, role), d))
+    scale: dict[str, float] = {}
+    amount: dict[tuple[str, str], float] = {}
+    for first, ref in largest.items():
+        if not ref or first in amount:
             continue
-        amount[j, role] = abs(ref)
-        s = d / abs(ref)
-        if n not in scale:
-            scale[n] = s
+        amount[first] = abs(ref)
+        kinds = [first]
+        while kinds:  # one linked part of kinds and nodes
+            kind = kinds.pop()
+            for n, d in of_kind[kind]:
+                if n in scale:
+                    continue
+                scale[n] = d / amount[kind]
+                for other, e in of_node[n]:
+                    if other not in amount:
+                        amount[other] = e / scale[n]
+                        if amount[other] <= 0:  # changes of opposite signs on one node
+                            return None
+                        kinds.append(other)
     for j, role, n, d in entries:
         expect = amount.get((j, role), 0.0) * scale.get(n, 0.0)
         if abs(d - expect) > 1e-9 * max(abs(d), abs(expect), 1e-12):

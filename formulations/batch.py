@@ -76,9 +76,12 @@ def define_variables(m: pyo.ConcreteModel, p: BatchProblem) -> None:
         doc="a[n,t]: copies of test instance t that still fit on n after the batch",
     )
     m.u = pyo.Var(p.touched, domain=pyo.Binary, doc="u[n] = 1 when n received anything")
+    # continuous: r is bounded below by whole MiB terms, so its least is whole, and with r
+    # integer HiGHS 1.12 fixed columns by reduced cost over r's wide ranges and proved a bound
+    # above a feasible plan (docs/placement.md, "A third wrong bound")
     m.r = pyo.Var(
         p.reserve_nodes,
-        domain=pyo.Integers,
+        domain=pyo.Reals,
         bounds=lambda _m, n: (p.node[n].reserve_mib, _reserve_most(p, n)),
         doc="r[n]: the N+1 reserve of n after the batch (MiB)",
     )

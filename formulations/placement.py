@@ -280,6 +280,12 @@ def define_score(m: pyo.ConcreteModel, problem: PlacementProblem) -> None:
 #: Pieces of the secants of σ² (widths doubling from σ_lo) and of (μ − c)² (equal widths).
 SD_PIECES = 8
 MEAN_PIECES = 8
+#: The narrowest piece written (in the metric's units): a piece's width is a coefficient of
+#: its fill row, and HiGHS 1.12's presolve, at its tolerances, found models with widths of
+#: 1e-9 infeasible (six of the generated evacuations of benchmarks/joint_status.py, whose σ
+#: ranges were under 1e-6 wide). A range too narrow for the pieces gets fewer: its secants
+#: then lose at most (width/2)² / σ, nothing a proof at 1e-6 sees.
+PIECE_MIN_WIDTH = 1e-6
 
 
 def _pieces(m: pyo.ConcreteModel, name: str, points: Sequence[float]) -> pyo.Var:
@@ -376,20 +382,21 @@ def define_spread_bound(
             + sum(problem.base_sd[n][k] for n in problem.scored if n not in b.nodes)
         ) / size - b.centre
         lo, hi = b.mean_range
-        if hi - lo > 1e-12:
-            points = [lo + (hi - lo) * s / MEAN_PIECES for s in range(MEAN_PIECES + 1)]
+        pieces = min(MEAN_PIECES, int((hi - lo) / PIECE_MIN_WIDTH))
+        if pieces >= 1:
+            points = [lo + (hi - lo) * s / pieces for s in range(pieces + 1)]
             step = _pieces(m, f"mean{k}", points)
             # mean_at: μ_k − c_k = lo + Σ_s e[s];   P_k = lo² + Σ_s (e_s + e_{s+1})·e[s]
             m.add_component(f"mean{k}_at", pyo.Constraint(expr=mean == lo + sum(step.values())))
-            square = lo * lo + sum(
-                (points[s] + points[s + 1]) * step[s] for s in range(MEAN_PIECES)
-            )
-        else:
+            square = lo * lo + sum((points[s] + points[s + 1]) * step[s] for s in range(pieces))
+        else:  # P_k ≤ the larger end's square
             square = max(lo * lo, hi * hi)
         spread = (sum(m.sq[k, n] for n in b.nodes) + b.fixed) / size - square
         sd_lo, sd_hi = b.sd_range
-        width = (sd_hi - sd_lo) / (2**SD_PIECES - 1)
-        points = [sd_lo + width * (2**s - 1) for s in range(SD_PIECES + 1)]
+        # pieces doubling in width, the first at least PIECE_MIN_WIDTH (one at the least)
+        pieces = max(1, min(SD_PIECES, int(math.log2((sd_hi - sd_lo) / PIECE_MIN_WIDTH + 1))))
+        width = (sd_hi - sd_lo) / (2**pieces - 1)
+        points = [sd_lo + width * (2**s - 1) for s in range(pieces + 1)]
         step = _pieces(m, f"sd{k}", points)
         # sd_at: σ_k = σ_lo + Σ_s d[s]
         m.add_component(f"sd{k}_at", pyo.Constraint(expr=m.sigma[k] == sd_lo + sum(step.values())))
@@ -405,7 +412,7 @@ def define_spread_bound(
                 <= scale
                 * (
                     sd_lo * sd_lo
-                    + sum((points[s] + points[s + 1]) * step[s] for s in range(SD_PIECES))
+                    + sum((points[s] + points[s + 1]) * step[s] for s in range(pieces))
                 )
             ),
         )

@@ -52,6 +52,13 @@ _highs_scheduler_threads: int | None = None
 #: switched off"). A later highspy cannot be installed beside ortools (pyproject.toml).
 PRESOLVE_RULES_OFF = (1 << 12) | (1 << 9)
 
+#: HiGHS's restart (presolve again once the root's reduced-cost fixing has fixed enough
+#: integer columns) is off: on a 4-node joint placement's fifth round (tests/test_spread.py,
+#: seed 0) HiGHS 1.12 fixed 8.3 % of the columns, restarted, and proved the start (2.495787)
+#: optimal where the model has a solution at 2.491030; without the restart, or without
+#: presolve, it finds 2.491030 (docs/placement.md, "A third wrong bound").
+RESTARTS = False
+
 _NO_SOLUTION_STOPS = {
     TerminationCondition.maxTimeLimit,
     TerminationCondition.iterationLimit,
@@ -191,6 +198,7 @@ class HighsSession:
             "solver_options": {
                 "random_seed": seed,
                 "presolve_rule_off": PRESOLVE_RULES_OFF,
+                "mip_allow_restart": RESTARTS,
                 **({} if presolve else {"presolve": "off"}),
             },
             "load_solutions": False,

@@ -592,6 +592,20 @@ ONCE_UNPROVEN_EVACUATIONS = [5142, 6231, 11190, 11730, 13764, 17283, 28308, 3678
                              19056, 36228]  # fmt: skip
 
 
+#: Generated node-evacuations whose spread ranges are under 1e-6 wide: their pieces had
+#: widths of 1e-9, and HiGHS's presolve found the model infeasible (hail's plan kept,
+#: "infeasible, no bound yet"), from the rows dropped on 2026-11-27 (which changed presolve's
+#: path) until the pieces got a least width (formulations/placement.py `PIECE_MIN_WIDTH`).
+NARROW_RANGE_EVACUATIONS = [84, 129, 165, 363, 480, 705]
+
+
+@pytest.mark.parametrize("seed", NARROW_RANGE_EVACUATIONS, ids=lambda s: f"seed{s}")
+def test_node_evacuate_with_narrow_spread_ranges_is_proven(seed):
+    _, state, response = _evacuation(seed)
+    assert _status(response).startswith("optimal"), _status(response)
+    _moves_ok(state, response["result"][0])
+
+
 @pytest.mark.parametrize("seed", ONCE_UNPROVEN_EVACUATIONS, ids=lambda s: f"seed{s}")
 def test_node_evacuate_once_unproven_is_proven_the_best_plan(seed):
     text, state, response = _evacuation(seed)
@@ -853,6 +867,53 @@ def test_a_solve_returning_a_plan_above_its_true_score_keeps_the_bound(monkeypat
     assert response["success"] and response["result"][0]
     assert placement_strategy.OVERSCORED not in response["info"], response["info"]
     assert _status(response).startswith("optimal"), _status(response)
+
+
+def test_a_bound_above_a_checked_plan_is_no_proof(monkeypatch):
+    """A solver's dual bound is the one number exalloc cannot recompute, but a checked plan
+    scoring below it shows it wrong (HiGHS 1.12 proved such bounds on the 200-node
+    evacuations: docs/placement.md, "A third wrong bound"). With every score solve's bound
+    raised by 1, seed 2413 (proven optimal as it is) claims no bound, where before the answer
+    said optimal with the bound clipped to its score."""
+    opened = placement_strategy.open_session
+
+    def inflated(*args, **kwargs):
+        session = opened(*args, **kwargs)
+        solve, set_objective = session.solve, session.set_objective
+        scoring = [False]
+
+        def objective(expr, sense):  # noqa: ANN001, ANN202
+            scoring[0] = expr is args[1].score  # the model: open_session(solver, m, ...)
+            return set_objective(expr, sense)
+
+        def raised(**kw):  # noqa: ANN003, ANN202
+            res = solve(**kw)
+            if not scoring[0] or res.bound is None:
+                return res
+            return replace(res, bound=res.bound + 1.0)
+
+        session.solve, session.set_objective = raised, objective
+        return session
+
+    monkeypatch.setattr(placement_strategy, "open_session", inflated)
+    text = gen.dumps(gen.for_seed(2413))
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
+    response = json.loads(answer(parse_request(text), options).response)
+    assert response["success"] and response["result"][0]
+    assert placement_strategy.UNDERCUT in response["info"], response["info"]
+    assert not _status(response).startswith("optimal"), _status(response)
+
+
+def test_another_plan_below_the_bound_takes_the_bound_away():
+    """hail's plan or the search's, put in the model's place (`with_plan`), keeps the
+    model's bound only when it does not score below it."""
+    joint = placement_strategy.JointPlan({"a": ("n1", None)}, 1, 10.0, 9.5, "optimal", 1, 0.1, 1.0)
+    other = {"a": ("n2", None)}
+    kept = placement_strategy.with_plan(joint, other, 9.6)
+    assert (kept.placements, kept.score, kept.bound, kept.status) == (other, 9.6, 9.5, "optimal")
+    below = placement_strategy.with_plan(joint, other, 9.4)
+    assert (below.score, below.bound, below.status) == (9.4, None, "feasible")
+    assert placement_strategy.UNDERCUT in below.notes
 
 
 def test_change_group_targets_only_nodes_accepting_the_migration(monkeypatch):

@@ -68,10 +68,12 @@ from solvers.strategies.descent import Verdict, improve
 from solvers.strategies.n1 import decide, still_valid
 from solvers.strategies.placement import (
     OVERSCORED,
+    UNDERCUT,
     JointPlan,
     Plan,
     place_jointly,
     spread_seconds,
+    with_plan,
 )
 
 #: Time the joint model gets when no --time-limit is given: an iallocator must answer.
@@ -771,7 +773,7 @@ FORCED = "no bound: a node taking forced moves is short of its N+1 reserve witho
 #: the model, which counts the node failing (`_n1_miscounted`).
 FAILS_N1 = "no bound: a node instances may stay on fails N+1 without them but not as loaded"
 #: Why a node evacuation claims no bound, as its status reports it.
-NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED)
+NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED, UNDERCUT)
 
 
 def _unbounded(
@@ -898,7 +900,7 @@ def _offered(joint: JointPlan, other: Plan, members: list[str], judge: Judge) ->
     score, bad = judge(offer)
     if bad or score is None or (joint.score is not None and score >= joint.score - 1e-12):
         return joint
-    return replace(joint, placements=offer, placed=len(offer), score=score)
+    return with_plan(joint, offer, score)
 
 
 #: hail's walk, when expected to take at least this long, runs in a forked process beside the

@@ -273,6 +273,7 @@ def place_jointly(
         retry: tuple[frozenset[tuple[str, str]] | None] | None = None
         relax = False  # the stages' optimum lost every plan to the cuts: solve them again
         over = False  # the model scored a plan above its true score: its bounds do not hold
+        wrong = False  # a plan scored below a round's bound: the solver proved a wrong one
         lower = -math.inf  # the best lower bound so far (planes only add: it only rises)
         seen: set[frozenset] = set()
         stalled = 0
@@ -361,7 +362,8 @@ def place_jointly(
                 over = over or least.objective > score + tolerance
             if best is None or score < best[0] - 1e-12:
                 best = (score, plan)
-            bound = lower if math.isfinite(lower) and not over else None
+            wrong = wrong or undercut(lower, best[0])
+            bound = lower if math.isfinite(lower) and not (over or wrong) else None
             if bound is not None and best[0] - bound <= SCORE_GAP * max(abs(best[0]), 1.0):
                 status = Status.OPTIMAL if proven else Status.FEASIBLE
                 break
@@ -383,9 +385,12 @@ def place_jointly(
         else:
             status = Status.FEASIBLE
             notes.append(f"stopped after {MAX_ROUNDS} rounds of planes")
-        bound = lower if math.isfinite(lower) and not over else None
+        bound = lower if math.isfinite(lower) and not (over or wrong) else None
         if over:
             notes.append(OVERSCORED)
+        if wrong:
+            notes.append(UNDERCUT)
+        if over or wrong:
             status = Status.FEASIBLE if status is Status.OPTIMAL else status
     finally:
         session.close()
@@ -544,6 +549,28 @@ def _lift(
 SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
 RELAXED = "every plan at the stages' optimum refused: the stages solved again without them"
 OVERSCORED = "no bound: the model scored a plan above its true score"
+#: A checked plan scored below a bound the solver proved: no bound of that solve holds. HiGHS
+#: 1.12 has proved bounds above plans of these models three times (docs/placement.md, "A third
+#: wrong bound"); a proof rests on the solver's dual bound, which nothing here recomputes, but a
+#: plan below it shows it wrong.
+UNDERCUT = "no bound: a checked plan scored below the solver's bound"
+
+
+def undercut(bound: float | None, score: float | None) -> bool:
+    """Whether a checked plan's `score` is below `bound` (beyond the proof's tolerance)."""
+    if bound is None or score is None:
+        return False
+    return score < bound - SCORE_GAP * max(abs(score), 1.0)
+
+
+def with_plan(joint: JointPlan, plan: Plan, score: float) -> JointPlan:
+    """`joint` answered with another checked plan placing as many (hail's, the search's):
+    the bound stands for it, unless the plan undercuts it."""
+    joint = replace(joint, placements=plan, placed=len(plan), score=score)
+    if not undercut(joint.bound, score):
+        return joint
+    status = str(Status.FEASIBLE) if joint.status == str(Status.OPTIMAL) else joint.status
+    return replace(joint, bound=None, status=status, notes=(*joint.notes, UNDERCUT))
 
 
 def _summed_again(m: Any, problem: PlacementProblem) -> tuple[frozenset | None] | None:

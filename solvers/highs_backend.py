@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import highspy
@@ -58,6 +59,11 @@ PRESOLVE_RULES_OFF = (1 << 12) | (1 << 9)
 #: optimal where the model has a solution at 2.491030; without the restart, or without
 #: presolve, it finds 2.491030 (docs/placement.md, "A third wrong bound").
 RESTARTS = False
+
+#: HiGHS's MIP feasibility tolerance (its default), and the tighter one of the second try of a
+#: known plan's completion that HiGHS called infeasible (`HighsSession.solve_with_fixed`).
+FEASIBILITY_TOLERANCE = 1e-6
+RETRY_FEASIBILITY_TOLERANCE = 1e-9
 
 _NO_SOLUTION_STOPS = {
     TerminationCondition.maxTimeLimit,
@@ -269,14 +275,33 @@ class HighsSession:
             time_limit = max(time_limit - (time.perf_counter() - t0), 0.0)
         options = self._options["solver_options"]
         self._options["solver_options"] = {**options, "presolve": "on"}
+        retried = False
         for v in variables:
             v.fix()
         try:
             with _model_errors():
                 self._opt.update_variables(list(variables))
-            return self.solve(time_limit=time_limit, build_s=0.0)
+            res = self.solve(time_limit=time_limit, build_s=0.0)
+            if res.status is Status.INFEASIBLE:
+                # HiGHS 1.12 has called a small model infeasible with a plan fixed that the
+                # checker passes and the LP holds, and solved it with a tighter feasibility
+                # tolerance (docs/placement.md, "A third wrong bound": seed 3909)
+                retried = True
+                self._options["solver_options"] = {
+                    **options,
+                    "presolve": "on",
+                    "mip_feasibility_tolerance": RETRY_FEASIBILITY_TOLERANCE,
+                }
+                left = None if time_limit is None else time_limit - res.solve_s
+                again = self.solve(time_limit=left, build_s=0.0)
+                res = replace(again, solve_s=res.solve_s + again.solve_s)
+            return res
         finally:
             self._options["solver_options"] = options
+            if retried:  # HiGHS keeps an option until it is set again
+                self._opt._solver_model.setOptionValue(
+                    "mip_feasibility_tolerance", FEASIBILITY_TOLERANCE
+                )
             for v in variables:
                 v.unfix()
             with _model_errors():

@@ -205,6 +205,8 @@ class HighsSession:
                 "random_seed": seed,
                 "presolve_rule_off": PRESOLVE_RULES_OFF,
                 "mip_allow_restart": RESTARTS,
+                # set on every solve: a retry's tighter one does not stay on the instance
+                "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                 **({} if presolve else {"presolve": "off"}),
             },
             "load_solutions": False,
@@ -275,7 +277,6 @@ class HighsSession:
             time_limit = max(time_limit - (time.perf_counter() - t0), 0.0)
         options = self._options["solver_options"]
         self._options["solver_options"] = {**options, "presolve": "on"}
-        retried = False
         for v in variables:
             v.fix()
         try:
@@ -286,10 +287,8 @@ class HighsSession:
                 # HiGHS 1.12 has called a small model infeasible with a plan fixed that the
                 # checker passes and the LP holds, and solved it with a tighter feasibility
                 # tolerance (docs/placement.md, "A third wrong bound": seed 3909)
-                retried = True
                 self._options["solver_options"] = {
-                    **options,
-                    "presolve": "on",
+                    **self._options["solver_options"],
                     "mip_feasibility_tolerance": RETRY_FEASIBILITY_TOLERANCE,
                 }
                 left = None if time_limit is None else time_limit - res.solve_s
@@ -298,10 +297,6 @@ class HighsSession:
             return res
         finally:
             self._options["solver_options"] = options
-            if retried:  # HiGHS keeps an option until it is set again
-                self._opt._solver_model.setOptionValue(
-                    "mip_feasibility_tolerance", FEASIBILITY_TOLERANCE
-                )
             for v in variables:
                 v.unfix()
             with _model_errors():

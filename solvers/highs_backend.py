@@ -54,11 +54,15 @@ _highs_scheduler_threads: int | None = None
 PRESOLVE_RULES_OFF = (1 << 12) | (1 << 9)
 
 #: HiGHS's restart (presolve again once the root's reduced-cost fixing has fixed enough
-#: integer columns) is off: on a 4-node joint placement's fifth round (tests/test_spread.py,
-#: seed 0) HiGHS 1.12 fixed 8.3 % of the columns, restarted, and proved the start (2.495787)
-#: optimal where the model has a solution at 2.491030; without the restart, or without
-#: presolve, it finds 2.491030 (docs/placement.md, "A third wrong bound").
-RESTARTS = False
+#: integer columns) is off for the joint placement's score rounds (`restarts=False`, from
+#: solvers/strategies/placement.py): on a 4-node joint placement's fifth round
+#: (tests/test_spread.py, seed 0) HiGHS 1.12 fixed 8.3 % of the columns, restarted, and
+#: proved the start (2.495787) optimal where the model has a solution at 2.491030; without the
+#: restart, or without presolve, it finds 2.491030 (docs/placement.md, "A third wrong bound").
+#: Elsewhere it stays on (HiGHS's default): no wrong bound was seen there, and without it the
+#: dedicated drbd multi-allocate of 10 on 200 nodes took 44 s instead of 7 s
+#: (docs/scale.md).
+RESTARTS = True
 
 #: HiGHS's MIP feasibility tolerance (its default), and the tighter one of the second try of a
 #: known plan's completion that HiGHS called infeasible (`HighsSession.solve_with_fixed`).
@@ -189,7 +193,14 @@ class HighsSession:
     solver_name = "highs"
 
     def __init__(
-        self, model: Any, *, mip_gap: float, threads: int, seed: int, presolve: bool = True
+        self,
+        model: Any,
+        *,
+        mip_gap: float,
+        threads: int,
+        seed: int,
+        presolve: bool = True,
+        restarts: bool = RESTARTS,
     ) -> None:
         self._model = model
         self._opt = UncapturedHighs()
@@ -204,7 +215,7 @@ class HighsSession:
             "solver_options": {
                 "random_seed": seed,
                 "presolve_rule_off": PRESOLVE_RULES_OFF,
-                "mip_allow_restart": RESTARTS,
+                "mip_allow_restart": restarts,
                 # set on every solve: a retry's tighter one does not stay on the instance
                 "mip_feasibility_tolerance": FEASIBILITY_TOLERANCE,
                 **({} if presolve else {"presolve": "off"}),

@@ -61,16 +61,30 @@ def _from_previous(res: SolveResult, obj: Objective, previous: SolveResult) -> S
 
 
 def open_session(
-    solver: str, model: Any, mip_gap: float, threads: int, seed: int, presolve: bool = True
+    solver: str,
+    model: Any,
+    mip_gap: float,
+    threads: int,
+    seed: int,
+    presolve: bool = True,
+    restarts: bool = True,
 ) -> Session:
     """One solver instance on `model`, for strategies that re-solve as they add rows (cuts).
     presolve=False: HiGHS solves without presolve (CP-SAT ignores it), for large models that
     are re-solved many times with a few rows more each time, and for tiny ones where its fixed
-    cost is most of the solve."""
+    cost is most of the solve. restarts=False: HiGHS does not restart its MIP after the
+    root (solvers/highs_backend.py `RESTARTS`)."""
     if solver == "highs":
         from solvers.highs_backend import HighsSession
 
-        return HighsSession(model, mip_gap=mip_gap, threads=threads, seed=seed, presolve=presolve)
+        return HighsSession(
+            model,
+            mip_gap=mip_gap,
+            threads=threads,
+            seed=seed,
+            presolve=presolve,
+            restarts=restarts,
+        )
     if solver == "cpsat":
         from solvers.cpsat_backend import CpSatSession
 

@@ -191,9 +191,16 @@ def place_jointly(
             form.define_spread_bound(m, problem, bounds)
     spread = bool(bounds)
     big = len(m.x) + len(m.y) > PRESOLVE_OFF_ABOVE
-    # the spread bound's first solve is one long solve: presolve pays there
+    # the spread bound's first solve is one long solve: presolve pays there. No restarts:
+    # after one HiGHS 1.12 proved a wrong bound on these models (solvers/highs_backend.py)
     session = open_session(
-        options.solver, m, options.gap, options.threads, 0, presolve=spread or not big
+        options.solver,
+        m,
+        options.gap,
+        options.threads,
+        0,
+        presolve=spread or not big,
+        restarts=False,
     )
     cut_off: list[Held] = list(refused)  # every cut, carried into a solve again
     for held in refused:

@@ -151,7 +151,9 @@ def test_worker_killed_mid_call_costs_that_call_only(server: Server, workdir: Pa
 
     with ThreadPoolExecutor(1) as pool:
         call = pool.submit(client, args, server.socket, extra_env=env)
-        worker = _parent_of_running(slow.name, deadline=time.monotonic() + 30)
+        # by its path, which is this test's own: another test run on the machine may be
+        # running a slow-hail of its own
+        worker = _parent_of_running(str(slow), deadline=time.monotonic() + 30)
         os.kill(worker, signal.SIGKILL)
         done = call.result(timeout=120)
         assert done.returncode == 0, done.stderr
@@ -163,7 +165,7 @@ def test_worker_killed_mid_call_costs_that_call_only(server: Server, workdir: Pa
 
 
 def _parent_of_running(name: str, deadline: float) -> int:
-    """The parent pid of a running process whose command line mentions `name`."""
+    """The parent pid of a running process whose command line mentions `name` (a path)."""
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():

@@ -259,7 +259,11 @@ def test_every_request_has_a_default_time_bound(capsys, monkeypatch, tmp_path: P
     assert code == 0, err
     report = json.loads(out)
     assert report["response"]["success"] is True
-    assert {run["status"] for run in report["solver"]} == {"feasible"}
+    statuses = {run["status"] for run in report["solver"]}
+    if statuses == {"time_limit"}:  # a busy machine: no batch found in 2 s, hail's kept
+        assert "kept the one-by-one batch" in report["response"]["info"]
+    else:
+        assert statuses == {"feasible"}
     assert took < 15, took  # the bound, the model's build and the one-by-one comparison
 
 

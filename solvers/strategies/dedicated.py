@@ -354,6 +354,7 @@ def multi_allocate(
     claimed_disk = 0
     # drbd: a batch that shares a pair the model was not exact on (kept for when time runs out)
     earlier: dict[str, list[tuple[str, str | None]]] | None = None
+    no_batch = False  # the time ran out before the solver found any batch
     if new_instances:
         with Stopwatch() as sw:
             data = {n: node_data(states, n, rank[n]) for n in node_names}
@@ -412,13 +413,13 @@ def multi_allocate(
             else:
                 lex = solve_batch(m, objs)
             if not lex.has_solution:
-                if earlier is None:
-                    raise SolverError(
-                        f"multi-allocate: the solver stopped with {lex.status} before finding "
-                        f"any batch (raise --time-limit?)"
-                    )
-                runs = (replace(runs[0], build_s=build_s, solve_s=solve_s),)
-                break  # out of time: the earlier round's batch, if the checker accepts it
+                if earlier is None:  # no batch at all: hail's one-by-one batch, below
+                    no_batch = True
+                    run = solver_run(opts.solver, lex)
+                else:  # out of time: the earlier round's batch, if the checker accepts it
+                    run = runs[0]
+                runs = (replace(run, build_s=build_s, solve_s=solve_s),)
+                break
             runs = (replace(solver_run(opts.solver, lex), build_s=build_s, solve_s=solve_s),)
             earlier = None
             if shared is None:
@@ -434,7 +435,11 @@ def multi_allocate(
         chosen = {
             name: where
             for kind, spots in (
-                batch_form.batch_solution(m, problem) if earlier is None else earlier
+                {}
+                if no_batch
+                else batch_form.batch_solution(m, problem)
+                if earlier is None
+                else earlier
             ).items()
             for name, where in zip(members[kind], spots, strict=False)
         }
@@ -447,12 +452,19 @@ def multi_allocate(
             claimed_disk = int(round(lex.objective[-1]))
     kept_greedy = False
     if runs and runs[0].status != str(Status.OPTIMAL):
-        # not proven: hail's one-by-one batch may still be better than the best found
+        # not proven: hail's one-by-one batch may still be better than the best found (or
+        # than none, or than an earlier round's batch the checker refuses), so that a time
+        # limit never answers worse than hail
         greedy = greedy_batch(states, demands, req.group_name, opts)
         if greedy is not None and _batch_key(states, demands, greedy, last) < _batch_key(
             states, demands, chosen, last
         ):
             chosen, earlier, claimed, kept_greedy = greedy, None, None, True
+    if no_batch and not kept_greedy:
+        raise SolverError(
+            f"multi-allocate: the solver stopped with {runs[0].status} before finding any "
+            f"batch, and hail's one-by-one batch places none (raise --time-limit?)"
+        )
     placements = []
     allocated: list[tuple[str, list[str]]] = []
     failed: list[tuple[str, str]] = []
@@ -489,7 +501,10 @@ def multi_allocate(
                 f"{claimed_disk}"
             )
     info, result = multi_allocate_response(allocated, failed)
-    note = "; kept the one-by-one batch, better than the best found" if kept_greedy else ""
+    note = ""
+    if kept_greedy:
+        found = "the solver found none in time" if no_batch else "better than the best found"
+        note = f"; kept the one-by-one batch, {found}"
     return HailAnswer(
         response_json(True, info + run_note(runs, note), result),
         "multi-allocate",

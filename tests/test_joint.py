@@ -223,6 +223,25 @@ def test_joint_never_worse_than_one_by_one(seed):
     if _acted(joint) == _acted(one) and _acted(one):
         assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
 
+        assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
+
+
+def test_joint_model_out_of_time_before_any_plan_claims_nothing():
+    """Seed 199's multi-allocate: the exact N+1 check refuses every plan at the stages'
+    optimum, and with almost no time the stages cannot be solved again. hail's plan stands,
+    and the run says it ran out of time without a bound. Until 2026-11-27 it claimed
+    'optimal' with no plan, and its note (a score of None) crashed the request."""
+    text = gen.dumps(gen.for_seed(199))
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=1e-6))
+    one = json.loads(one_by_one_answer(parse_request(text), options).response)
+    ans = answer(parse_request(text), options)
+    joint = json.loads(ans.response)
+    assert joint["result"] == one["result"] and _acted(one) == 2
+    assert [run.status for run in ans.runs] == ["time_limit"]
+    assert "time_limit, no bound yet; joint plan 0;" in joint["info"]
+    enough = answer(parse_request(text), IAllocatorOptions())  # with time: solved again
+    assert [run.status for run in enough.runs] == ["optimal"]
+
 
 # --- hail's walk beside the model ------------------------------------------------------------
 

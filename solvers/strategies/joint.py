@@ -1021,8 +1021,9 @@ def _kept_hails(ans: HailAnswer, runs: list[SolverRun], note: str) -> HailAnswer
 
 def _note(done: int, score: float | None, hail_done: int, hail_score: float | None) -> str:
     """What `info` adds: both plans' counts and scores (the scores of different counts are
-    not comparable: more instances come first)."""
-    mine = f"; joint plan {done}, score {score:.8f}"
+    not comparable: more instances come first). A joint model that found no plan (its time
+    ran out first) has no score."""
+    mine = f"; joint plan {done}" + ("" if score is None else f", score {score:.8f}")
     if not hail_done or hail_score is None or hail_score == float("inf"):
         return f"{mine}; one by one 0"
     return f"{mine}; one by one {hail_done}, score {hail_score:.8f}"

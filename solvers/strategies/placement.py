@@ -407,6 +407,10 @@ def place_jointly(
         # stage's optimum falls, so this ends)
         notes.append(RELAXED)
         retry = (problem.batch.shared_pairs,)
+    elif relax:
+        # no time to solve the stages again: no plan, and the bound was of the plans refused
+        notes.append(RELAX_TIMED_OUT)
+        status, bound = Status.TIME_LIMIT, None
     if retry is not None:
         again = replace(problem, batch=replace(problem.batch, shared_pairs=retry[0]))
         result = place_jointly(
@@ -555,6 +559,7 @@ def _lift(
 
 SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
 RELAXED = "every plan at the stages' optimum refused: the stages solved again without them"
+RELAX_TIMED_OUT = "every plan at the stages' optimum refused, and no time to solve them again"
 OVERSCORED = "no bound: the model scored a plan above its true score"
 #: A checked plan scored below a bound the solver proved: no bound of that solve holds. HiGHS
 #: 1.12 has proved bounds above plans of these models three times (docs/placement.md, "A third

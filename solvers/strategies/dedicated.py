@@ -432,15 +432,15 @@ def multi_allocate(
             target = tuple(float(v) for v in lex.objective) if complete else None
             earlier = batch_form.batch_solution(m, problem)
             runs = (replace(runs[0], status=str(Status.FEASIBLE)),)  # until a round is exact
+        if no_batch:
+            solution = {}
+        elif earlier is not None:
+            solution = earlier
+        else:
+            solution = batch_form.batch_solution(m, problem)
         chosen = {
             name: where
-            for kind, spots in (
-                {}
-                if no_batch
-                else batch_form.batch_solution(m, problem)
-                if earlier is None
-                else earlier
-            ).items()
+            for kind, spots in solution.items()
             for name, where in zip(members[kind], spots, strict=False)
         }
         if earlier is None and lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):

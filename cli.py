@@ -131,6 +131,17 @@ def _program(name: str) -> Callable[[argparse.Namespace], object]:
     return run
 
 
+def _capacity_checks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--capacity-checks",
+        dest="capacity_checks",
+        choices=("exact", "greedy", "none"),
+        default="exact",
+        help="global N+1 check of allocations on normal groups: exact = an exact packing per "
+        "node (default, docs/n1.md), greedy = hail's own, none = hail's --no-capacity-checks",
+    )
+
+
 def _static_kvm_option(
     parser: argparse.ArgumentParser,
     text: str = "node memory assumed on kvm nodes (default 4096, as htools)",
@@ -265,14 +276,7 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also run the real hail and show both answers side by side",
     )
-    p.add_argument(
-        "--capacity-checks",
-        dest="capacity_checks",
-        choices=("exact", "greedy", "none"),
-        default="exact",
-        help="global N+1 check of allocations on normal groups: exact = an exact packing per "
-        "node (default, docs/n1.md), greedy = hail's own, none = hail's --no-capacity-checks",
-    )
+    _capacity_checks_option(p)
     p.add_argument(
         "--ignore-soft-errors",
         dest="ignore_soft_errors",
@@ -700,6 +704,7 @@ def _add_alloc_server(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the snapshot and the journal of creations are kept",
     )
+    _capacity_checks_option(p)
     _solver_options(p)
     p.set_defaults(run=_program("alloc_server"))
 

@@ -2,9 +2,13 @@
 
     python benchmarks/bench_locking.py [--clients 1,4,8,16] [--holds 0,0.5,2] [--creations 40]
                                        [--nodes 40] [--seed 7] [--out runs.jsonl] [--quick]
+                                       [--normal [--capacity-checks exact|greedy|none]]
 
 The cluster is a generated dedicated (exclusive-storage) snapshot with four node sizes and an
-uneven random fill (`exalloc generate`, the command is printed). For every (clients, hold,
+uneven random fill (`exalloc generate`, the command is printed); with --normal, a normal group
+(plain, drbd and ext creations, placed by the cluster score under the global N+1 check that
+--capacity-checks names, and a lower fill: at 60 % hail's N+1 reserve refuses nearly every
+creation on these nodes). For every (clients, hold,
 mode) a fresh `exalloc alloc-server` starts on it with an empty state directory and
 `exalloc loadtest` drives the creations (seeded sizes from the group's policy, plain and
 drbd); the final state is saved with `exalloc state -S` and loaded by the real `hinfo`.
@@ -27,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 # memory MiB, disk MiB, CPUs: four node sizes, as an operator's hardware generations
 NODE_TYPES = "32768:512000:8,65536:1048576:16,98304:1048576:24,131072:2097152:32"
 FILL = 0.6
+NORMAL_FILL = 0.3
 
 
 def exalloc(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -40,7 +45,7 @@ def exalloc(*args: str, **kw) -> subprocess.CompletedProcess:
     )
 
 
-def generate(directory: Path, nodes: int, seed: int) -> tuple[Path, str]:
+def generate(directory: Path, nodes: int, seed: int, normal: bool) -> tuple[Path, str]:
     args = [
         "generate",
         "--out",
@@ -51,9 +56,9 @@ def generate(directory: Path, nodes: int, seed: int) -> tuple[Path, str]:
         str(seed),
         "--nodes",
         str(nodes),
-        "--exclusive-storage",
+        *([] if normal else ["--exclusive-storage"]),
         "--fill",
-        str(FILL),
+        str(NORMAL_FILL if normal else FILL),
         "--node-types",
         NODE_TYPES,
         "--requests",
@@ -66,13 +71,14 @@ def generate(directory: Path, nodes: int, seed: int) -> tuple[Path, str]:
 
 
 class Server:
-    def __init__(self, cluster: Path, directory: Path):
+    def __init__(self, cluster: Path, directory: Path, checks: str):
         self.socket = str(directory / "alloc.sock")
         self.log = directory / "server.log"
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cli", "alloc-server", "-t", str(cluster)]
-                + ["--socket", self.socket, "--state-dir", str(directory / "state")],
+                + ["--socket", self.socket, "--state-dir", str(directory / "state")]
+                + ["--capacity-checks", checks],
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -100,7 +106,7 @@ def one_run(
     cluster: Path, scratch: Path, clients: int, hold: float, opportunistic: bool, args
 ) -> dict:
     directory = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
-    server = Server(cluster, directory)
+    server = Server(cluster, directory, args.capacity_checks)
     try:
         command = [
             "loadtest",
@@ -113,7 +119,7 @@ def one_run(
             "--seed",
             str(args.seed),
             "--templates",
-            "plain,drbd",
+            "plain,drbd,ext" if args.normal else "plain,drbd",
         ]
         if opportunistic:
             command.append("--opportunistic")
@@ -173,13 +179,15 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=0)
     parser.add_argument("--out", help="append one JSON line per run")
     parser.add_argument("--quick", action="store_true", help="clients 1,8; holds 0,0.5")
+    parser.add_argument("--normal", action="store_true", help="a normal group, not dedicated")
+    parser.add_argument("--capacity-checks", default="exact", choices=("exact", "greedy", "none"))
     args = parser.parse_args()
     clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
     holds = [0.0, 0.5] if args.quick else [float(x) for x in args.holds.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="bench-locking-", dir="/tmp"))
     runs: list[dict] = []
     try:
-        cluster, command = generate(scratch / "cluster", args.nodes, args.seed)
+        cluster, command = generate(scratch / "cluster", args.nodes, args.seed, args.normal)
         print(f"cluster: {command}", file=sys.stderr)
         start = time.perf_counter()
         for hold in holds:

@@ -17,12 +17,17 @@ from solvers.options import SolverOptions
 
 
 def iallocator_answer(
-    cluster: Cluster, request: AllocateRequest, options: SolverOptions
+    cluster: Cluster,
+    request: AllocateRequest,
+    options: SolverOptions,
+    capacity_checks: str = "exact",
 ) -> AllocatorAnswer:
     """hail's answer to one allocate request on `cluster` (checked by the independent checker
-    inside hail's answer); ServiceError when exalloc's iallocator does not handle it."""
+    inside hail's answer), with `exalloc hail`'s global N+1 check of that name (exact, greedy
+    or none); ServiceError when exalloc's iallocator does not handle it."""
     from solvers.strategies.iallocator import IAllocatorOptions, answer
 
-    report = answer(IAllocatorInput(cluster, request), IAllocatorOptions(solver=options))
+    choice = IAllocatorOptions(solver=options, capacity_checks=capacity_checks)
+    report = answer(IAllocatorInput(cluster, request), choice)
     response = json.loads(report.response)
     return AllocatorAnswer(bool(response["success"]), tuple(response["result"]), response["info"])

@@ -77,8 +77,8 @@ def run(args: Any) -> ServerReport:
             raise InputError(f"cannot read: {exc.strerror}", source=args.text_data) from None
         parse_text(text, args.text_data)  # errors name the file given, not the stored copy
     journal = Journal.open(args.state_dir, text)
-    options = args.solver_options
-    service = AllocationService(journal, lambda c, r: iallocator_answer(c, r, options))
+    options, checks = args.solver_options, args.capacity_checks
+    service = AllocationService(journal, lambda c, r: iallocator_answer(c, r, options, checks))
     try:
         return Server(service, socket_path(args.socket), sys.stderr).serve()
     finally:

@@ -45,8 +45,9 @@ def exalloc(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 class Server:
     """`exalloc alloc-server` in its own process; `kill()` is SIGKILL, `stop()` SIGTERM."""
 
-    def __init__(self, directory: Path, text: str | None = None):
+    def __init__(self, directory: Path, text: str | None = None, *options: str):
         self.directory = directory
+        self.options = options  # more alloc-server options
         self.socket = str(directory / "alloc.sock")
         self.state_dir = directory / "state"
         self.cluster = directory / "cluster.data"
@@ -59,7 +60,7 @@ class Server:
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "alloc-server", "-t", str(self.cluster)]
-            + ["--socket", self.socket, "--state-dir", str(self.state_dir)],
+            + ["--socket", self.socket, "--state-dir", str(self.state_dir), *self.options],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
@@ -185,6 +186,25 @@ BAD_MESSAGES = [
     (b"x" * (1 << 20), "malformed request: message larger than 65536 bytes"),
     (b'{"op": "create", "name": "' + b"n" * 70000 + b'"}\n', "larger than 65536 bytes"),
 ]
+
+
+def test_capacity_checks_choose_the_global_n1_check(workdir: Path) -> None:
+    """`--capacity-checks` as on `exalloc hail`: on the greedy-N+1 example of docs/n1.md a
+    128 MiB ext instance is created with the exact check (the default) and refused with
+    hail's (exit 4, hail's FailN1)."""
+    from test_n1 import GREEDY_N1
+
+    for checks, code in (("greedy", 4), ("exact", 0)):
+        directory = workdir / checks
+        directory.mkdir()
+        server = Server(directory, GREEDY_N1, "--capacity-checks", checks)
+        try:
+            tiny = ["--name", "tiny", "--template", "ext", "--memory", "128", "--disk", "1024"]
+            proc = exalloc("create", "--socket", server.socket, *tiny)
+            assert proc.returncode == code, proc.stdout + proc.stderr
+            assert ("FailN1" in proc.stdout) == (checks == "greedy"), proc.stdout
+        finally:
+            assert server.stop() == 0
 
 
 def _create(**change: object) -> bytes:

@@ -6,6 +6,9 @@ occur (tests/live_clusters.py); requests run in threads, as the server runs them
 
 from __future__ import annotations
 
+import json
+import random
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,16 +23,22 @@ from model.alloc_service import (
     CreateOptions,
     CreateResult,
 )
+from model.backends.text import dump_text, parse_text
 from model.errors import BadRequestError
+from model.generate import ClusterSpec, cluster_json, generate_cluster
 from model.journal import Journal
 from model.locking import BGL, Level
+from model.n1 import replay
+from model.state import node_states
 from programs.alloc_adapter import iallocator_answer
 from solvers.options import SolverOptions
 
 
-def service(directory: Path, text: str) -> AllocationService:
+def service(directory: Path, text: str, capacity_checks: str = "exact") -> AllocationService:
     journal = Journal.open(directory, text)
-    return AllocationService(journal, lambda c, r: iallocator_answer(c, r, SolverOptions()))
+    return AllocationService(
+        journal, lambda c, r: iallocator_answer(c, r, SolverOptions(), capacity_checks)
+    )
 
 
 @pytest.fixture
@@ -229,3 +238,94 @@ def test_lock_timeout_on_held_nodes(small: AllocationService) -> None:
     assert first.result().status == "created"
     assert [c.spec.name for c in svc.live.creations] == ["a"]
     assert svc.locks.info() == []
+
+
+# -- normal groups: the service places as `exalloc hail` does, and the real hail agrees ---------
+
+
+def _hail_request(svc: AllocationService, spec) -> dict:  # noqa: ANN001
+    """The IAllocator request Ganeti would send for this creation on the service's state."""
+    body = {
+        "type": "allocate",
+        "name": spec.name,
+        "disk_template": spec.template,
+        "disks": [{"mode": "rw", "size": size} for size in spec.disks_mib],
+        "disk_space_total": spec.disk_space_total_mib,
+        "memory": spec.memory_mib,
+        "vcpus": spec.vcpus,
+        "spindle_use": spec.spindle_use,
+        "required_nodes": spec.required_nodes,
+        "tags": [],
+        "nics": [],
+        "hypervisor": "xen-pvm",
+        "os": "debootstrap",
+    }
+    return {**cluster_json(svc.live.cluster), "request": body}
+
+
+def _real_hail(ganeti, request: dict, tmp_path: Path) -> dict:  # noqa: ANN001
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    out = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.reference
+def test_normal_group_creations_are_hails_choices(ganeti, tmp_path: Path) -> None:
+    """On a normal group (plain, drbd, ext and diskless instances, nodes of three sizes, an
+    uneven fill) the service with hail's own N+1 check (`--capacity-checks greedy`) creates
+    each instance where the real hail, asked about the service's state at that moment, puts
+    it, and answers nores with hail's reason where hail fails (24 creations until the group
+    is full enough for hail's N+1 check to refuse); the state after every creation is the one hail
+    reads next, so a drift in the service's node arithmetic would show as a different choice."""
+    cluster = generate_cluster(ClusterSpec(nodes=10, fill=0.35), seed=6)
+    svc = service(tmp_path / "state", dump_text(cluster), capacity_checks="greedy")
+    rng = random.Random(6)
+    created = refused = 0
+    for k in range(24):
+        template = rng.choice(("plain", "drbd", "ext", "diskless"))
+        memory = rng.choice((2048, 4096, 8192, 16384, 32768))
+        disks = [] if template == "diskless" else [rng.choice((10240, 20480, 81920))]
+        spec_k = svc.parse_create(
+            {"name": f"new-{k}", "template": template, "memory": memory, "disks": disks, "vcpus": 2}
+        )
+        theirs = _real_hail(ganeti, _hail_request(svc, spec_k), tmp_path)
+        ours = svc.create(spec_k, CreateOptions(), f"r{k}")
+        if theirs["success"]:
+            assert (ours.status, list(ours.nodes)) == ("created", theirs["result"]), k
+            created += 1
+        else:
+            assert ours.status == "nores" and theirs["info"] in ours.info, k
+            refused += 1
+    # both kinds of answer are compared: placements, and refusals (hail's N+1 check, here)
+    assert created >= 16 and refused >= 1
+    assert svc.live.check().ok
+    svc.journal.close()
+
+
+@pytest.mark.reference
+def test_exact_n1_creates_what_hails_check_refuses(ganeti, tmp_path: Path) -> None:
+    """The greedy-N+1 example of docs/n1.md as a live cluster: a 128 MiB ext instance fits on
+    either empty node and leaves the group N+1 redundant (an exact packing of every node's
+    instances exists), yet hail's greedy check refuses it. The service with the exact check
+    (the default) creates it; with hail's check it answers nores with hail's reason."""
+    from test_n1 import GREEDY_N1
+
+    from solvers.strategies.n1 import decide
+
+    exact = service(tmp_path / "exact", GREEDY_N1)
+    greedy = service(tmp_path / "greedy", GREEDY_N1, capacity_checks="greedy")
+    wanted = {"name": "tiny", "template": "ext", "memory": 128, "disks": [1024], "vcpus": 1}
+    theirs = _real_hail(ganeti, _hail_request(exact, exact.parse_create(wanted)), tmp_path)
+    assert not theirs["success"] and "FailN1" in theirs["info"]
+    refused = greedy.create(greedy.parse_create(wanted), CreateOptions(), "r1")
+    assert refused.status == "nores" and theirs["info"] in refused.info
+    made = exact.create(exact.parse_create(wanted), CreateOptions(), "r1")
+    assert made.status == "created" and made.nodes[0] in ("nodeA", "nodeB")
+    assert exact.live.check().ok
+    after = node_states(parse_text(dump_text(exact.live.cluster), "<after>"))
+    for node in after.nodes:
+        verdict = decide(after, node)
+        assert verdict.evacuable and replay(after, verdict.plan) is None, node
+    for svc in (exact, greedy):
+        svc.journal.close()

@@ -7,8 +7,8 @@
 The cluster is a generated dedicated (exclusive-storage) snapshot with four node sizes and an
 uneven random fill (`exalloc generate`, the command is printed); with --normal, a normal group
 (plain, drbd and ext creations, placed by the cluster score under the global N+1 check that
---capacity-checks names, and a lower fill: at 60 % hail's N+1 reserve refuses nearly every
-creation on these nodes). For every (clients, hold,
+--capacity-checks names, and a lower fill: at 60 % the generated group is not N+1 redundant
+to begin with, so every creation fails N+1). For every (clients, hold,
 mode) a fresh `exalloc alloc-server` starts on it with an empty state directory and
 `exalloc loadtest` drives the creations (seeded sizes from the group's policy, plain and
 drbd); the final state is saved with `exalloc state -S` and loaded by the real `hinfo`.

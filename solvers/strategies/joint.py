@@ -67,6 +67,7 @@ from solvers.options import SolverOptions
 from solvers.strategies.descent import Verdict, improve
 from solvers.strategies.n1 import decide, still_valid
 from solvers.strategies.placement import (
+    NO_TIME_FOR_MODEL,
     OVERSCORED,
     UNDERCUT,
     JointPlan,
@@ -433,6 +434,8 @@ def joint_node_evacuate(
     walk_s = trials * SECONDS_PER_TRIAL
     deadline = started + total - FINISH_S
     groups = _evacuation_groups(state1, mode, chosen, avail_of)
+    search_end = deadline - SEARCH_MARGIN_S
+    narrow: Plan | None = None
     if walk_s <= total / 2:
         walk = partial(try_node_evac, deadline=started + total / 2)
         if not _walk_aside(walk_s, total, _placement_variables(avail_of, state, mode)):
@@ -441,16 +444,23 @@ def joint_node_evacuate(
             # on the other core, beside the model: the walk if not done (the model then
             # starts from the narrow walk), and the search from hail's plan until the model
             # ends (a short walk's request is answered in a moment: no process to wait for)
-            search_end = deadline - SEARCH_MARGIN_S
             aside = Aside(
                 _walk_and_search, walk, hail, state, mode, names, state1, groups, search_end, enough
             )
+    elif walk_s >= WALK_ASIDE_SECONDS and can_fork():
+        # hail's walk would not end in time: the search runs beside the model from the narrow
+        # walk's plan instead (the model's start too), with other random moves than the
+        # search the model runs itself when it has no time to be built
+        narrow = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
+        aside = Aside(_search_groups, narrow, state1, names, groups, search_end, enough, 1)
     plan: Plan = {}
     runs: list[SolverRun] = []
     searched: dict[str, Plan] = {}
     try:
         if hail is not None:
             start = _plan_of(hail)
+        elif narrow is not None:
+            start = narrow
         else:
             moving = [n for ms in chosen.values() for n in ms]
             start = _narrow_walk(state1, mode, moving, avail_of)
@@ -772,8 +782,8 @@ FORCED = "no bound: a node taking forced moves is short of its N+1 reserve witho
 #: loaded: a plan leaving the node as it is keeps the loaded flag and scores less there than
 #: the model, which counts the node failing (`_n1_miscounted`).
 FAILS_N1 = "no bound: a node instances may stay on fails N+1 without them but not as loaded"
-#: Why a node evacuation claims no bound, as its status reports it.
-NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED, UNDERCUT)
+#: Why a joint answer claims no bound, as its status reports it.
+NO_BOUND = (LEFT_IN_PLACE, FORCED, FAILS_N1, OVERSCORED, UNDERCUT, NO_TIME_FOR_MODEL)
 
 
 def _unbounded(
@@ -848,10 +858,24 @@ def _walk_and_search(
     group's plan that the checker passed lower than hail's."""
     if hail is None:
         hail = walk(state, mode, names)
-    hails = _plan_of(hail)
+    return hail, _search_groups(_plan_of(hail), state1, names, groups, deadline, enough)[1]
+
+
+def _search_groups(
+    plan: Plan,
+    state1: ClusterState,
+    names: list[str],
+    groups: list[_Group],
+    deadline: float,
+    enough: Callable[[], bool],
+    seed: int = 0,
+) -> tuple[None, dict[str, Plan]]:
+    """The iterated search from `plan`, group by group, until `deadline` or `enough()`: each
+    group's plan that the checker passed lower (no walk: None in its place). `seed` draws the
+    search's random moves."""
     found: dict[str, Plan] = {}
     for i, group in enumerate(groups):
-        offer = {n: hails[n] for n in group.members if n in hails}
+        offer = {n: plan[n] for n in group.members if n in plan}
         if len(offer) != len(group.members):
             continue
         judge = _moves_judge(state1, names, {group.uuid})
@@ -860,10 +884,12 @@ def _walk_and_search(
             continue
         seconds = (deadline - time.perf_counter()) / (len(groups) - i)
         identity = {name: name for name in group.members}
-        better = improve(group.problem, offer, score, identity, judge, seconds, stop=enough)
+        better = improve(
+            group.problem, offer, score, identity, judge, seconds, seed=seed, stop=enough
+        )
         if better.score < score:
             found[group.uuid] = better.plan
-    return hail, found
+    return None, found
 
 
 def _walk_aside(walk_s: float, total: float, variables: int) -> bool:
@@ -1014,7 +1040,10 @@ def _kept_hails(ans: HailAnswer, runs: list[SolverRun], note: str) -> HailAnswer
     if not line.get("success"):
         return ans
     info = line["info"].removeprefix("Request successful: ")
-    note = f"{note}; kept hail's plan, the joint model found none better"
+    if any(run.unbounded == NO_TIME_FOR_MODEL for run in runs):
+        note = f"{note}; kept hail's plan, no better one found without the joint model"
+    else:
+        note = f"{note}; kept hail's plan, the joint model found none better"
     response = response_json(True, info + run_note(tuple(runs), note), line["result"])
     return replace(ans, response=response, runs=tuple(runs))
 

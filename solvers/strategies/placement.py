@@ -167,12 +167,22 @@ def place_jointly(
     if start_ok and start_score is not None:
         limit = options.time_limit
         seconds = DESCENT_SECONDS if limit is None else min(DESCENT_SECONDS, DESCENT_SHARE * limit)
-        better = improve(problem, start, start_score, kind_of, admitted, seconds, iterate=False)
+        # when the time left after the descent is too short for the model to give a bound
+        # (`MODEL_SECONDS_PER_VARIABLE`), the start improved by the iterated search until the
+        # deadline is the answer, with no bound
+        need = MODEL_SECONDS_PER_VARIABLE * _variables(problem)
+        no_model = deadline is not None and deadline - time.perf_counter() - seconds < need
+        if no_model:
+            seconds = max(deadline - time.perf_counter(), 0.0)
+        better = improve(problem, start, start_score, kind_of, admitted, seconds, iterate=no_model)
         if better.moves:
             notes.append(
                 f"start improved by {better.moves} move(s): {start_score:.6f} -> {better.score:.6f}"
             )
             start, start_score = better.plan, better.score
+        if no_model:
+            return JointPlan(dict(start), len(start), start_score, None, str(Status.FEASIBLE),
+                             0, 0.0, 0.0, notes=(*notes, NO_TIME_FOR_MODEL))  # fmt: skip
     with Stopwatch() as sw:
         m = form.build(problem)
         objs = form.objectives(m, problem)
@@ -462,18 +472,29 @@ SPREAD_SECONDS_PER_VARIABLE = 0.002
 BUILD_SECONDS_PER_VARIABLE = 0.0002
 
 
+#: The least time per placement variable the joint model must have, once the descent is done,
+#: to be worth building: its build and the copy into HiGHS (about as long). With less it ends
+#: before its first solve: a 200-node evacuation of 40 at `--time-limit 3` built it and
+#: answered after 4.3 s, with the start and no bound.
+MODEL_SECONDS_PER_VARIABLE = 2 * BUILD_SECONDS_PER_VARIABLE
+
+
 def spread_seconds(variables: int) -> float:
     """Seconds a joint model of this many placement variables needs from its start for the
     spread bound: its build, then its first solve."""
     return (BUILD_SECONDS_PER_VARIABLE + SPREAD_SECONDS_PER_VARIABLE) * variables
 
 
+def _variables(problem: PlacementProblem) -> int:
+    """The joint model's placement variables (a primary or secondary candidate per kind)."""
+    return sum(len(i.primaries) + len(i.secondaries) for i in problem.batch.instances)
+
+
 def _spread_in_time(problem: PlacementProblem, seconds_left: float | None) -> bool:
     """Whether the spread bound's first solve fits in the time left."""
     if seconds_left is None:
         return True
-    variables = sum(len(i.primaries) + len(i.secondaries) for i in problem.batch.instances)
-    return seconds_left >= SPREAD_SECONDS_PER_VARIABLE * variables
+    return seconds_left >= SPREAD_SECONDS_PER_VARIABLE * _variables(problem)
 
 
 def _complete(
@@ -560,6 +581,9 @@ def _lift(
 SUMMED_PAIRS = "summed the reserve of shared drbd pairs exactly"
 RELAXED = "every plan at the stages' optimum refused: the stages solved again without them"
 RELAX_TIMED_OUT = "every plan at the stages' optimum refused, and no time to solve them again"
+#: Too little time left for the joint model to give a bound (`MODEL_SECONDS_PER_VARIABLE`):
+#: the start (hail's plan or the narrow walk's, improved by the search) is the answer.
+NO_TIME_FOR_MODEL = "no bound: no time left to build the joint model"
 OVERSCORED = "no bound: the model scored a plan above its true score"
 #: A checked plan scored below a bound the solver proved: no bound of that solve holds. HiGHS
 #: 1.12 has proved bounds above plans of these models three times (docs/placement.md, "A third

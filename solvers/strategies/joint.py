@@ -435,6 +435,7 @@ def joint_node_evacuate(
     deadline = started + total - FINISH_S
     groups = _evacuation_groups(state1, mode, chosen, avail_of)
     search_end = deadline - SEARCH_MARGIN_S
+    moving = [n for ms in chosen.values() for n in ms]
     narrow: Plan | None = None
     if walk_s <= total / 2:
         walk = partial(try_node_evac, deadline=started + total / 2)
@@ -451,7 +452,7 @@ def joint_node_evacuate(
         # hail's walk would not end in time: the search runs beside the model from the narrow
         # walk's plan instead (the model's start too), with other random moves than the
         # search the model runs itself when it has no time to be built
-        narrow = _narrow_walk(state1, mode, [n for ms in chosen.values() for n in ms], avail_of)
+        narrow = _narrow_walk(state1, mode, moving, avail_of)
         aside = Aside(_search_groups, narrow, state1, names, groups, search_end, enough, 1)
     plan: Plan = {}
     runs: list[SolverRun] = []
@@ -462,7 +463,6 @@ def joint_node_evacuate(
         elif narrow is not None:
             start = narrow
         else:
-            moving = [n for ms in chosen.values() for n in ms]
             start = _narrow_walk(state1, mode, moving, avail_of)
         joints = _evacuate_groups(
             inp, state1, names, mode, groups, start, budget, deadline, frozenset(excluded)

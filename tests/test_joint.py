@@ -276,7 +276,7 @@ def test_search_beside_the_model_starts_from_the_narrow_walk(monkeypatch, tmp_pa
     def recording(plan, state1, names, groups, deadline, enough, seed=0):  # noqa: ANN001, ANN202
         out = original(plan, state1, names, groups, deadline, enough, seed)
         judge = joint_strategy._moves_judge
-        scores = [judge(state1, names, {uuid})(found)[0] for uuid, found in out[1].items()]
+        scores = [judge(state1, names, {uuid})(found)[0] for uuid, found in out.items()]
         record.write_text(json.dumps({"start": len(plan), "seed": seed, "scores": scores}))
         return out
 

@@ -453,7 +453,8 @@ def joint_node_evacuate(
         # walk's plan instead (the model's start too), with other random moves than the
         # search the model runs itself when it has no time to be built
         narrow = _narrow_walk(state1, mode, moving, avail_of)
-        aside = Aside(_search_groups, narrow, state1, names, groups, search_end, enough, 1)
+        search = partial(_search_groups, narrow, state1, names, groups, search_end, enough, 1)
+        aside = Aside(lambda: (None, search()))  # no walk
     plan: Plan = {}
     runs: list[SolverRun] = []
     searched: dict[str, Plan] = {}
@@ -858,7 +859,7 @@ def _walk_and_search(
     group's plan that the checker passed lower than hail's."""
     if hail is None:
         hail = walk(state, mode, names)
-    return hail, _search_groups(_plan_of(hail), state1, names, groups, deadline, enough)[1]
+    return hail, _search_groups(_plan_of(hail), state1, names, groups, deadline, enough)
 
 
 def _search_groups(
@@ -869,10 +870,9 @@ def _search_groups(
     deadline: float,
     enough: Callable[[], bool],
     seed: int = 0,
-) -> tuple[None, dict[str, Plan]]:
+) -> dict[str, Plan]:
     """The iterated search from `plan`, group by group, until `deadline` or `enough()`: each
-    group's plan that the checker passed lower (no walk: None in its place). `seed` draws the
-    search's random moves."""
+    group's plan that the checker passed lower. `seed` draws the search's random moves."""
     found: dict[str, Plan] = {}
     for i, group in enumerate(groups):
         offer = {n: plan[n] for n in group.members if n in plan}
@@ -889,7 +889,7 @@ def _search_groups(
         )
         if better.score < score:
             found[group.uuid] = better.plan
-    return None, found
+    return found
 
 
 def _walk_aside(walk_s: float, total: float, variables: int) -> bool:

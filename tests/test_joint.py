@@ -290,6 +290,54 @@ def test_search_beside_the_model_starts_from_the_narrow_walk(monkeypatch, tmp_pa
     assert all(_score_after(text, response) <= score + 1e-9 for score in seen["scores"])
 
 
+def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(monkeypatch, tmp_path):
+    """hail's walk beside the model, cut at half the time (its time is only estimated; here
+    every walk with a deadline is cut): the search on that core then starts from the narrow
+    walk's plan, the model's start, and the answer is never worse than what it found. Until
+    2026-11-27 the child failed on the missing walk and that core idled: at 16-20 s limits
+    the 200-node evacuations of docs/placement.md answered worse plans than at 12 s."""
+    if not can_fork():
+        pytest.skip("no fork here")
+    record = tmp_path / "searched.json"
+    original_search = joint_strategy._search_groups
+    original_walk = joint_strategy.try_node_evac
+
+    def recording(plan, state1, names, groups, deadline, enough, seed=0):  # noqa: ANN001, ANN202
+        out = original_search(plan, state1, names, groups, deadline, enough, seed)
+        judge = joint_strategy._moves_judge
+        scores = [judge(state1, names, {uuid})(found)[0] for uuid, found in out.items()]
+        record.write_text(json.dumps({"start": plan, "seed": seed, "scores": scores}))
+        return out
+
+    def cut(state, mode, names, *, deadline=None, **kw):  # noqa: ANN001, ANN202
+        return None if deadline is not None else original_walk(state, mode, names, **kw)
+
+    monkeypatch.setattr(joint_strategy, "_search_groups", recording)
+    monkeypatch.setattr(joint_strategy, "try_node_evac", cut)
+    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
+    text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
+    inp = parse_request(text)
+    ans = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
+    response = json.loads(ans.response)
+    seen = json.loads(record.read_text())
+    state = node_states(inp.cluster)
+    moving = list(inp.request.instances)
+    avail_of = {
+        n: [
+            m
+            for m, st in state.nodes.items()
+            if st.group_uuid == state.nodes[state.locations[n][0]].group_uuid
+            and m not in joint_strategy.nodes_to_evacuate(state, "all", moving)
+        ]
+        for n in moving
+    }
+    narrow = joint_strategy._narrow_walk(state, "all", moving, avail_of)
+    assert {n: tuple(v) for n, v in seen["start"].items()} == narrow
+    assert (seen["seed"], _acted(response)) == (1, 10)
+    assert "hail's walk does not end within half the time" in response["info"]
+    assert all(_score_after(text, response) <= score + 1e-9 for score in seen["scores"])
+
+
 # --- hail's walk beside the model ------------------------------------------------------------
 
 

@@ -443,10 +443,21 @@ def joint_node_evacuate(
             hail = walk(state, mode, names)
         if can_fork() and (hail is None or walk_s >= WALK_ASIDE_SECONDS):
             # on the other core, beside the model: the walk if not done (the model then
-            # starts from the narrow walk), and the search from hail's plan until the model
-            # ends (a short walk's request is answered in a moment: no process to wait for)
+            # starts from the narrow walk, and so does the search if the walk is cut at half
+            # the time), and the search from hail's plan until the model ends (a short walk's
+            # request is answered in a moment: no process to wait for)
             aside = Aside(
-                _walk_and_search, walk, hail, state, mode, names, state1, groups, search_end, enough
+                _walk_and_search,
+                walk,
+                hail,
+                partial(_narrow_walk, state1, mode, moving, avail_of),
+                state,
+                mode,
+                names,
+                state1,
+                groups,
+                search_end,
+                enough,
             )
     elif walk_s >= WALK_ASIDE_SECONDS and can_fork():
         # hail's walk would not end in time: the search runs beside the model from the narrow
@@ -843,8 +854,9 @@ def _forced_roles(state1: ClusterState, name: str, mode: str) -> frozenset[str]:
 
 
 def _walk_and_search(
-    walk: Callable[[ClusterState, str, list[str]], EvacSolution],
+    walk: Callable[[ClusterState, str, list[str]], EvacSolution | None],
     hail: EvacSolution | None,
+    narrow_walk: Callable[[], Plan],
     state: ClusterState,
     mode: str,
     names: list[str],
@@ -852,13 +864,19 @@ def _walk_and_search(
     groups: list[_Group],
     deadline: float,
     enough: Callable[[], bool],
-) -> tuple[EvacSolution, dict[str, Plan]]:
+) -> tuple[EvacSolution | None, dict[str, Plan]]:
     """Beside the model (`Aside`): hail's walk (unless done before the model), then, until
     `deadline` or `enough()` (the model is done), the iterated search of
-    solvers/strategies/descent.py from its plan, group by group. Returns the walk and each
-    group's plan that the checker passed lower than hail's."""
+    solvers/strategies/descent.py from its plan, group by group. Returns the walk (None when
+    it was cut at half the time) and each group's plan that the checker passed lower than the
+    one the search started from: hail's, or the narrow walk's (the model's start, walked
+    again here: the walk's own start is not delayed for it) where the walk was cut. The
+    walk's time is only estimated (`SECONDS_PER_TRIAL`): beside the model it may take longer
+    than alone, and until 2026-11-27 a cut walk left this core idle."""
     if hail is None:
         hail = walk(state, mode, names)
+    if hail is None:  # other random moves than the model's own search (`seed`)
+        return None, _search_groups(narrow_walk(), state1, names, groups, deadline, enough, 1)
     return hail, _search_groups(_plan_of(hail), state1, names, groups, deadline, enough)
 
 

@@ -14,12 +14,21 @@ import os
 import pickle
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """What a child that raised sends back instead of a value: the exception, one line."""
+
+    error: str
 
 
 class Aside:
     """`Aside(fn, *args)` starts fn(*args) in a forked child; `result()` waits for it and
-    returns its value, or None when the child failed (the caller then does without it)."""
+    returns its value, or None when the child failed (the caller then does without it, and
+    `failure` says why when the child could say: a bug there must not pass unseen)."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         read, write = os.pipe()
@@ -28,7 +37,11 @@ class Aside:
             code = 0
             try:
                 os.close(read)
-                data = pickle.dumps(fn(*args))
+                try:
+                    data = pickle.dumps(fn(*args))
+                except Exception as e:  # noqa: BLE001 - sent to the parent, which goes on
+                    code = 1
+                    data = pickle.dumps(_Failed(f"{type(e).__name__}: {e}"))
                 with os.fdopen(write, "wb") as out:
                     out.write(data)
             except BaseException:  # noqa: BLE001 - the parent sees no answer and goes on
@@ -38,6 +51,7 @@ class Aside:
         os.close(write)
         self._pid = pid
         self._read = read
+        self.failure: str | None = None
 
     def cancel(self) -> None:
         """Stop the child and reap it (the caller failed before it needed the answer)."""
@@ -53,6 +67,14 @@ class Aside:
             data = source.read()
         _, status = os.waitpid(self._pid, 0)
         if status != 0 or not data:
+            try:
+                failed = pickle.loads(data) if data else None
+            except Exception:  # noqa: BLE001 - cut short: killed while writing
+                failed = None
+            if isinstance(failed, _Failed):
+                self.failure = failed.error
+            elif status != 0:
+                self.failure = f"the process ended with status {status}"
             return None
         return pickle.loads(data)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from solvers.aside import Aside
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 TESTSUITE = (
@@ -54,3 +56,21 @@ def ganeti() -> Ganeti:
             pytest.fail(message)
         pytest.skip(message)
     return found
+
+
+@pytest.fixture(autouse=True)
+def _aside_failures_fail(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked child beside the model that raised (solvers/aside.py) fails the test, unless
+    the test is marked `aside_failure`: the answer stands without the child, so nothing else
+    shows such a bug (one hid for a session: docs/placement.md, "No time for the model")."""
+    if request.node.get_closest_marker("aside_failure"):
+        return
+    original = Aside.result
+
+    def checked(self: Aside):  # noqa: ANN202
+        value = original(self)
+        if self.failure is not None:
+            pytest.fail(f"a child beside the model failed: {self.failure}")
+        return value
+
+    monkeypatch.setattr(Aside, "result", checked)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import subprocess
 import time
@@ -341,10 +342,38 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
 # --- hail's walk beside the model ------------------------------------------------------------
 
 
+@pytest.mark.aside_failure
 def test_aside_returns_the_value_or_none():
-    assert Aside(sorted, [3, 1, 2]).result() == [1, 2, 3]
-    assert Aside(int, "not a number").result() is None  # the child failed: no answer
+    done = Aside(sorted, [3, 1, 2])
+    assert done.result() == [1, 2, 3] and done.failure is None
+    failed = Aside(int, "not a number")
+    assert failed.result() is None  # the child failed: no answer, and why
+    assert failed.failure == "ValueError: invalid literal for int() with base 10: 'not a number'"
+    killed = Aside(os._exit, 3)  # no answer and nothing said: the status
+    assert killed.result() is None and killed.failure == "the process ended with status 768"
     Aside(time.sleep, 30).cancel()  # stopped and reaped at once, not waited for
+
+
+@pytest.mark.aside_failure
+def test_a_failed_search_beside_the_model_is_said(monkeypatch):
+    """A search beside the model that raises (a bug) leaves the model's answer standing,
+    checked, and the answer says that it failed and why. Until 2026-11-27 such a failure
+    was silent: a cut walk made the child fail for a session unseen (docs/placement.md)."""
+    if not can_fork():
+        pytest.skip("no fork here")
+
+    def broken(*_args, **_kw):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(joint_strategy, "_search_groups", broken)
+    monkeypatch.setattr(joint_strategy, "SECONDS_PER_TRIAL", 1.0)  # the search from the narrow walk
+    text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
+    ans = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
+    response = json.loads(ans.response)
+    assert _acted(response) == 10
+    assert response["info"].endswith(
+        "; the search beside the model failed (RuntimeError: broken on purpose)]"
+    )
 
 
 def test_a_flag_set_by_the_parent_reaches_the_child():

@@ -483,11 +483,14 @@ def joint_node_evacuate(
         if aside is not None:
             aside.cancel()
         raise
+    aside_note = ""
     if aside is not None:
         enough.set()  # the model is done: the search beside stops
         beside = aside.result()  # the walk ended by half the time, the search by now
         if beside is not None:
             hail, searched = beside
+        elif aside.failure is not None:  # a bug: the answer stands without it, but says so
+            aside_note = f"; the search beside the model failed ({aside.failure})"
     for joint, group, judge in joints:
         # hail's plan, or the search's from it, if better: with the model's bound
         if hail is not None:
@@ -518,6 +521,7 @@ def joint_node_evacuate(
             if all(r.status == "optimal" for r in runs)
             else "hail's walk does not end within half the time"
         ),
+        aside_note=aside_note,
     )
 
 
@@ -1005,12 +1009,14 @@ def _better_moves(
     why_alone: str = "proven",
     scored: set[str] | None = None,
     last: frozenset[str] = frozenset(),
+    aside_note: str = "",
 ) -> HailAnswer:
     """The joint moves as hail's answer when they beat hail's (more instances moved, or as
     many and fewer primaries on `last` (last-resort nodes), or as many of both and a lower
     score: the sum of the scores of the groups either touches, or the score of `scored`, the
     groups the model scores, together), else `one_by_one()`. `hail` None: nothing to compare
-    (`why_alone` says why); `refused` gives the reasons of instances no plan could move."""
+    (`why_alone` says why); `refused` gives the reasons of instances no plan could move;
+    `aside_note` ends the note (what failed beside the model)."""
     moved, jobs, after = joint
     if scored is None:  # every group either plan touches, each scored apart
         touched = {g for _, g, _ in moved} | {g for _, g, _ in (hail.moved if hail else ())}
@@ -1026,7 +1032,8 @@ def _better_moves(
     if hail is not None:
         theirs = rank(hail.moved, hail.state or state)
         if not (mine[:2] < theirs[:2] or (mine[:2] == theirs[:2] and mine[2] < theirs[2] - 1e-9)):
-            return _kept_hails(one_by_one(), runs, _note(-mine[0], mine[2], -theirs[0], theirs[2]))
+            note = _note(-mine[0], mine[2], -theirs[0], theirs[2]) + aside_note
+            return _kept_hails(one_by_one(), runs, note)
     reasons = {**refused, **(dict(hail.failed) if hail else {})}
     crowded = "no room left by the joint plan, which moves the most instances that fit together"
     moved_names = {n for n, _, _ in moved}
@@ -1038,7 +1045,7 @@ def _better_moves(
         _note(-mine[0], mine[2], -theirs[0], theirs[2])
         if hail is not None
         else f"; joint plan {-mine[0]}, score {mine[2]:.8f}; not compared: {why_alone}"
-    )
+    ) + aside_note
     return HailAnswer(
         response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
         kind,

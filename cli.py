@@ -140,6 +140,13 @@ def _capacity_checks_option(parser: argparse.ArgumentParser) -> None:
         help="global N+1 check of allocations on normal groups: exact = an exact packing per "
         "node (default, docs/n1.md), greedy = hail's own, none = hail's --no-capacity-checks",
     )
+    parser.add_argument(
+        "--no-capacity-checks",
+        dest="capacity_checks",
+        action="store_const",
+        const="none",
+        help="hail's option: --capacity-checks none",
+    )
 
 
 def _static_kvm_option(
@@ -194,10 +201,12 @@ def _cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
     _live_source_options(source)
 
 
-def _attached_luxi(argv: Sequence[str]) -> list[str]:
-    """getopt's optional argument: a bare `-L` takes the default socket and never the next
-    word (htools' `-L[SOCKET]`), so `batch -L data/` reads the default socket and data/."""
-    return ["--luxi=" if arg in ("-L", "--luxi") else arg for arg in argv]
+def _attached_optionals(argv: Sequence[str]) -> list[str]:
+    """getopt's optional arguments: a bare option never takes the next word, as argparse's
+    would. htools' `-L[SOCKET]` (so `batch -L data/` reads the default socket and data/) and
+    hail's `--mond[=CHOICE]` (yes when bare: `hail --mond REQUEST.json`)."""
+    bare = {"-L": "--luxi=", "--luxi": "--luxi=", "--mond": "--mond=yes"}
+    return [bare.get(arg, arg) for arg in argv]
 
 
 _SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
@@ -291,9 +300,47 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
         help="like hail: allocate only on these nodes (wins over restrict-to-nodes)",
     )
     _static_kvm_option(p)
+    _hail_only_options(p)
     _solver_options(p)
     _json_option(p)
     p.set_defaults(run=_program("hail"))
+
+
+def _hail_only_options(p: argparse.ArgumentParser) -> None:
+    """The rest of hail 3.0's options, so that any hail command line, and any parameters
+    `gnt-cluster modify --default-iallocator-params` has Ganeti pass (as `--key=value` after
+    the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
+    p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbose",
+        action="count",
+        default=0,
+        help="like hail's (accepted; exalloc prints no request dumps)",
+    )
+    p.add_argument(
+        "--ignore-dynu",
+        dest="ignore_dynu",
+        action="store_true",
+        help="like hail: no dynamic utilisation (with -t, every instance's load is 0)",
+    )
+    p.add_argument(
+        "--mond",
+        dest="mond",
+        nargs="?",
+        const="yes",
+        default="no",
+        choices=("yes", "no"),
+        help="hail's MonD query (accepted; exalloc reads no MonD data: answered as hail does "
+        "when no MonD answers)",
+    )
+    p.add_argument(
+        "--mond-xen",
+        dest="mond_xen",
+        action="store_true",
+        help="hail's Xen CPU collector for --mond (accepted, as --mond)",
+    )
 
 
 def _add_hail_server(sub: argparse._SubParsersAction) -> None:
@@ -890,7 +937,7 @@ def _solver_options_of(args: argparse.Namespace, solver_given: bool) -> object:
 def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
     words = sys.argv[1:] if argv is None else argv
-    args = (parser or build_parser()).parse_args(_attached_luxi(words))
+    args = (parser or build_parser()).parse_args(_attached_optionals(words))
     solver_given = hasattr(args, "solver")
     for key, default in _SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
@@ -900,6 +947,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     try:
         report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
+        for note in getattr(report, "notes", ()):
+            print(f"exalloc: note: {printable(note)}", file=sys.stderr)
     except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
         return err.exit_code

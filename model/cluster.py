@@ -6,7 +6,7 @@ derived quantities (unallocated memory, N+1 reserve, ...) live in `model.resourc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 # Instance statuses that keep memory allocated on the primary (htools' instanceRunning set).
@@ -140,6 +140,9 @@ class Instance:
     # IAllocator `disk_space_total`: htools' `dsk` there, which may exceed the sum of the disks
     # (drbd metadata); None when it is that sum (text backend, where one disk holds the total).
     disk_total_mib: int | None = None
+    # htools' dynamic utilisation (cpu, mem, dsk, net): `baseUtil`, 1 each, as every loader
+    # gives it; 0 each after hail's `-t FILE --ignore-dynu` (`clearDynU`)
+    util: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
 
     @property
     def disk_mib(self) -> int:
@@ -207,6 +210,12 @@ class Cluster:
 
     def node(self, name: str) -> Node:
         return self.node_index[name]
+
+    def without_dynamic_util(self) -> Cluster:
+        """Every instance's dynamic utilisation at 0 (htools' `clearDynU`: `--ignore-dynu` on
+        data loaded from a file), so that the four load metrics score nothing."""
+        cleared = tuple(replace(i, util=(0.0, 0.0, 0.0, 0.0)) for i in self.instances)
+        return replace(self, instances=cleared)
 
     def group(self, name_or_uuid: str) -> NodeGroup:
         return self.group_index[name_or_uuid]

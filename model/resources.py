@@ -221,6 +221,7 @@ def demand_of(instance: Instance, rules: TagRules = TagRules()) -> InstanceDeman
         forthcoming=instance.forthcoming,
         exclusion_tags=rules.exclusion_tags(instance.tags),
         desired_locations=rules.desired_locations(instance.tags),
+        util=Utilisation(*instance.util),
     )
 
 

@@ -31,6 +31,7 @@ class HailReport:
     compare: Mapping[str, Any] | None = None
     timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
     exit_code: int = 0
+    notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
 
     @property
     def response(self) -> str:
@@ -88,6 +89,13 @@ def options_of(args: Any) -> IAllocatorOptions:
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 
+def _notes(args: Any) -> tuple[str, ...]:
+    """hail's options that exalloc accepts without doing what hail does."""
+    if args.mond == "yes":
+        return ("--mond: no MonD data is read; answered as hail answers when no MonD responds",)
+    return ()
+
+
 def run(args: Any) -> HailReport:
     """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
     opts = options_of(args)
@@ -105,12 +113,15 @@ def run(args: Any) -> HailReport:
     if args.text_data:
         from model.backends.text import load_text
 
-        inp = IAllocatorInput(load_text(args.text_data), inp.request, inp.enabled_hypervisors)
+        cluster = load_text(args.text_data)
+        if args.ignore_dynu:  # hail clears the loads of data read from a file (`clearDynU`)
+            cluster = cluster.without_dynamic_util()
+        inp = IAllocatorInput(cluster, inp.request, inp.enabled_hypervisors)
     loaded = time.perf_counter()
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
-    report = HailReport(report.answer, timing=timing)
+    report = HailReport(report.answer, timing=timing, notes=_notes(args))
     if args.compare:
         from programs.hail_compare import with_comparison
 

@@ -122,6 +122,20 @@ def outcome(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> dict[st
     }
 
 
+def _hails_own_options(args: Any) -> list[str]:
+    """The options given to exalloc that the real hail has too, for the same question."""
+    extra = []
+    if args.capacity_checks == "none":
+        extra.append("--no-capacity-checks")
+    if args.ignore_soft_errors:
+        extra.append("--ignore-soft-errors")
+    if args.restrict_allocation_to is not None:
+        extra.append("--restrict-allocation-to=" + ",".join(args.restrict_allocation_to))
+    if args.ignore_dynu:
+        extra.append("--ignore-dynu")
+    return extra
+
+
 def with_comparison(
     report: Any,
     inp: IAllocatorInput,
@@ -133,6 +147,7 @@ def with_comparison(
     extra = ["--static-kvm-node-memory", str(kvm)]
     if args.text_data:
         extra += ["-t", str(args.text_data)]
+    extra += _hails_own_options(args)
     real = _real_hail_on(request_path, text, extra)
     states = node_states(inp.cluster)
     ours = [

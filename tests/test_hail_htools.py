@@ -15,7 +15,7 @@ from pathlib import Path
 import htools_gen as gen
 import pytest
 
-from cli import build_parser
+from cli import _attached_optionals, build_parser
 from model.backends.iallocator import load_request
 from model.backends.text import load_text
 from model.htools.capacity import Placement
@@ -89,6 +89,13 @@ SHELLTEST_COMMANDS = (
     ("$T/hail-reloc-drbd.json.fail-excl-stor",),
     ("$T/hail-node-evac.json.fail-excl-stor",),
     ("$T/hail-change-group.json.fail-excl-stor",),
+    # hail's other options (Ganeti passes the cluster's default iallocator parameters as
+    # `--key=value` after the file): with -t, --ignore-dynu zeroes the instances' loads
+    ("-t", "$D/partly-used.data", "$D/hail-alloc-ext.json", "--ignore-dynu"),
+    ("-t", "$D/plain-n1-restriction.data", "$D/hail-alloc-drbd.json", "--ignore-dynu"),
+    ("-v", "-v", "$D/hail-alloc-drbd.json", "--mond=no", "--mond-xen"),
+    ("$D/hail-alloc-drbd.json", "--mond"),
+    ("--ignore-dynu", "$D/hail-node-evac.json", "--mond=yes", "--static-kvm-node-memory=2048"),
 )
 
 
@@ -146,11 +153,11 @@ def real_hail(ganeti, args: list[str]) -> str:
 
 
 def exalloc_hail(args: list[str], capacity: str = "greedy") -> str:
-    """`exalloc hail` in this process; hail's --no-capacity-checks is --capacity-checks none."""
-    if "--no-capacity-checks" in args:
-        args = [a for a in args if a != "--no-capacity-checks"]
-        capacity = "none"
-    ns = build_parser().parse_args(["hail", "--capacity-checks", capacity, *args])
+    """`exalloc hail` in this process, on hail's own command line (its --no-capacity-checks,
+    given after, wins over `capacity`)."""
+    ns = build_parser().parse_args(
+        _attached_optionals(["hail", "--capacity-checks", capacity, *args])
+    )
     ns.solver_options = SolverOptions()
     return hail.run(ns).text()
 
@@ -166,6 +173,51 @@ def test_ganeti_requests(ganeti, name, capacity):
 def test_shelltest_commands(ganeti, generated, command):
     args = [a.replace("$D", str(ganeti.data_dir)).replace("$T", str(generated)) for a in command]
     assert exalloc_hail(args) == real_hail(ganeti, args)
+
+
+@pytest.mark.parametrize(
+    "data, request_name",
+    [
+        ("partly-used.data", "hail-alloc-ext.json"),
+        ("plain-n1-restriction.data", "hail-alloc-drbd.json"),
+    ],
+)
+def test_ignore_dynu_clears_the_loads_of_text_data(ganeti, data, request_name):
+    """hail's `-t FILE --ignore-dynu` scores every instance's load as 0 (`clearDynU`): a
+    different answer (at least its scores) than without, and exalloc's is hail's."""
+    args = ["-t", str(ganeti.data_dir / data), str(ganeti.data_dir / request_name)]
+    cleared = exalloc_hail([*args, "--ignore-dynu"])
+    assert cleared == real_hail(ganeti, [*args, "--ignore-dynu"])
+    assert cleared != exalloc_hail(args)
+
+
+def test_ganetis_own_invocation_with_iallocator_params(ganeti, tmp_path):
+    """Ganeti runs `SCRIPT REQUEST --key=value ...` (noded's iallocator runner: the
+    cluster's default iallocator parameters and --ignore-soft-errors after the file). The
+    console script, with no hail server, answers as the real hail with the same parameters
+    and says on stderr what it does not do (MonD)."""
+    import os
+    import shutil
+    import sys
+
+    script = shutil.which("exalloc-hail") or str(Path(sys.executable).parent / "exalloc-hail")
+    request = str(ganeti.data_dir / "hail-reloc-drbd-crowded.json")
+    params = ["--ignore-soft-errors", "--ignore-dynu", "--mond", "--verbose", "--mond-xen"]
+    repo = str(Path(__file__).resolve().parent.parent)  # this checkout's code, not another
+    env = {**os.environ, "EXALLOC_HAIL_SOCKET": "", "PYTHONPATH": repo}
+    ours = subprocess.run(
+        [script, request, "--capacity-checks=greedy", *params],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.strip() == real_hail(ganeti, [request, *params])
+    assert "no MonD data is read" in ours.stderr
+    exact = subprocess.run(
+        [script, request, "--no-capacity-checks"], capture_output=True, text=True, env=env
+    )
+    assert exact.stdout.strip() == real_hail(ganeti, [request, "--no-capacity-checks"])
 
 
 def _random_case(seed: int, tmp_path: Path) -> Path:

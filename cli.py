@@ -203,9 +203,15 @@ def _cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
 
 def _attached_optionals(argv: Sequence[str]) -> list[str]:
     """getopt's optional arguments: a bare option never takes the next word, as argparse's
-    would. htools' `-L[SOCKET]` (so `batch -L data/` reads the default socket and data/) and
-    hail's `--mond[=CHOICE]` (yes when bare: `hail --mond REQUEST.json`)."""
-    bare = {"-L": "--luxi=", "--luxi": "--luxi=", "--mond": "--mond=yes"}
+    would. htools' `-L[SOCKET]` (so `batch -L data/` reads the default socket and data/),
+    hail's `--mond[=CHOICE]` (yes when bare: `hail --mond REQUEST.json`) and `-p[FIELDS]`."""
+    bare = {
+        "-L": "--luxi=",
+        "--luxi": "--luxi=",
+        "--mond": "--mond=yes",
+        "-p": "--print-nodes=",
+        "--print-nodes": "--print-nodes=",
+    }
     return [bare.get(arg, arg) for arg in argv]
 
 
@@ -306,11 +312,28 @@ def _add_hail(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("hail"))
 
 
+def _print_fields(text: str) -> str:
+    """hail's -p fields, but `peermap`: htools shows the peers in the order its insertions
+    left them, which exalloc's node state does not keep (docs/hail.md)."""
+    if "peermap" in text.lstrip("+").split(","):
+        raise argparse.ArgumentTypeError("the field peermap is not supported by exalloc")
+    return text
+
+
 def _hail_only_options(p: argparse.ArgumentParser) -> None:
     """The rest of hail 3.0's options, so that any hail command line, and any parameters
     `gnt-cluster modify --default-iallocator-params` has Ganeti pass (as `--key=value` after
     the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
     p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
+    p.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        type=_print_fields,
+        metavar="FIELDS",
+        help="like hail: the node list before and after the answer on stderr (-p alone: "
+        "htools' default fields; -pF1,F2 those; -p+F1 the defaults and F1)",
+    )
     p.add_argument(
         "-v",
         "--verbose",
@@ -949,6 +972,7 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
         for note in getattr(report, "notes", ()):
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
+        sys.stderr.write(getattr(report, "stderr", ""))
     except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
         return err.exit_code

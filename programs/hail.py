@@ -16,9 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.backends.iallocator import IAllocatorInput, load_request, parse_request
+from model.backends.iallocator import (
+    IAllocatorInput,
+    MultiAllocateRequest,
+    load_request,
+    parse_request,
+    requested_instances,
+    state_after,
+)
 from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
+from model.htools.nodelist import NodeList, parse_fields
+from model.state import node_states
 from programs import hail_client
 from solvers.strategies.iallocator import IAllocatorOptions, answer
 
@@ -32,6 +41,7 @@ class HailReport:
     timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
+    stderr: str = ""  # hail's own stderr output asked for (-p), printed as it is
 
     @property
     def response(self) -> str:
@@ -89,6 +99,25 @@ def options_of(args: Any) -> IAllocatorOptions:
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 
+def _node_lists(inp: IAllocatorInput, ans: HailAnswer, fields: str) -> str:
+    """hail's `-p`: the node list before the answer and after it (Program/Hail.hs)."""
+    where = {name: nodes for name, nodes in ans.placements}
+    chosen = parse_fields(fields)
+    before = NodeList(inp.cluster).text(node_states(inp.cluster), chosen)
+    placed = [r.name for r in requested_instances(inp.request) if r.name in where]
+    multi = isinstance(inp.request, MultiAllocateRequest)
+    final = NodeList(inp.cluster, placed, indexed=multi)
+    state = state_after(inp, where)
+    # into a named group, tryGroupAlloc's solution holds that group's nodes only, and hail
+    # shows what the last successful one holds (a multi-allocate's go on from it: allocList)
+    shown = None
+    if where and any(r.group_name for r in requested_instances(inp.request)):
+        group = state.nodes[list(where.values())[-1][0]].group_uuid
+        shown = [n for n, st in state.nodes.items() if st.group_uuid == group]
+    after = final.text(state, chosen, shown)
+    return f"\nInitial cluster status:\n{before}\n\nFinal cluster status:\n{after}\n"
+
+
 def _notes(args: Any) -> tuple[str, ...]:
     """hail's options that exalloc accepts without doing what hail does."""
     if args.mond == "yes":
@@ -121,7 +150,8 @@ def run(args: Any) -> HailReport:
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
-    report = HailReport(report.answer, timing=timing, notes=_notes(args))
+    shown = "" if args.print_nodes is None else _node_lists(inp, report.answer, args.print_nodes)
+    report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)
     if args.compare:
         from programs.hail_compare import with_comparison
 

@@ -19,6 +19,8 @@ from model.backends.iallocator import (
     MultiAllocateRequest,
     RelocateRequest,
     new_instance,
+    requested_instances,
+    state_after,
 )
 from model.check import check_allocation
 from model.dedicated import minimal_instances, vector_of
@@ -102,14 +104,7 @@ def outcome(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> dict[st
     from model.score import cluster_score
     from solvers.strategies.n1 import check_cluster
 
-    state = node_states(inp.cluster)
-    new = {r.name: r for r in _requested(inp)}
-    for name, nodes in where.items():
-        p, s = nodes[0], (nodes[1] if len(nodes) > 1 else None)
-        if name in new:
-            state = state.placed(new_instance(new[name]), p, s)
-        elif not isinstance(inp.request, AllocateSecondaryRequest):
-            state = state.relocated(name, p, s)
+    state = state_after(inp, where)
     touched = {state.nodes[n].group_uuid for nodes in where.values() for n in nodes}
     groups = [g.uuid for g in inp.cluster.groups if g.uuid in touched]
     n1 = check_cluster(state, groups=groups) if groups else None
@@ -152,7 +147,7 @@ def with_comparison(
     states = node_states(inp.cluster)
     ours = [
         (new_instance(r), *(list(nodes) + [None])[:2])
-        for r in _requested(inp)
+        for r in requested_instances(inp.request)
         for n, nodes in report.placements
         if n == r.name
     ]
@@ -174,15 +169,6 @@ def with_comparison(
         "nodes": _vectors(states, ours, theirs_pl),
     }
     return replace(report, compare=comp)
-
-
-def _requested(inp: IAllocatorInput) -> list[AllocateRequest]:
-    req = inp.request
-    if isinstance(req, AllocateRequest):
-        return [req]
-    if isinstance(req, MultiAllocateRequest):
-        return list(req.instances)
-    return []
 
 
 def _vectors(states: ClusterState, ours: list, theirs: list) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from model.cluster import (
 )
 from model.errors import InputError
 from model.resources import FailMode
+from model.state import ClusterState, node_states
 from model.validate import (
     MAX_QUANTITY,
     NESTING_MESSAGE,
@@ -148,6 +149,30 @@ def new_instance(
     """The instance an allocate request asks for, not yet placed (primary "") unless given."""
     fields = {k: getattr(request, k) for k in _BASE_KEYS}
     return _instance(request.name, fields, primary, secondary)
+
+
+def requested_instances(request: Request) -> list[AllocateRequest]:
+    """The new instances an allocate or multi-allocate asks for, in request order."""
+    if isinstance(request, AllocateRequest):
+        return [request]
+    if isinstance(request, MultiAllocateRequest):
+        return list(request.instances)
+    return []
+
+
+def state_after(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> ClusterState:
+    """The cluster after an answer (instance -> its nodes, in answer order), by htools'
+    arithmetic without checks: new instances placed, known ones moved or, for
+    allocate-secondary, given their secondary."""
+    state = node_states(inp.cluster)
+    new = {r.name: r for r in requested_instances(inp.request)}
+    for name, nodes in where.items():
+        p, s = nodes[0], (nodes[1] if len(nodes) > 1 else None)
+        if name in new:
+            state = state.placed(new_instance(new[name]), p, s)
+        else:
+            state = state.relocated(name, p, s)
+    return state
 
 
 #: The fields parseBaseInstance reads, as `_parse_base` returns them.

@@ -326,6 +326,14 @@ def _hail_only_options(p: argparse.ArgumentParser) -> None:
     the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
     p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
     p.add_argument(
+        "-S",
+        "--save",
+        dest="save",
+        metavar="FILE",
+        help="like hail: write the cluster before and after the answer to FILE.pre-ialloc and "
+        "FILE.post-ialloc (htools text format)",
+    )
+    p.add_argument(
         "-p",
         "--print-nodes",
         dest="print_nodes",

@@ -19,11 +19,13 @@ from typing import Any
 from model.backends.iallocator import (
     IAllocatorInput,
     MultiAllocateRequest,
+    cluster_after,
     load_request,
     parse_request,
     requested_instances,
     state_after,
 )
+from model.backends.text import save_text
 from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
 from model.htools.nodelist import NodeList, parse_fields
@@ -118,6 +120,21 @@ def _node_lists(inp: IAllocatorInput, ans: HailAnswer, fields: str) -> str:
     return f"\nInitial cluster status:\n{before}\n\nFinal cluster status:\n{after}\n"
 
 
+def _save(inp: IAllocatorInput, ans: HailAnswer, prefix: str) -> str:
+    """hail's `-S FILE`: the cluster before and after the answer in the text format, and
+    the lines hail prints about them (maybeSaveData)."""
+    after = cluster_after(inp, {name: nodes for name, nodes in ans.placements})
+    lines = []
+    for suffix, when, cluster in (
+        ("pre-ialloc", "before", inp.cluster),
+        ("post-ialloc", "after", after),
+    ):
+        path = f"{prefix}.{suffix}"
+        save_text(cluster, path)
+        lines.append(f"The cluster state {when} iallocator run has been written to file '{path}'\n")
+    return "".join(lines)
+
+
 def _notes(args: Any) -> tuple[str, ...]:
     """hail's options that exalloc accepts without doing what hail does."""
     if args.mond == "yes":
@@ -151,6 +168,8 @@ def run(args: Any) -> HailReport:
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     shown = "" if args.print_nodes is None else _node_lists(inp, report.answer, args.print_nodes)
+    if args.save:
+        shown += _save(inp, report.answer, args.save)
     report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)
     if args.compare:
         from programs.hail_compare import with_comparison

@@ -18,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -173,6 +173,44 @@ def state_after(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> Clu
         else:
             state = state.relocated(name, p, s)
     return state
+
+
+def cluster_after(inp: IAllocatorInput, where: Mapping[str, Sequence[str]]) -> Cluster:
+    """The cluster as hail saves it after its answer (`-S FILE`: FILE.post-ialloc): the
+    nodes' free disk and spindles after the adds, moved instances on their new nodes, new
+    ones in htools' index order (an allocate's, index -1, first; a multi-allocate's after
+    the known ones, as placed)."""
+    state = state_after(inp, where)
+    requested = requested_instances(inp.request)
+    nodes = tuple(
+        replace(
+            n,
+            free_memory_mib=state.nodes[n.name].reported_free_memory_mib,
+            free_disk_mib=state.nodes[n.name].free_disk_mib,
+            free_spindles=state.nodes[n.name].free_spindles,
+        )
+        for n in inp.cluster.nodes
+    )
+    moves = {} if requested else where
+    # allocate-secondary makes its instance drbd (AllocateSecondary.hs)
+    template = (
+        {"disk_template": "drbd"} if isinstance(inp.request, AllocateSecondaryRequest) else {}
+    )
+    known = tuple(
+        replace(
+            i, primary=moves[i.name][0], secondary=(list(moves[i.name]) + [None])[1], **template
+        )
+        if i.name in moves
+        else i
+        for i in inp.cluster.instances
+    )
+    new = tuple(
+        new_instance(r, where[r.name][0], (list(where[r.name]) + [None])[1])
+        for r in requested
+        if r.name in where
+    )
+    instances = new + known if isinstance(inp.request, AllocateRequest) else known + new
+    return replace(inp.cluster, nodes=nodes, instances=instances)
 
 
 #: The fields parseBaseInstance reads, as `_parse_base` returns them.

@@ -326,6 +326,15 @@ def _hail_only_options(p: argparse.ArgumentParser) -> None:
     the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
     p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
     p.add_argument(
+        "--simulate",
+        dest="simulate",
+        action="append",
+        metavar="SPEC",
+        help="like hail: answer on empty simulated groups instead of the request's cluster, one "
+        "per SPEC (policy,count,disk,memory,cpus[,spindles[,exclusive_storage]]), e.g. "
+        "p,8,8T,16g,16",
+    )
+    p.add_argument(
         "-S",
         "--save",
         dest="save",

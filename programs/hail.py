@@ -18,18 +18,15 @@ from typing import Any
 
 from model.backends.iallocator import (
     IAllocatorInput,
-    MultiAllocateRequest,
     cluster_after,
     load_request,
     parse_request,
-    requested_instances,
-    state_after,
+    with_cluster,
 )
 from model.backends.text import save_text
 from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
-from model.htools.nodelist import NodeList, parse_fields
-from model.state import node_states
+from model.htools.nodelist import hails_node_lists
 from programs import hail_client
 from solvers.strategies.iallocator import IAllocatorOptions, answer
 
@@ -101,29 +98,10 @@ def options_of(args: Any) -> IAllocatorOptions:
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 
-def _node_lists(inp: IAllocatorInput, ans: HailAnswer, fields: str) -> str:
-    """hail's `-p`: the node list before the answer and after it (Program/Hail.hs)."""
-    where = {name: nodes for name, nodes in ans.placements}
-    chosen = parse_fields(fields)
-    before = NodeList(inp.cluster).text(node_states(inp.cluster), chosen)
-    placed = [r.name for r in requested_instances(inp.request) if r.name in where]
-    multi = isinstance(inp.request, MultiAllocateRequest)
-    final = NodeList(inp.cluster, placed, indexed=multi)
-    state = state_after(inp, where)
-    # into a named group, tryGroupAlloc's solution holds that group's nodes only, and hail
-    # shows what the last successful one holds (a multi-allocate's go on from it: allocList)
-    shown = None
-    if where and any(r.group_name for r in requested_instances(inp.request)):
-        group = state.nodes[list(where.values())[-1][0]].group_uuid
-        shown = [n for n, st in state.nodes.items() if st.group_uuid == group]
-    after = final.text(state, chosen, shown)
-    return f"\nInitial cluster status:\n{before}\n\nFinal cluster status:\n{after}\n"
-
-
 def _save(inp: IAllocatorInput, ans: HailAnswer, prefix: str) -> str:
     """hail's `-S FILE`: the cluster before and after the answer in the text format, and
     the lines hail prints about them (maybeSaveData)."""
-    after = cluster_after(inp, {name: nodes for name, nodes in ans.placements})
+    after = cluster_after(inp, dict(ans.placements))
     lines = []
     for suffix, when, cluster in (
         ("pre-ialloc", "before", inp.cluster),
@@ -156,18 +134,23 @@ def run(args: Any) -> HailReport:
         inp = parse_request(text, "<stdin>", static_kvm_node_memory=kvm)
     else:
         inp = load_request(args.request, static_kvm_node_memory=kvm)
-    if args.text_data:
+    if args.text_data or args.simulate:  # a simulation wins, as in htools' ExtLoader
+        from model.backends.simu import simulated_cluster
         from model.backends.text import load_text
 
-        cluster = load_text(args.text_data)
+        if args.simulate:  # htools' getopt keeps the last --simulate first: group-01
+            cluster, source = simulated_cluster(args.simulate[::-1]), "the simulated cluster"
+        else:
+            cluster, source = load_text(args.text_data), args.text_data
         if args.ignore_dynu:  # hail clears the loads of data read from a file (`clearDynU`)
             cluster = cluster.without_dynamic_util()
-        inp = IAllocatorInput(cluster, inp.request, inp.enabled_hypervisors)
+        inp = with_cluster(inp, cluster, source)
     loaded = time.perf_counter()
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
-    shown = "" if args.print_nodes is None else _node_lists(inp, report.answer, args.print_nodes)
+    placements = dict(report.answer.placements)
+    shown = "" if args.print_nodes is None else hails_node_lists(inp, placements, args.print_nodes)
     if args.save:
         shown += _save(inp, report.answer, args.save)
     report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)

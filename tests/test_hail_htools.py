@@ -16,6 +16,7 @@ import htools_gen as gen
 import pytest
 
 from cli import _attached_optionals, build_parser
+from cli import main as cli_main
 from model.backends.iallocator import load_request
 from model.backends.text import load_text
 from model.htools.capacity import Placement
@@ -96,6 +97,7 @@ SHELLTEST_COMMANDS = (
     ("-v", "-v", "$D/hail-alloc-drbd.json", "--mond=no", "--mond-xen"),
     ("$D/hail-alloc-drbd.json", "--mond"),
     ("--ignore-dynu", "$D/hail-node-evac.json", "--mond=yes", "--static-kvm-node-memory=2048"),
+    ("--simu", "p,8,8T,16g,16", "$D/hail-alloc-drbd.json"),  # "hail can use the simu backend"
 )
 
 
@@ -348,6 +350,66 @@ def test_save_on_random_requests(ganeti, seed, tmp_path):
         assert node_names(post) == node_names(real_pre)  # the whole cluster
         return
     assert post == real_post
+
+
+SIMULATIONS = (
+    ("--simulate=p,8,8T,16g,16",),
+    ("--simulate=p,4,1T,64g,8", "--simulate", "a,3,500G,32768,4,2"),  # the last is group-01
+    ("--simulate", "u,3,100g,8g,4", "--simulate=preferred,2,1TB,4GiB,2"),
+    ("--simulate=p,2,100g,8 mib,4,2,True",),  # exclusive storage, no free spindles: refused
+    ("--simulate=p,0,100g,8g,4", "--simulate=last_resort,3,-5,8g,4"),
+)
+
+
+@pytest.mark.parametrize("request_name", ["hail-alloc-drbd.json", "hail-alloc-ext.json"])
+@pytest.mark.parametrize("simulation", SIMULATIONS, ids=lambda s: " ".join(s))
+def test_simulate_like_hail(ganeti, simulation, request_name, tmp_path):
+    """`--simulate SPEC`: the request answered on empty simulated groups (htools' Simu
+    backend: units, policies, the master, spindles, exclusive storage), hail's answer and
+    the cluster hail saves (-S) byte for byte."""
+    args = [*simulation, str(ganeti.data_dir / request_name)]
+    ours = exalloc_hail([*args, "-S", str(tmp_path / "ours")])
+    assert ours == real_hail(ganeti, [*args, "-S", str(tmp_path / "hail")])
+    for suffix in ("pre-ialloc", "post-ialloc"):
+        mine = Path(f"{tmp_path / 'ours'}.{suffix}").read_text()
+        assert mine == Path(f"{tmp_path / 'hail'}.{suffix}").read_text()
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("x,2,100g,8g,4", "cannot parse the allocation policy 'x'"),
+        ("p,2,100q,8g,4", "Unknown unit 'q'"),
+        ("p,2,100g", "expected 6 comma-separated sections"),
+        ("p,2.5,100g,8g,4", "cannot parse the node count '2.5'"),
+        ("p,2,100g,8g,4,1,yes", "exclusive storage must be True or False"),
+    ],
+)
+def test_simulate_refuses_bad_specs_in_one_line(ganeti, spec, message, capsys):
+    """A specification hail cannot load is one line naming it and exit 1, as hail exits 1."""
+    request = str(ganeti.data_dir / "hail-alloc-drbd.json")
+    proc = subprocess.run([str(ganeti.hail), f"--simulate={spec}", request], capture_output=True)
+    assert proc.returncode == 1
+    assert cli_main(["hail", f"--simulate={spec}", request]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and spec in err
+
+
+def test_request_names_what_the_replaced_cluster_lacks(ganeti, capsys):
+    """A relocation on a simulated cluster (or a -t file) without the instance: one line
+    naming it, exit 1, where hail 3.0.2 crashes (`IntMap.!`: it looks the instance up by its
+    index in the request) and exalloc said 'internal error' before."""
+    request = str(ganeti.data_dir / "hail-reloc-drbd.json")
+    proc = subprocess.run(
+        [str(ganeti.hail), "--simulate=p,8,8T,16g,16", request], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "IntMap.!" in proc.stderr
+    assert cli_main(["hail", "--simulate=p,8,8T,16g,16", request]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "exalloc: error: the request names instance 'instance14', which the simulated cluster"
+        " does not have\n"
+    )
 
 
 def test_print_nodes_refuses_peermap():

@@ -151,6 +151,26 @@ def new_instance(
     return _instance(request.name, fields, primary, secondary)
 
 
+def with_cluster(inp: IAllocatorInput, cluster: Cluster, source: str) -> IAllocatorInput:
+    """The request on another cluster (hail's `-t FILE`, `--simulate`), which must hold what
+    the request names: its instances, the nodes to relocate from, the target groups."""
+    req = inp.request
+    names: tuple[str, ...] = ()
+    if isinstance(req, (RelocateRequest, AllocateSecondaryRequest)):
+        names = (req.name,)
+    elif isinstance(req, (NodeEvacuateRequest, ChangeGroupRequest)):
+        names = req.instances
+    missing = [("instance", n) for n in names if n not in cluster.instance_index]
+    if isinstance(req, RelocateRequest):
+        missing += [("node", n) for n in req.relocate_from if n not in cluster.node_index]
+    if isinstance(req, ChangeGroupRequest):
+        missing += [("group", g) for g in req.target_group_uuids if g not in cluster.group_index]
+    if missing:
+        kind, name = missing[0]
+        raise InputError(f"the request names {kind} '{name}', which {source} does not have")
+    return IAllocatorInput(cluster, req, inp.enabled_hypervisors)
+
+
 def requested_instances(request: Request) -> list[AllocateRequest]:
     """The new instances an allocate or multi-allocate asks for, in request order."""
     if isinstance(request, AllocateRequest):

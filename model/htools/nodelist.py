@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+from model.backends.iallocator import (
+    IAllocatorInput,
+    MultiAllocateRequest,
+    requested_instances,
+    state_after,
+)
 from model.backends.text import alias, cluster_suffix, printf_0f, printf_fixed, show_double
 from model.cluster import Cluster
 from model.resources import NodeState
-from model.state import ClusterState
+from model.state import ClusterState, node_states
 
 #: Node.defaultFields
 DEFAULT_FIELDS: tuple[str, ...] = (
@@ -194,3 +200,22 @@ def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str
         ]
         lines.append(" " + " ".join(cells) + "\n")
     return "".join(lines)
+
+
+def hails_node_lists(inp: IAllocatorInput, where: Mapping[str, Sequence[str]], fields: str) -> str:
+    """hail's `-p` output (Program/Hail.hs): the node list before an answer (instance -> its
+    nodes) and after it. Into a named group, tryGroupAlloc's solution holds that group's
+    nodes only, and hail shows what the last successful one holds (a multi-allocate goes on
+    from it: allocList)."""
+    chosen = parse_fields(fields)
+    before = NodeList(inp.cluster).text(node_states(inp.cluster), chosen)
+    requested = requested_instances(inp.request)
+    placed = [r.name for r in requested if r.name in where]
+    final = NodeList(inp.cluster, placed, indexed=isinstance(inp.request, MultiAllocateRequest))
+    state = state_after(inp, where)
+    shown = None
+    if where and any(r.group_name for r in requested):
+        group = state.nodes[list(where.values())[-1][0]].group_uuid
+        shown = [n for n, st in state.nodes.items() if st.group_uuid == group]
+    after = final.text(state, chosen, shown)
+    return f"\nInitial cluster status:\n{before}\n\nFinal cluster status:\n{after}\n"

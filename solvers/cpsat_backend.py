@@ -25,7 +25,11 @@ from ortools.sat.python import cp_model
 from pyomo.repn import generate_standard_repn
 
 from model.errors import SolverError
+from solvers.output_lock import one_per_process
 from solvers.result import SolveResult, Status, VarValues, classify, finite_or_none
+
+# Pyomo's output lock, not shared with forked processes (solvers/output_lock.py)
+one_per_process()
 
 #: Largest per-row multiplier accepted to make coefficients integral (0.000001 steps).
 MAX_SCALE = 10**6

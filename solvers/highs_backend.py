@@ -26,6 +26,7 @@ from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 from pyomo.core.base.objective import ObjectiveData
 
 from model.errors import SolverError
+from solvers.output_lock import one_per_process
 from solvers.result import (
     SolveResult,
     Status,
@@ -33,6 +34,9 @@ from solvers.result import (
     classify,
     finite_or_none,
 )
+
+# Pyomo's output lock, not shared with forked processes (solvers/output_lock.py)
+one_per_process()
 
 # HiGHS runs one scheduler per process and fixes its thread count at the first solve; a later
 # solve asking for another count only logs an error and is ignored. This is one of two pieces of

@@ -282,6 +282,42 @@ def test_dead_worker_is_recorded_and_the_rest_completes(tmp_path: Path, monkeypa
         assert "worker process died on this input" in by_input[name]["error"]
 
 
+def test_a_worker_dying_inside_a_solve_blocks_no_other(monkeypatch) -> None:
+    """A worker killed while it holds Pyomo's output-capture lock (inside a solve: the OOM
+    killer, a broken pool's clean-up of its other workers) leaves the other inputs free to
+    run again and complete. Until 2026-11-27 that lock was a semaphore shared by the batch
+    process and every worker forked from it: each later solve waited 200 s and failed
+    ("Deadlock starting capture_output"), and a full test run twice hung after
+    test_dead_worker_is_recorded_and_the_rest_completes (solvers/output_lock.py)."""
+    good = [
+        Task(str(FIXTURES / name), "partition", 2)
+        for name in ("two_disks_none_none.yaml", "two_disks_none_size.yaml")
+    ]
+    tasks = [Task("x", "crash"), *good]
+    monkeypatch.setattr(batch, "solve_task", _die_holding_the_output_lock)
+    monkeypatch.setattr(batch, "_warm_up", _no_warm_up)
+    # as in this test process and in the hail server: Pyomo loaded before the workers fork
+    import multiprocessing  # noqa: F401
+
+    import pyomo.core  # noqa: F401
+
+    records = {r["input"]: r for r in batch.run_local(tasks, Options(), workers=2)}
+    assert "worker process died on this input" in records["x"]["error"]
+    assert [records[t.input]["status"] for t in good] == ["optimal", "optimal"]
+    assert [records[t.input]["error"] for t in good] == [None, None]
+
+
+def _die_holding_the_output_lock(task: Task, options: Options) -> dict:
+    if task.problem == "crash":  # inside a solve: the backend loaded, the lock taken
+        from pyomo.common import dependencies
+
+        import solvers.highs_backend  # noqa: F401
+
+        dependencies.capture_output_lock.acquire(timeout=5)  # held, unless leaked before
+        os._exit(9)
+    return solve_task(task, options)
+
+
 def _no_warm_up() -> None:
     pass
 

@@ -552,3 +552,35 @@ def test_highs_bound_holds_with_continuous_reserves() -> None:
     assert status == "Optimal" and bound > score + 0.008  # the fixture still shows the fault
     status, bound = _reserve_round(reserves_integer=False, seconds=30)
     assert bound <= score + 1e-6, (status, bound)
+
+
+def test_a_child_killed_holding_pyomos_output_lock_blocks_no_one():
+    """Pyomo's output-capture lock is a semaphore shared with forked children once
+    multiprocessing is imported; a child killed while holding it left every later solve in
+    the parent waiting 200 s and failing (a batch whose worker died inside a solve: session
+    notes of 2026-11-27). With the solver backends imported it is one lock per process."""
+    import multiprocessing  # noqa: F401 - Pyomo upgrades its lock when this is imported
+    import os
+
+    from pyomo.common import dependencies
+
+    import solvers.highs_backend  # noqa: F401 - makes the lock one per process
+
+    pid = os.fork()
+    if pid == 0:  # take the lock and die holding it
+        dependencies.capture_output_lock.acquire()
+        os._exit(9)
+    os.waitpid(pid, 0)
+    assert dependencies.capture_output_lock.acquire(timeout=2)
+    dependencies.capture_output_lock.release()
+    assert solve_tiny() == 1  # a solve in the parent goes through at once
+
+
+def solve_tiny() -> float:
+    """A one-variable model solved by HiGHS (enters Pyomo's output capture)."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Binary)
+    m.obj = pyo.Objective(expr=m.x, sense=pyo.maximize)
+    result = solve(m, "highs", time_limit=10)
+    assert result.status == Status.OPTIMAL
+    return pyo.value(m.x)

@@ -40,7 +40,7 @@ class HailReport:
     timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
-    stderr: str = ""  # hail's own stderr output asked for (-p), printed as it is
+    stderr: str = ""  # hail's own stderr output asked for (-p, -S), printed as it is
 
     @property
     def response(self) -> str:

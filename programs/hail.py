@@ -98,9 +98,9 @@ def options_of(args: Any) -> IAllocatorOptions:
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 
-def _save(inp: IAllocatorInput, ans: HailAnswer, prefix: str) -> str:
+def _save(inp: IAllocatorInput, ans: HailAnswer, prefix: str) -> list[str]:
     """hail's `-S FILE`: the cluster before and after the answer in the text format, and
-    the lines hail prints about them (maybeSaveData)."""
+    the line hail prints about each (maybeSaveData)."""
     after = cluster_after(inp, dict(ans.placements))
     lines = []
     for suffix, when, cluster in (
@@ -110,7 +110,17 @@ def _save(inp: IAllocatorInput, ans: HailAnswer, prefix: str) -> str:
         path = f"{prefix}.{suffix}"
         save_text(cluster, path)
         lines.append(f"The cluster state {when} iallocator run has been written to file '{path}'\n")
-    return "".join(lines)
+    return lines
+
+
+def _stderr(inp: IAllocatorInput, ans: HailAnswer, args: Any) -> str:
+    """What hail prints on stderr for `-p` and `-S`, in its order: the node list before,
+    the line on the cluster saved before, the node list after, the line on the one after."""
+    where = dict(ans.placements)
+    fields = args.print_nodes
+    lists = ("", "") if fields is None else hails_node_lists(inp, where, fields)
+    saved = _save(inp, ans, args.save) if args.save else ["", ""]
+    return lists[0] + saved[0] + lists[1] + saved[1]
 
 
 def _notes(args: Any) -> tuple[str, ...]:
@@ -149,10 +159,7 @@ def run(args: Any) -> HailReport:
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
-    placements = dict(report.answer.placements)
-    shown = "" if args.print_nodes is None else hails_node_lists(inp, placements, args.print_nodes)
-    if args.save:
-        shown += _save(inp, report.answer, args.save)
+    shown = _stderr(inp, report.answer, args)
     report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)
     if args.compare:
         from programs.hail_compare import with_comparison

@@ -306,7 +306,8 @@ def _real_saved(ganeti, args: list[str], prefix: Path) -> tuple[str, str, str]:
 
 
 def _our_stderr(args: list[str]) -> str:
-    ns = build_parser().parse_args(["hail", "--capacity-checks", "greedy", *args])
+    words = _attached_optionals(["hail", "--capacity-checks", "greedy", *args])
+    ns = build_parser().parse_args(words)
     ns.solver_options = SolverOptions()
     return hail.run(ns).stderr
 
@@ -410,6 +411,19 @@ def test_request_names_what_the_replaced_cluster_lacks(ganeti, capsys):
         "exalloc: error: the request names instance 'instance14', which the simulated cluster"
         " does not have\n"
     )
+
+
+@pytest.mark.parametrize(
+    "name", ["hail-alloc-drbd.json", "hail-node-evac.json", "hail-alloc-secondary.json"]
+)
+def test_print_nodes_and_save_in_hails_order(ganeti, name, tmp_path):
+    """`-p -S FILE` together: hail prints the list before, the line on the cluster saved
+    before, the list after, the line on the one after (htools-hail.test runs this pair)."""
+    args = ["-p", str(ganeti.data_dir / name)]
+    ours = _our_stderr([*args, "-S", str(tmp_path / "x")])
+    real = _hails_node_lists(ganeti, [*args, "-S", str(tmp_path / "x")])
+    assert ours == real
+    assert ours.index("before iallocator run") < ours.index("Final cluster status")
 
 
 def test_print_nodes_refuses_peermap():

@@ -202,11 +202,13 @@ def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str
     return "".join(lines)
 
 
-def hails_node_lists(inp: IAllocatorInput, where: Mapping[str, Sequence[str]], fields: str) -> str:
+def hails_node_lists(
+    inp: IAllocatorInput, where: Mapping[str, Sequence[str]], fields: str
+) -> tuple[str, str]:
     """hail's `-p` output (Program/Hail.hs): the node list before an answer (instance -> its
-    nodes) and after it. Into a named group, tryGroupAlloc's solution holds that group's
-    nodes only, and hail shows what the last successful one holds (a multi-allocate goes on
-    from it: allocList)."""
+    nodes) and the one after it, apart (hail prints what `-S` says between them). Into a
+    named group, tryGroupAlloc's solution holds that group's nodes only, and hail shows what
+    the last successful one holds (a multi-allocate goes on from it: allocList)."""
     chosen = parse_fields(fields)
     before = NodeList(inp.cluster).text(node_states(inp.cluster), chosen)
     requested = requested_instances(inp.request)
@@ -218,4 +220,4 @@ def hails_node_lists(inp: IAllocatorInput, where: Mapping[str, Sequence[str]], f
         group = state.nodes[list(where.values())[-1][0]].group_uuid
         shown = [n for n, st in state.nodes.items() if st.group_uuid == group]
     after = final.text(state, chosen, shown)
-    return f"\nInitial cluster status:\n{before}\n\nFinal cluster status:\n{after}\n"
+    return f"\nInitial cluster status:\n{before}\n", f"\nFinal cluster status:\n{after}\n"

@@ -128,6 +128,7 @@ def _hails_own_options(args: Any) -> list[str]:
         extra.append("--restrict-allocation-to=" + ",".join(args.restrict_allocation_to))
     if args.ignore_dynu:
         extra.append("--ignore-dynu")
+    extra += [f"--simulate={spec}" for spec in args.simulate or ()]  # in the order given
     return extra
 
 

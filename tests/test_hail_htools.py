@@ -396,6 +396,19 @@ def test_simulate_refuses_bad_specs_in_one_line(ganeti, spec, message, capsys):
     assert err.count("\n") == 1 and message in err and spec in err
 
 
+def test_compare_on_a_simulated_cluster(ganeti, capsys):
+    """`--compare --simulate SPEC`: the real hail answers on the same simulated cluster (it
+    was given the request's, named nodes the simulation lacks, and the comparison failed
+    with an internal error)."""
+    request = str(ganeti.data_dir / "hail-alloc-drbd.json")
+    args = ["--capacity-checks", "greedy", "--simulate=p,4,1T,64g,8", "--simu", "a,3,1T,32g,4"]
+    assert cli_main(["hail", "--json", "--compare", *args, request]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    real = json.loads(real_hail(ganeti, [*args[2:], request]))
+    assert real["success"] and real["result"] == shown["response"]["result"]
+    assert all(node.startswith("node-0") for node in real["result"])
+
+
 def test_request_names_what_the_replaced_cluster_lacks(ganeti, capsys):
     """A relocation on a simulated cluster (or a -t file) without the instance: one line
     naming it, exit 1, where hail 3.0.2 crashes (`IntMap.!`: it looks the instance up by its

@@ -472,10 +472,8 @@ def joint_node_evacuate(
     try:
         if hail is not None:
             start = _plan_of(hail)
-        elif narrow is not None:
-            start = narrow
-        else:
-            start = _narrow_walk(state1, mode, moving, avail_of)
+        else:  # the narrow walk, if not walked before the fork already
+            start = narrow if narrow is not None else _narrow_walk(state1, mode, moving, avail_of)
         joints = _evacuate_groups(
             inp, state1, names, mode, groups, start, budget, deadline, frozenset(excluded)
         )

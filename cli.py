@@ -28,13 +28,9 @@ REPORT_HINT = "this is a bug in exalloc: please report it with the command and i
 
 
 def _version() -> str:
-    # imported here: importlib.metadata costs 25 ms, and exalloc-hail starts once per request
-    from importlib.metadata import PackageNotFoundError, version
+    from programs.version import version
 
-    try:
-        return version("exalloc")
-    except PackageNotFoundError:  # running from a source tree that was not installed
-        return "unknown"
+    return version()
 
 
 class _VersionAction(argparse.Action):
@@ -590,6 +586,15 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
     )
+    p.add_argument(
+        "-X",
+        "--exec",
+        dest="exec_jobs",
+        action="store_true",
+        help="run the plan's jobs on the cluster read with -L, job set by job set, as "
+        "hsqueeze -X (docs/squeeze.md)",
+    )
+    p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
     _static_kvm_option(
         p,
         "node memory assumed on kvm nodes (default 4096, as hsqueeze); text snapshots (-t)"
@@ -999,7 +1004,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
         return _internal_error(err, debug=getattr(args, "debug", False))
     try:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        if text:  # empty when the program printed as it went (squeeze -X)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:  # `exalloc ... | head`: the reader left, nothing more to say
         with contextlib.suppress(OSError):

@@ -72,6 +72,11 @@ class LiveSourceError(ExallocError):
     HTTP or LUXI error, or a malformed or partial reply. `source` names the address or socket."""
 
 
+class JobError(ExallocError):
+    """Jobs submitted to a live cluster (`-X`) were refused or did not all succeed, or the run
+    was cancelled before its last job set (model/backends/jobs.py)."""
+
+
 class LockError(ExallocError):
     """A lock that does not exist (any more), or a name added twice (model.locking)."""
 

@@ -26,7 +26,16 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
+from model.backends.iallocator import (
+    migrate_opcode,
+    move_opcode,
+    power_opcodes,
+    replace_disks_opcode,
+    tags_opcode,
+)
+from model.backends.jobs import JobSet
 from model.capacity import (
     DISK,
     DISK_FORTH,
@@ -659,24 +668,45 @@ def not_preexisting(
 # -- Ganeti commands and the squeezed snapshot -------------------------------------------------
 
 
-def move_commands(cluster: Cluster, mv: Migration) -> list[str]:
-    """The gnt-instance commands of one job, as hbal writes them."""
+def move_steps(cluster: Cluster, mv: Migration) -> list[tuple[str, str | None]]:
+    """The Ganeti operations of one move in order, as htools' iMoveToJob: ("migrate",
+    target or None for a DRBD failover), ("replace", new secondary), ("move", target)."""
     inst = cluster.instance_index[mv.instance]
-    name = mv.instance
     if not inst.mirrored:
-        verb = "migrate" if inst.externally_mirrored else "move"
-        return [f"gnt-instance {verb} -f -n {mv.target} {name}"]
-    failover = f"gnt-instance migrate -f {name}"
+        return [("migrate" if inst.externally_mirrored else "move", mv.target)]
+    failover: tuple[str, str | None] = ("migrate", None)
     p, s, a, b = mv.source, mv.old_secondary, mv.target, mv.secondary
     if (a, b) == (s, p):
         return [failover]
     if a == p:
-        return [f"gnt-instance replace-disks -n {b} {name}"]
+        return [("replace", b)]
     if a == s:
-        return [failover, f"gnt-instance replace-disks -n {b} {name}"]
+        return [failover, ("replace", b)]
     if b == p:
-        return [f"gnt-instance replace-disks -n {a} {name}", failover]
-    return [failover, f"gnt-instance replace-disks -n {a} {name}", failover]
+        return [("replace", a), failover]
+    return [failover, ("replace", a), failover]
+
+
+def move_commands(cluster: Cluster, mv: Migration) -> list[str]:
+    """The gnt-instance commands of one job, as hbal writes them."""
+    name = mv.instance
+    words = {
+        "migrate": lambda node: f"migrate -f -n {node}" if node else "migrate -f",
+        "replace": lambda node: f"replace-disks -n {node}",
+        "move": lambda node: f"move -f -n {node}",
+    }
+    return [f"gnt-instance {words[kind](node)} {name}" for kind, node in move_steps(cluster, mv)]
+
+
+def move_opcodes(cluster: Cluster, mv: Migration) -> tuple[dict[str, Any], ...]:
+    """The opcodes of one job, as htools submits them with -X (iMoveToJob)."""
+    name = mv.instance
+    build = {
+        "migrate": lambda node: migrate_opcode(name, node),
+        "replace": lambda node: replace_disks_opcode(name, node or ""),
+        "move": lambda node: move_opcode(name, node or ""),
+    }
+    return tuple(build[kind](node) for kind, node in move_steps(cluster, mv))
 
 
 def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str:
@@ -714,6 +744,37 @@ def plan_commands(
             + format_jobs(cluster, jobsets)
         )
     return "echo Nothing to do"
+
+
+def plan_job_sets(
+    cluster: Cluster,
+    mode: str,
+    nodes: Sequence[str],
+    jobsets: Sequence[Sequence[Migration]],
+) -> list[JobSet]:
+    """hsqueeze's job sets for -X, in its order: shrink runs the moves' job sets, a tagging set
+    per node, then one job setting the nodes offline and powering them off; expand powers on
+    first, then moves. The descriptions are hsqueeze's."""
+    moves = [
+        JobSet(
+            "Moving instances " + ",".join(mv.instance for mv in js),
+            tuple(move_opcodes(cluster, mv) for mv in js),
+        )
+        for js in jobsets
+        if js
+    ]
+    # No power job without nodes: hsqueeze submits one (expanding when nothing can be
+    # powered on), and Ganeti reads an out-of-band command naming no node as one for every
+    # node (LUOobCommand).
+    if mode == "offline" and nodes:
+        tags = [
+            JobSet(f"Tagging node {n} with standby", ((tags_opcode(n, [STANDBY_AUTO]),),))
+            for n in nodes
+        ]
+        return [*moves, *tags, JobSet("Powering off nodes", (power_opcodes(nodes, on=False),))]
+    if mode == "online" and nodes:
+        return [JobSet("Powering on nodes", (power_opcodes(nodes, on=True),)), *moves]
+    return moves
 
 
 def squeezed_cluster(

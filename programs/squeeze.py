@@ -2,24 +2,29 @@
 power up) answered exactly, in hsqueeze's output forms (docs/squeeze.md).
 
 Read the snapshot, ask the strategy (`solvers.strategies.squeeze.plan`: mode, solve, order,
-check), then print the plan as hsqueeze does and write the `-C` script and `-S` snapshots.
+check), then print the plan as hsqueeze does and write the `-C` script and `-S` snapshots; with
+`-X`, run the plan's jobs on the cluster read through LUXI (model/backends/jobs.py).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 
+from model.backends.jobs import Annotation, SetOutcome, print_flushed, run_job_sets
+from model.backends.luxi import default_socket
 from model.backends.text import dump_text
 from model.cluster import Cluster
-from model.errors import about
+from model.errors import InputError, about
 from model.files import write_files
 from model.squeeze import (
     SH_TEMPLATE,
     Migration,
     SqueezeRequest,
     plan_commands,
+    plan_job_sets,
     squeezed_cluster,
 )
 from model.state import node_states
@@ -35,8 +40,12 @@ class SqueezeReport:
     no_headers: bool = False
     commands: str | None = None  # the command script body (None without -C)
     commands_file: str | None = None
+    executed: tuple[SetOutcome, ...] | None = None  # -X: the job sets run, in order
+    printed: bool = False  # the text went out before the jobs ran (-X)
 
     def text(self) -> str:
+        if self.printed:
+            return ""
         p = self.plan
         out: list[str] = []
         if self.verbose > 1:
@@ -78,7 +87,21 @@ class SqueezeReport:
             "online_candidates": list(p.online_candidates),
             "not_enough_capacity": p.not_enough_capacity,
             "checker": dict(p.checker),
+            **self._executed_json(),
         }
+
+    def _executed_json(self) -> dict[str, Any]:
+        if self.executed is None:
+            return {}
+        return {"executed": [_set_json(o) for o in self.executed]}
+
+
+def _set_json(outcome: SetOutcome) -> dict[str, Any]:
+    return {
+        "description": outcome.description,
+        "job_ids": list(outcome.job_ids),
+        "statuses": list(outcome.statuses),
+    }
 
 
 def _move_json(m: Migration) -> dict[str, str]:
@@ -113,9 +136,13 @@ def report_of(
 
 def run(args: Any) -> SqueezeReport:
     """`exalloc squeeze`: load (-t, -m or -L), plan, then write the -S and -C files hsqueeze
-    would write."""
-    from programs.sources import cluster_of
+    would write; with -X, print the plan, run its jobs, and only then write FILE.squeezed (the
+    state the jobs reach)."""
+    from programs.sources import cluster_of, source_of
 
+    if getattr(args, "exec_jobs", False) and source_of(args).kind != "luxi":
+        # hsqueeze finds out after its plan; nothing is read or solved here
+        raise InputError("-X runs the plan's jobs through LUXI: read the cluster with -L")
     cluster, source = cluster_of(args)
     request = SqueezeRequest(args.minimal_resources, args.target_resources, args.move)
     state = node_states(cluster)
@@ -130,23 +157,58 @@ def run(args: Any) -> SqueezeReport:
     )
     # written only once the plan succeeded, all together (model.files): a failing plan or an
     # unwritable target leaves none of them behind
-    files: dict[str, str] = {}
+    before: dict[str, str] = {}
     if report.commands is not None and report.commands_file is not None:
-        files[report.commands_file] = SH_TEMPLATE + report.commands
+        before[report.commands_file] = SH_TEMPLATE + report.commands
+    after: dict[str, str] = {}
     if args.save:
         off = result.nodes if result.mode == "offline" else ()
         on = result.nodes if result.mode == "online" else ()
-        files[args.save + ".original"] = dump_text(cluster)
-        files[args.save + ".squeezed"] = dump_text(squeezed_cluster(state, off, on, result.moves))
-    write_files(files)
-    if args.save:
+        before[args.save + ".original"] = dump_text(cluster)
+        after[args.save + ".squeezed"] = dump_text(squeezed_cluster(state, off, on, result.moves))
+    if not getattr(args, "exec_jobs", False):
+        write_files({**before, **after})
+        _say_saved(args.save, ("original", "squeezed"))
+        return report
+    write_files(before)
+    _say_saved(args.save, ("original",))
+    if not args.json:  # the plan first, as hsqueeze prints it before its jobs run
+        print_flushed(report.text().rstrip("\n"))
+    with about(source.label):
+        outcomes = run_job_sets(
+            source.where or default_socket(),
+            plan_job_sets(cluster, result.mode, result.nodes, result.jobsets),
+            _annotation(result.mode, len(result.nodes)),
+            say=_stderr_line if args.json else print_flushed,
+        )
+    write_files(after)
+    _say_saved(args.save, ("squeezed",))
+    return replace(report, executed=tuple(outcomes), printed=not args.json)
+
+
+def _annotation(mode: str, count: int) -> Annotation:
+    """hsqueeze's comment and reason trail on every opcode, naming exalloc instead."""
+    from programs.version import version
+
+    what = {"offline": "condensing", "online": "expanding"}.get(mode, "squeezing")
+    ver = version()
+    return Annotation(
+        comment=f"{what} by {count} nodes (exalloc) version {ver}",
+        source="exalloc",
+        reason=f"exalloc squeeze (exalloc) version {ver} called",
+        timestamp_ns=time.time_ns(),
+    )
+
+
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _say_saved(save: str | None, which: tuple[str, ...]) -> None:
+    """htools' lines on stderr for the -S files written."""
+    said = {"original": "before hsqueeze run", "squeezed": "after hsqueeze run"}
+    for kind in which if save else ():
         print(
-            "The cluster state before hsqueeze run has been written to file "
-            f"'{args.save}.original'",
+            f"The cluster state {said[kind]} has been written to file '{save}.{kind}'",
             file=sys.stderr,
         )
-        print(
-            f"The cluster state after hsqueeze run has been written to file '{args.save}.squeezed'",
-            file=sys.stderr,
-        )
-    return report

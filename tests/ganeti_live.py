@@ -324,11 +324,52 @@ class LuxiResponder:
                     reply = {"success": True, "result": self.result(method, args)}
                 except (KeyError, AttributeError, TypeError, ValueError):
                     return  # answers it cannot serve (spoiled on purpose): hang up
+                if method not in ("Query", "QueryClusterInfo"):  # jobs change: never kept
+                    conn.sendall(json.dumps(reply).encode() + END)
+                    continue
                 self._replies[key] = json.dumps(reply).encode() + END
             conn.sendall(self._replies[key])
 
     def result(self, method: str, args: list) -> Any:
         return luxi_result(self.answers, method, args)
+
+
+class JobResponder(LuxiResponder):
+    """A LuxiResponder that also takes jobs, as Ganeti's master does over LUXI: ids from 1 on
+    `SubmitManyJobs` (or the refusal `refuse` says for a job's ordinal), and `QueryJobs`
+    statuses from `status(job_id, polls)` (polls: that job's queries so far, from 1); by
+    default every job succeeds at once. `jobs` keeps what was submitted, one list per call."""
+
+    def __init__(
+        self,
+        path: Path,
+        answers: RapiAnswers,
+        *,
+        status: Callable[[int, int], str] | None = None,
+        refuse: Callable[[int], str | None] | None = None,
+    ) -> None:
+        super().__init__(path, answers)
+        self.status = status or (lambda job, polls: "success")
+        self.refuse = refuse or (lambda job: None)
+        self.jobs: list[list[list[dict[str, Any]]]] = []
+        self.polls: dict[int, int] = {}
+
+    def result(self, method: str, args: list) -> Any:
+        if method == "SubmitManyJobs":
+            self.jobs.append(args[0])
+            out: list[list[Any]] = []
+            for _ in args[0]:
+                job = sum(len(call) for call in self.jobs[:-1]) + len(out) + 1
+                why = self.refuse(job)
+                out.append([False, why] if why is not None else [True, str(job)])
+            return out
+        if method == "QueryJobs":
+            rows = []
+            for job in args[0]:
+                self.polls[job] = self.polls.get(job, 0) + 1
+                rows.append([self.status(job, self.polls[job])])
+            return rows
+        return super().result(method, args)
 
 
 def luxi_result(answers: RapiAnswers, method: str, args: list) -> Any:

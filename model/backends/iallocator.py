@@ -1040,6 +1040,49 @@ def failover_opcode(instance: str, target_node: str | None = None) -> dict[str, 
     return op
 
 
+def move_opcode(instance: str, target_node: str) -> dict[str, Any]:
+    """OP_INSTANCE_MOVE as `gnt-instance move -f -n TARGET` sends it (Ganeti's defaults)."""
+    return {
+        "OP_ID": "OP_INSTANCE_MOVE",
+        "instance_name": instance,
+        "target_node": target_node,
+        "compress": "none",
+        "shutdown_timeout": 120,
+        "ignore_consistency": False,
+        "ignore_ipolicy": False,
+    }
+
+
+def tags_opcode(node: str, tags: Sequence[str]) -> dict[str, Any]:
+    """OP_TAGS_SET on a node, as htools' genAddTagsOpCode."""
+    return {"OP_ID": "OP_TAGS_SET", "kind": "node", "tags": list(tags), "name": node}
+
+
+def power_opcodes(nodes: Sequence[str], *, on: bool) -> tuple[dict[str, Any], ...]:
+    """htools' genPowerOnOpCodes / genPowerOffOpCodes: each node marked online or offline,
+    then one out-of-band power command for them all (Ganeti's oobTimeout 60 s, power delay
+    2 s)."""
+    marks = tuple(
+        {
+            "OP_ID": "OP_NODE_SET_PARAMS",
+            "node_name": n,
+            "force": False,
+            "offline": not on,
+            "auto_promote": False,
+        }
+        for n in nodes
+    )
+    power = {
+        "OP_ID": "OP_OOB_COMMAND",
+        "node_names": list(nodes),
+        "command": "power-on" if on else "power-off",
+        "timeout": 60,
+        "ignore_status": False,
+        "power_delay": 2,
+    }
+    return (*marks, power)
+
+
 _HASKELL_TEMPLATE = {
     "diskless": "DTDiskless",
     "file": "DTFile",

@@ -50,7 +50,7 @@ from model.cluster import (
     Instance,
     NodeGroup,
 )
-from model.errors import LiveSourceError
+from model.errors import LiveSourceError, printable
 
 DEFAULT_SOCKET = "/var/run/ganeti/socket/ganeti-query"  # Path.defaultQuerySocket
 CONNECT_TIMEOUT_S = 30.0  # luxiDefCtmo
@@ -96,6 +96,9 @@ INSTANCE_FIELDS = (
     "forthcoming",
 )
 GROUP_FIELDS = ("uuid", "name", "alloc_policy", "ipolicy", "tags")
+#: A job's statuses (Ganeti's JobStatus): up to running it is not finished.
+JOBS_UNFINISHED = ("queued", "waiting", "canceling", "running")
+JOBS_FINISHED = ("canceled", "success", "error")
 
 # Query result statuses (Query/Language.hs checkRS): why a field has no value.
 _STATUS_TEXT = {
@@ -173,7 +176,7 @@ class LuxiConnection:
     def close(self) -> None:
         self._sock.close()
 
-    def _fail(self, call: str, message: str) -> LiveSourceError:
+    def fail(self, call: str, message: str) -> LiveSourceError:
         return LiveSourceError(f"LUXI {call}: {message}", source=self.path)
 
     def call(self, method: str, args: list, label: str) -> Any:
@@ -182,9 +185,9 @@ class LuxiConnection:
             self._sock.sendall(request.encode("utf-8") + END_OF_MESSAGE)
         except TimeoutError:
             limit = self.timeouts.read_write_s
-            raise self._fail(label, f"request not taken within {limit:g} s") from None
+            raise self.fail(label, f"request not taken within {limit:g} s") from None
         except OSError as exc:
-            raise self._fail(label, f"cannot send: {exc.strerror or exc}") from None
+            raise self.fail(label, f"cannot send: {exc.strerror or exc}") from None
         return self._response(label, self._receive(label))
 
     def _receive(self, label: str) -> bytes:
@@ -193,12 +196,12 @@ class LuxiConnection:
                 chunk = self._sock.recv(_RECV_BYTES)
             except TimeoutError:
                 limit = self.timeouts.read_write_s
-                raise self._fail(label, f"no complete reply within {limit:g} s") from None
+                raise self.fail(label, f"no complete reply within {limit:g} s") from None
             except OSError as exc:
-                raise self._fail(label, f"cannot read: {exc.strerror or exc}") from None
+                raise self.fail(label, f"cannot read: {exc.strerror or exc}") from None
             if not chunk:
                 got = len(self._buffer)
-                raise self._fail(
+                raise self.fail(
                     label,
                     "connection closed before the reply ended"
                     + (f" (partial reply, {got} bytes)" if got else " (no reply)"),
@@ -212,7 +215,7 @@ class LuxiConnection:
         try:
             text = message.decode("utf-8")
         except UnicodeDecodeError:
-            raise self._fail(label, "the reply is not UTF-8 text") from None
+            raise self.fail(label, "the reply is not UTF-8 text") from None
         try:
             reply = _read_object(decode_json(text))
             if "success" not in reply or "result" not in reply:
@@ -220,9 +223,9 @@ class LuxiConnection:
                 raise _Bad(f"key '{missing}' not found")
             success = _read_bool(reply["success"])
         except _Bad as exc:
-            raise self._fail(label, f"malformed reply: {exc.message}") from None
+            raise self.fail(label, f"malformed reply: {exc.message}") from None
         if not success:
-            raise self._fail(label, f"Ganeti answered an error: {_error_text(reply['result'])}")
+            raise self.fail(label, f"Ganeti answered an error: {_error_text(reply['result'])}")
         return reply["result"]
 
 
@@ -247,6 +250,50 @@ def fetch(path: str, timeouts: Timeouts | None = None) -> LuxiReplies:
     with LuxiConnection(path, timeouts) as connection:
         results = {key: connection.call(method, args, label) for key, method, args, label in calls}
     return LuxiReplies(**results)
+
+
+def submit_many_jobs(connection: LuxiConnection, jobs: list[list[dict[str, Any]]]) -> list[int]:
+    """`SubmitManyJobs`: each job a list of opcodes; the answer is a `[success, id or
+    message]` pair per job (Luxi.hs submitManyJobs: one refused job fails the call)."""
+    label = "SubmitManyJobs"
+    result = connection.call(label, [jobs], label)
+    if not isinstance(result, list) or len(result) != len(jobs):
+        raise connection.fail(label, f"expected {len(jobs)} [success, job id] pairs")
+    ids: list[int] = []
+    for entry in result:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], bool)):
+            raise connection.fail(label, f"malformed entry {_show(entry)}")
+        ok, value = entry
+        if not ok:
+            given = f" (job ids given: {', '.join(map(str, ids))})" if ids else ""
+            why = printable(value) if isinstance(value, str) else _error_text(value)
+            raise connection.fail(label, f"a job was refused: {why}{given}")
+        ids.append(_job_id(connection, label, value))
+    return ids
+
+
+def _job_id(connection: LuxiConnection, label: str, value: Any) -> int:
+    """A job id: Ganeti sends a number or its decimal text."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise connection.fail(label, f"not a job id: {_show(value)}")
+
+
+def query_jobs_status(connection: LuxiConnection, ids: list[int]) -> list[str]:
+    """`QueryJobs` of `ids`, field `status` (Luxi.hs queryJobsStatus)."""
+    label = "QueryJobs"
+    result = connection.call(label, [ids, ["status"]], label)
+    if not isinstance(result, list) or len(result) != len(ids):
+        raise connection.fail(label, f"expected the status of {len(ids)} jobs")
+    statuses = []
+    for job, row in zip(ids, result, strict=True):
+        status = row[0] if isinstance(row, list) and len(row) == 1 else None
+        if status not in JOBS_UNFINISHED + JOBS_FINISHED:
+            raise connection.fail(label, f"job {job}: no job status in {_show(row)}")
+        statuses.append(status)
+    return statuses
 
 
 # ---------------------------------------------------------------------------------------------

@@ -459,6 +459,24 @@ def test_random_requests_slow(ganeti, seed, tmp_path):
     _compare_random(ganeti, seed, tmp_path)
 
 
+def test_a_drained_secondary_is_declined(ganeti, tmp_path):
+    """Seed 1490: hail's allocate-secondary takes the group's drained node (htools' candidates
+    include offline ones, docs/hail.md "Allocate-secondary"); Ganeti refuses a drained node a
+    new secondary, so exalloc declines hail's choice, with hail's description and the reason,
+    and the exact answer finds no other."""
+    path = _random_case(1490, tmp_path)
+    data = json.loads(path.read_text())
+    assert data["request"]["type"] == "allocate-secondary"
+    theirs = json.loads(real_hail(ganeti, [str(path)]))
+    assert theirs["success"] and data["nodes"][theirs["result"]]["drained"]
+    ours = json.loads(exalloc_hail([str(path)]))
+    described = theirs["info"].removeprefix("Request successful: ")
+    assert not ours["success"] and ours["result"] == []
+    assert ours["info"].startswith(f"Request failed: {described}; exalloc declines: ")
+    assert f"drained_node: secondary node is drained (node {theirs['result']}" in ours["info"]
+    assert not json.loads(exalloc_hail([str(path)], "exact"))["success"]
+
+
 def test_random_requests_cover_every_kind(ganeti, tmp_path):
     """The default sample has every request type, and hail places or moves something in
     most of each (the comparison is not only between two refusals)."""

@@ -8,6 +8,7 @@ once, the lexicographic driver re-uses it across stages with explicit `add_const
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import sys
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import highspy
@@ -72,6 +74,12 @@ RESTARTS = True
 #: known plan's completion that HiGHS called infeasible (`HighsSession.solve_with_fixed`).
 FEASIBILITY_TOLERANCE = 1e-6
 RETRY_FEASIBILITY_TOLERANCE = 1e-9
+
+#: A folder: every HiGHS run then leaves there its model as HiGHS has it (`runNN.mps`), the
+#: options exalloc set (`runNN.json`, with the start it was given) and HiGHS's log
+#: (`runNN.log`), so that a solve can be studied apart from exalloc
+#: (benchmarks/highs_round.py; docs/solvers.md, "A solve on its own"). Off when unset.
+DUMP_ENV = "EXALLOC_HIGHS_DUMP"
 
 _NO_SOLUTION_STOPS = {
     TerminationCondition.maxTimeLimit,
@@ -184,11 +192,36 @@ class UncapturedHighs(PyomoHighs):
         ):
             if value is not None:
                 highs.setOptionValue(key, value)
+        dump = _dump_run(highs, config) if os.environ.get(DUMP_ENV) else None
         config.timer.start("optimize")
         with _silenced_fds():
             highs.run()
         config.timer.stop("optimize")
+        if dump is not None:
+            highs.setOptionValue("output_flag", False)
+            highs.setOptionValue("log_file", "")
         return self._postsolve(io.StringIO())
+
+
+def _dump_run(highs: Any, config: Any) -> Path:
+    """The run's model, options and start written to $EXALLOC_HIGHS_DUMP, its log on."""
+    folder = Path(os.environ[DUMP_ENV])
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"run{len(list(folder.glob('run*.mps'))):02d}"
+    highs.writeModel(f"{stem}.mps")
+    solution = highs.getSolution()
+    options = {
+        "time_limit": config.time_limit,
+        "mip_rel_gap": config.rel_gap,
+        "threads": config.threads,
+        **config.solver_options,
+    }
+    start = list(solution.col_value) if solution.value_valid else None
+    stem.with_suffix(".json").write_text(json.dumps({"options": options, "start": start}))
+    highs.setOptionValue("log_file", f"{stem}.log")
+    highs.setOptionValue("log_to_console", False)
+    highs.setOptionValue("output_flag", True)
+    return stem
 
 
 class HighsSession:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import subprocess
@@ -584,3 +585,27 @@ def solve_tiny() -> float:
     result = solve(m, "highs", time_limit=10)
     assert result.status == Status.OPTIMAL
     return pyo.value(m.x)
+
+
+def test_a_dumped_highs_run_solves_again_on_its_own(monkeypatch, tmp_path: Path) -> None:
+    """$EXALLOC_HIGHS_DUMP: each HiGHS run leaves its model, options, start and log, and
+    benchmarks/highs_round.py solves the model again to the same optimum, from its start."""
+    dump = tmp_path / "dump"
+    monkeypatch.setenv("EXALLOC_HIGHS_DUMP", str(dump))
+    m = lex_model()
+    res = solve_lexicographic(m, lex_objectives(m), "highs")
+    assert res.objective == pytest.approx((1.0, 5.0, 0.5))
+    assert sorted(p.name for p in dump.iterdir()) == [
+        f"run{k:02d}.{suffix}" for k in range(3) for suffix in ("json", "log", "mps")
+    ]
+    last = json.loads((dump / "run02.json").read_text())
+    assert last["start"] is not None and last["options"]["presolve_rule_off"] == 4608
+    assert "HiGHS" in (dump / "run02.log").read_text()
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "highs_round.py"), str(dump / "run02")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.startswith("run02 HiGHS 1.12.0: Optimal, objective ")
+    assert float(run.stdout.split("objective ")[1].split(",")[0]) == pytest.approx(0.5)

@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from squeeze_gen import SqueezeSpec, ext_cluster
+from squeeze_gen import SqueezeSpec, ext_cluster, mixed_cluster
 
 import cli
 import programs.squeeze as squeeze
 import solvers.strategies.squeeze as strategy
-from model.backends.text import load_text
+from model.backends.text import load_text, save_text
 from model.check import Move, check_squeeze
 from model.resources import probe_demand
 
@@ -108,6 +108,46 @@ def test_exact_beats_greedy(ganeti, capsys) -> None:  # noqa: ANN001
     assert check_squeeze(cluster, real_nodes, real_moves, probe).ok
     ours_moves = [Move(m["instance"], m["to"]) for m in ours["moves"]]
     assert check_squeeze(cluster, ours["nodes"], ours_moves, probe).ok
+
+
+def test_hsqueeze_frees_more_only_by_breaking_an_exclusion_tag(ganeti, capsys, tmp_path) -> None:  # noqa: ANN001
+    """benchmarks/sweep_squeeze.py's seed 127: hsqueeze powers down two nodes, its balancing
+    moving an instance off a node it marked offline with force (no soft check), onto the node
+    of another instance with the same exclusion tag; exalloc, holding every htools check,
+    powers down one, and that is optimal."""
+    path = tmp_path / "seed-127.data"
+    save_text(mixed_cluster(SqueezeSpec(nodes=4, instances=7, max_fill=0.3, seed=127)), path)
+    factors = ("--minimal-resources=2.0", "--target-resources=1.5")
+    real = subprocess.run(
+        [str(ganeti.hsqueeze), "-t", str(path), *factors, "-C"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    real_nodes, real_moves = _hsqueeze_plan(real)
+    cluster = load_text(path)
+    probe = probe_demand(cluster.cluster_policy.std, 1.5)
+    broken = check_squeeze(cluster, real_nodes, real_moves, probe).violations
+    assert len(real_nodes) == 2 and {v.kind for v in broken} == {"exclusion_tags"}
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), *factors)
+    ours = json.loads(out)
+    assert code == 0 and ours["status"] == "optimal" and ours["checker"]["ok"]
+    assert len(ours["nodes"]) == 1
+
+
+def test_no_action_is_judged_by_the_minimal_probe(capsys, tmp_path) -> None:  # noqa: ANN001
+    """Nothing to power down where the target probe does not fit everywhere now: doing nothing
+    keeps the minimal probe's room (else the mode would be expand), and the checker passes it
+    (it judged the cluster as it stands against the target probe, and said no)."""
+    path = tmp_path / "seed-49.data"
+    save_text(mixed_cluster(SqueezeSpec(nodes=5, instances=16, max_fill=0.8, seed=49)), path)
+    factors = ("--minimal-resources", "3.0", "--target-resources", "4.0")
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), *factors)
+    doc = json.loads(out)
+    assert (code, doc["mode"], doc["checker"]["ok"]) == (0, "none", True)
+    cluster = load_text(path)
+    target = probe_demand(cluster.cluster_policy.std, 4.0)
+    assert {v.kind for v in check_squeeze(cluster, [], [], target).violations} == {"probe"}
 
 
 def test_json_keys_and_checker(capsys) -> None:  # noqa: ANN001

@@ -477,7 +477,10 @@ def plan(
         state,
         off,
         [Move(m.instance, m.target, m.secondary) for m in moves],
-        probe,
+        # nothing powered down: the cluster stays as it is, which hosts the minimal probe
+        # everywhere (else the mode is expand); the target probe is what a shrink leaves room
+        # for, and with no shrink there is none to hold it to
+        min_probe if mode == "none" else probe,
         powered_on_nodes=on,
     )
     violations = not_preexisting(cluster, report.violations, moves)

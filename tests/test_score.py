@@ -100,6 +100,27 @@ def test_score_matches_hinfo(ganeti, name: str) -> None:
         assert metrics[metric] == pytest.approx(value, abs=1e-7), metric
 
 
+@pytest.mark.reference
+def test_score_matches_hinfo_on_generated_clusters(ganeti, tmp_path) -> None:
+    """The clusters of 200 generated requests (tests/htools_gen.py: every template, up to
+    three groups, tags, policies, offline and drained nodes), through their text snapshots:
+    every metric as hinfo prints it (docs/htools-facts.md section 5: not through hinfo -I)."""
+    import htools_gen as gen
+
+    from model.backends.iallocator import parse_request
+    from model.backends.text import dump_text
+
+    for seed in range(200):
+        cluster = parse_request(gen.dumps(gen.for_seed(seed))).cluster
+        path = tmp_path / f"cluster-{seed}.data"
+        path.write_text(dump_text(cluster))
+        ref_score, ref_metrics = hinfo_table(ganeti.hinfo, path)
+        assert cluster_score(cluster) == pytest.approx(ref_score, abs=1e-6), seed
+        metrics = cluster_metrics(cluster)
+        for metric, value in ref_metrics.items():
+            assert metrics[metric] == pytest.approx(value, abs=1e-7), (seed, metric)
+
+
 def test_metric_table_shape() -> None:
     assert len(METRICS) == 20
     assert sum(1 for m in METRICS if not m.online) == 2

@@ -55,7 +55,8 @@ def main(first: int, last: int) -> None:
         seconds[kind].append(joint_s)
         won = "joint plan" in joint["info"]
         more = acted(joint) - acted(one)
-        key = "more" if more > 0 else "lower score" if won else "same"
+        # never fewer: the one-by-one plan is the joint answer's floor (a "fewer" is a bug)
+        key = "FEWER" if more < 0 else "more" if more > 0 else "lower score" if won else "same"
         counts[kind, key] += 1
         status = joint["info"].rsplit("[exalloc ", 1)[-1][:40] if won else ""
         print(

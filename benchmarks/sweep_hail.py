@@ -12,7 +12,6 @@ docs/hail.md quotes wider sweeps.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import subprocess
 import sys
@@ -20,10 +19,12 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import htools_gen as gen  # noqa: E402
+from seeds import seed_range  # noqa: E402
 
 from cli import _attached_optionals, build_parser  # noqa: E402
 from programs import hail  # noqa: E402
@@ -40,11 +41,7 @@ def exalloc_hail(args: list[str], capacity: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("first", type=int)
-    parser.add_argument("last", type=int)
-    parser.add_argument("--keep", type=Path, help="write the requests that differ here")
-    args = parser.parse_args()
+    args = seed_range(__doc__, "the requests that differ")
     counts: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as folder:
         for seed in range(args.first, args.last):

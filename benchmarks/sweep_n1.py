@@ -11,7 +11,6 @@ group where it does not, and the totals (docs/n1.md).
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -19,10 +18,12 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import htools_gen as gen  # noqa: E402
+from seeds import seed_range  # noqa: E402
 
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.backends.text import dump_text, load_text  # noqa: E402
@@ -35,10 +36,7 @@ NOT_EVACUABLE = re.compile(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("first", type=int)
-    parser.add_argument("last", type=int)
-    args = parser.parse_args()
+    args = seed_range(__doc__)
     groups = worse = fewer = hcheck_failed = 0
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cluster.data"

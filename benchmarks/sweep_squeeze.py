@@ -12,7 +12,6 @@ answer fails its checker. docs/squeeze.md quotes the counts.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import io
@@ -24,9 +23,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from seeds import seed_range  # noqa: E402
 from squeeze_gen import SqueezeSpec, ext_cluster, mixed_cluster  # noqa: E402
 
 import cli  # noqa: E402
@@ -72,11 +73,7 @@ def hsqueeze_plan(path: Path, factors: list[str]) -> tuple[str, list[str], list[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("first", type=int)
-    parser.add_argument("last", type=int)
-    parser.add_argument("--keep", type=Path, help="write the clusters hsqueeze does better on")
-    args = parser.parse_args()
+    args = seed_range(__doc__, "the clusters hsqueeze does better on")
     counts: collections.Counter = collections.Counter()
     refused: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as folder:

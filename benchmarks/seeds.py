@@ -1,0 +1,16 @@
+"""The command line of the sweep scripts: a range of generator seeds, and where to keep cases."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def seed_range(doc: str, keep: str | None = None) -> argparse.Namespace:
+    """FIRST LAST (seeds FIRST..LAST-1) and, when `keep` says what, --keep DIR."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("first", type=int)
+    parser.add_argument("last", type=int)
+    if keep is not None:
+        parser.add_argument("--keep", type=Path, help=f"write {keep} here")
+    return parser.parse_args()

@@ -410,14 +410,7 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
         "group (drbd failover, migration, recreation), or the proof that none exists. "
         "See docs/n1.md.",
     )
-    p.add_argument(
-        "-t",
-        "--text-data",
-        dest="text_data",
-        required=True,
-        metavar="FILE",
-        help="cluster: an htools text snapshot or an IAllocator request (.json)",
-    )
+    _group_cluster_source(p)
     p.add_argument(
         "--n1",
         choices=("hard", "strict"),
@@ -445,16 +438,17 @@ def _add_n1(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("n1"), pool_prefix="pool:", no_greedy=False, print_commands=False)
 
 
+def _group_cluster_source(p: argparse.ArgumentParser) -> None:
+    """n1 and the super-cluster programs: a snapshot, a request, or a running cluster."""
+    _cluster_source(
+        p, "cluster: an htools text snapshot or an IAllocator request (.json); or -m/-L"
+    )
+    _static_kvm_option(p)
+
+
 def _super_cluster_options(p: argparse.ArgumentParser) -> None:
     """What redistribute, compress and evacuate share (docs/groups.md)."""
-    p.add_argument(
-        "-t",
-        "--text-data",
-        dest="text_data",
-        required=True,
-        metavar="FILE",
-        help="cluster: an htools text snapshot or an IAllocator request (.json)",
-    )
+    _group_cluster_source(p)
     p.add_argument(
         "-C",
         "--print-commands",

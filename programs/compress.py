@@ -19,6 +19,7 @@ from model.state import ClusterState
 from programs import groups as shared
 from programs.groups import GroupOptions
 from programs.reference import real_hail
+from programs.sources import ClusterSource, source_of
 from solvers.strategies import groups as strategy
 from solvers.strategies.relocation import Outcome
 
@@ -142,10 +143,11 @@ def _yes(x: bool | None) -> str:
     return {True: "yes", False: "no", None: "undecided"}[x]
 
 
-def answer(path: str, options: GroupOptions) -> CompressReport:
+def answer(where: ClusterSource | str, options: GroupOptions) -> CompressReport:
     from model import groups_greedy
 
-    state, storage = shared.load(path, options, "exalloc compress")
+    label = shared.as_source(where).label
+    state, storage = shared.load(where, options, "exalloc compress")
     kw = options.strategy_kwargs()
     only = list(options.groups) or None
     result = strategy.compress(state, storage, only=only, **kw)
@@ -167,22 +169,23 @@ def answer(path: str, options: GroupOptions) -> CompressReport:
     hail = None
     if options.compare:
         hail = {
-            g: hail_change_group(path, state, g, strategy.receiving_peers(state, result.health, g))
+            g: hail_change_group(label, state, g, strategy.receiving_peers(state, result.health, g))
             for g in result.groups
             if hosts(state, group_nodes(state, g))
         }
     return CompressReport(
-        path, state, result, greedy, hail, options.print_commands, options.verbose
+        label, state, result, greedy, hail, options.print_commands, options.verbose
     )
 
 
 def run(args: Any) -> CompressReport:
-    with about(args.text_data):
-        return answer(args.text_data, GroupOptions.of(args))
+    source = source_of(args)
+    with about(source.label):
+        return answer(source, GroupOptions.of(args))
 
 
 def hail_change_group(
-    path: str, state: ClusterState, group: str, targets: list[str]
+    label: str, state: ClusterState, group: str, targets: list[str]
 ) -> tuple[list, list]:
     """The real hail's change-group of every instance of `group` into `targets`: (moved,
     failed) as hail answers (IAllocator v2; the request is built from the snapshot)."""
@@ -212,7 +215,7 @@ def hail_change_group(
         proc = subprocess.run([tool, str(req)], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise ExallocError(
-            f"hail failed on the change-group of {path}: {proc.stderr.strip()[:200]}"
+            f"hail failed on the change-group of {label}: {proc.stderr.strip()[:200]}"
         )
     answer = json.loads(proc.stdout)
     if not answer.get("success"):

@@ -13,6 +13,7 @@ from model.groups import Relocation, crosses_groups, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
 from programs.groups import GroupOptions
+from programs.sources import ClusterSource, source_of
 from solvers.strategies import groups as strategy
 
 
@@ -83,12 +84,14 @@ class EvacuateReport:
         return out
 
 
-def answer(path: str, nodes: Sequence[str], options: GroupOptions) -> EvacuateReport:
+def answer(
+    where: ClusterSource | str, nodes: Sequence[str], options: GroupOptions
+) -> EvacuateReport:
     from model import groups_greedy
 
     if not nodes:
         raise InputError("--nodes: give at least one node")
-    state, storage = shared.load(path, options, "exalloc evacuate")
+    state, storage = shared.load(where, options, "exalloc evacuate")
     kw = options.strategy_kwargs()
     result = strategy.evacuate(state, storage, list(nodes), **kw)
     shared.verify(state, storage, result.outcome, options.mode)
@@ -99,10 +102,12 @@ def answer(path: str, nodes: Sequence[str], options: GroupOptions) -> EvacuateRe
         groups = {state.nodes[n].group_uuid for r in greedy.relocations for n in r.nodes()}
         required = [n for g in groups for n in group_nodes(state, g) if n in evacuable]
         notes = strategy.judge(state, storage, greedy.relocations, required, **kw)
-    return EvacuateReport(path, state, result, greedy, options.print_commands, notes)
+    label = shared.as_source(where).label
+    return EvacuateReport(label, state, result, greedy, options.print_commands, notes)
 
 
 def run(args: Any) -> EvacuateReport:
     nodes = [n for n in args.nodes.split(",") if n]
-    with about(args.text_data):
-        return answer(args.text_data, nodes, GroupOptions.of(args))
+    source = source_of(args)
+    with about(source.label):
+        return answer(source, nodes, GroupOptions.of(args))

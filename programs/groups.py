@@ -23,6 +23,7 @@ from model.groups import (
     storage_of,
 )
 from model.state import ClusterState, node_states, unique_instance_names
+from programs.sources import ClusterSource
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies import groups as strategy
 from solvers.strategies.relocation import Outcome, replay_verdicts
@@ -42,6 +43,7 @@ class GroupOptions:
     print_commands: bool = False
     verbose: bool = False
     groups: tuple[str, ...] = ()  # -G: only these groups (n1, compress)
+    static_kvm_node_memory: int = 4096  # a live cluster's kvm nodes (htools' option)
 
     @classmethod
     def of(cls, args: Any) -> GroupOptions:
@@ -55,6 +57,7 @@ class GroupOptions:
             print_commands=args.print_commands,
             verbose=args.verbose,
             groups=tuple(args.group or ()),
+            static_kvm_node_memory=args.static_kvm_node_memory,
         )
 
     def strategy_kwargs(self) -> dict[str, Any]:
@@ -62,8 +65,24 @@ class GroupOptions:
         return {"mode": self.mode, "offline_targets": self.offline_targets, "options": self.solver}
 
 
-def load(path: str, options: GroupOptions, what: str) -> tuple[ClusterState, Storage]:
-    cluster = load_cluster(path)
+def as_source(where: ClusterSource | str) -> ClusterSource:
+    """A file path (a text snapshot or an IAllocator request, as `exalloc batch` passes
+    them) or the source the command line names."""
+    return where if isinstance(where, ClusterSource) else ClusterSource("text", where)
+
+
+def read(where: ClusterSource | str, options: GroupOptions) -> Cluster:
+    """The cluster: a file's (text or request), or a running one's through RAPI or LUXI."""
+    source = as_source(where)
+    if source.kind == "text":
+        return load_cluster(source.where)
+    return source.load(static_kvm_node_memory=options.static_kvm_node_memory)
+
+
+def load(
+    where: ClusterSource | str, options: GroupOptions, what: str
+) -> tuple[ClusterState, Storage]:
+    cluster = read(where, options)
     unique_instance_names(cluster, what)
     known_groups(cluster, options.groups)
     state = node_states(cluster)

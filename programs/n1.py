@@ -13,10 +13,10 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from model.backends import load_cluster
 from model.errors import InputError, about
 from model.state import ClusterState, node_states, unique_instance_names
-from programs.groups import GroupOptions, known_groups
+from programs.groups import GroupOptions, as_source, known_groups, read
+from programs.sources import ClusterSource, source_of
 from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
 
 HCHECK = "hcheck"
@@ -129,22 +129,31 @@ def greedy_failures(state: ClusterState) -> frozenset[str]:
     return frozenset(n for g in groups for n in failing_nodes(state, g))
 
 
-def hcheck_counts(path: str) -> dict[str, int]:
-    """The real hcheck's 'Nodes not directly evacuateable' per group (its global N+1)."""
+def hcheck_counts(where: ClusterSource | str) -> dict[str, int]:
+    """The real hcheck's 'Nodes not directly evacuateable' per group (its global N+1), on
+    the same snapshot or running cluster."""
+    source = as_source(where)
+    if source.kind == "text" and source.where.lower().endswith(".json"):
+        raise InputError("--compare needs an htools text snapshot (hcheck reads no requests)")
     tool = shutil.which(HCHECK)
     if tool is None:
         raise InputError("--compare needs the real hcheck (scripts/get-ganeti-reference)")
+    reads = {
+        "text": ["-t", source.where],
+        "rapi": ["-m", source.where],
+        "luxi": [f"-L{source.where}"],
+    }[source.kind]
     proc = subprocess.run(
-        [tool, "-t", path, "--no-simulation"], capture_output=True, text=True, timeout=600
+        [tool, *reads, "--no-simulation"], capture_output=True, text=True, timeout=600
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InputError(f"hcheck failed on {path} (exit {proc.returncode}): {last}")
+        raise InputError(f"hcheck failed on {source.label} (exit {proc.returncode}): {last}")
     return {m.group(1): int(m.group(2)) for m in _HCHECK_GROUP.finditer(proc.stdout)}
 
 
-def answer(path: str, options: GroupOptions) -> N1ProgramReport:
-    cluster = load_cluster(path)
+def answer(where: ClusterSource | str, options: GroupOptions) -> N1ProgramReport:
+    cluster = read(where, options)
     unique_instance_names(cluster, "exalloc n1")
     known_groups(cluster, options.groups)
     state = node_states(cluster)
@@ -158,13 +167,13 @@ def answer(path: str, options: GroupOptions) -> N1ProgramReport:
     counts = None
     greedy = None
     if options.compare:
-        if str(path).lower().endswith(".json"):
-            raise InputError("--compare needs an htools text snapshot (hcheck reads no requests)")
-        counts = hcheck_counts(path)
+        counts = hcheck_counts(where)
         greedy = greedy_failures(state)
-    return N1ProgramReport(path, report, counts, options.verbose, greedy)
+    label = as_source(where).label
+    return N1ProgramReport(label, report, counts, options.verbose, greedy)
 
 
 def run(args: Any) -> N1ProgramReport:
-    with about(args.text_data):
-        return answer(args.text_data, GroupOptions.of(args))
+    source = source_of(args)
+    with about(source.label):
+        return answer(source, GroupOptions.of(args))

@@ -13,6 +13,7 @@ from model.groups import Relocation, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
 from programs.groups import GroupOptions
+from programs.sources import ClusterSource, source_of
 from solvers.strategies import groups as strategy
 
 
@@ -84,10 +85,10 @@ class RedistributeReport:
         return out
 
 
-def answer(path: str, options: GroupOptions) -> RedistributeReport:
+def answer(where: ClusterSource | str, options: GroupOptions) -> RedistributeReport:
     from model import groups_greedy
 
-    state, storage = shared.load(path, options, "exalloc redistribute")
+    state, storage = shared.load(where, options, "exalloc redistribute")
     kw = options.strategy_kwargs()
     result = strategy.redistribute(state, storage, **kw)
     shared.verify(state, storage, result.outcome, options.mode)
@@ -97,9 +98,11 @@ def answer(path: str, options: GroupOptions) -> RedistributeReport:
         groups = list(result.health.groups)
         everyone = [n for g in groups for n in group_nodes(state, g)]
         problems = strategy.judge(state, storage, greedy.relocations, everyone, groups, **kw)
-    return RedistributeReport(path, state, result, greedy, options.print_commands, problems)
+    label = shared.as_source(where).label
+    return RedistributeReport(label, state, result, greedy, options.print_commands, problems)
 
 
 def run(args: Any) -> RedistributeReport:
-    with about(args.text_data):
-        return answer(args.text_data, GroupOptions.of(args))
+    source = source_of(args)
+    with about(source.label):
+        return answer(source, GroupOptions.of(args))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from ganeti_live import (
+    RAPI_PATHS,
     LuxiResponder,
     RapiAnswers,
     RapiServer,
@@ -208,6 +209,69 @@ def test_squeeze_of_a_live_cluster_is_squeeze_of_its_snapshot(capsys, recorded, 
     assert live.out == frozen.out
     assert "'Nodes to offline'" in live.out
     assert (tmp_path / "live.original").read_text() == (tmp_path / "snap.data").read_text()
+
+
+# -- N+1 health and the super-cluster operations on a running cluster -------------------------
+
+SUPER_CLUSTER = Path(__file__).resolve().parent.parent / "data" / "clusters" / "super-pools.data"
+GROUP_COMMANDS = (
+    ("n1",),
+    ("redistribute", "-C"),
+    ("compress",),
+    ("evacuate", "--nodes", "node-a2", "-C"),
+)
+
+
+def _unlabelled(text: str) -> str:
+    """A report without where the cluster came from and without its seconds."""
+    text = re.sub(r"^Cluster \S+:", "Cluster:", text, flags=re.M)
+    return re.sub(r"\d+\.\d+ s\b", "T s", text)
+
+
+@pytest.mark.parametrize("command", GROUP_COMMANDS, ids=lambda c: c[0])
+def test_group_programs_on_a_live_cluster_answer_as_on_its_snapshot(
+    capsys, sock_dir, tmp_path, command
+):
+    """exact N+1, redistribute, compress and evacuate read a running cluster (-m, -L) as
+    hcheck does, and answer as on the snapshot of what they read (pools are group and
+    instance tags, which both interfaces carry)."""
+    answers = RapiAnswers.of_cluster(load_text(SUPER_CLUSTER))
+    path = sock_dir / "query.sock"
+    with RapiServer(answers.bodies()) as server, LuxiResponder(path, answers):
+        snapshot = tmp_path / "snap.data"
+        assert exalloc(capsys, "info", "-m", server.url, "-S", str(snapshot)).code == 0
+        runs = [
+            exalloc(capsys, *command, *source)
+            for source in (["-m", server.url], [f"-L{path}"], ["-t", str(snapshot)])
+        ]
+    assert [r.code for r in runs] == [0, 0, 0], [r.err for r in runs]
+    rapi, luxi, frozen = runs
+    assert rapi.out.startswith(f"Cluster rapi:{server.url}:")
+    assert luxi.out.startswith(f"Cluster luxi:{path}:")
+    assert _unlabelled(rapi.out) == _unlabelled(luxi.out) == _unlabelled(frozen.out)
+    assert ("gnt-instance" in frozen.out) == ("-C" in command)
+
+
+def test_n1_compare_runs_hcheck_on_the_same_live_cluster(capsys, tmp_path):
+    """`n1 -m ADDRESS --compare`: the real hcheck reads the same running cluster (its own
+    four RAPI calls after exalloc's), and its counts are those it gives on the snapshot."""
+    answers = RapiAnswers.of_cluster(load_text(SUPER_CLUSTER))
+    snapshot = tmp_path / "snap.data"
+    with RapiServer(answers.bodies()) as server:
+        assert exalloc(capsys, "info", "-m", server.url, "-S", str(snapshot)).code == 0
+        server.requests.clear()
+        live = exalloc(capsys, "--json", "n1", "-m", server.url, "--compare")
+        asked = list(server.requests)
+    frozen = exalloc(capsys, "--json", "n1", "-t", str(snapshot), "--compare")
+    assert live.code == frozen.code == 0, (live.err, frozen.err)
+    ours, theirs = json.loads(live.out), json.loads(frozen.out)
+    assert ours["groups"] == theirs["groups"]
+    assert ours["hcheck"] == theirs["hcheck"] and set(ours["hcheck"]) == {
+        "rack-a",
+        "rack-b",
+        "rack-c",
+    }
+    assert sorted(asked) == sorted(list(RAPI_PATHS.values()) * 2)
 
 
 # -- LUXI: one responder, fed with the same recorded cluster -----------------------------------

@@ -446,6 +446,11 @@ def _group_cluster_source(p: argparse.ArgumentParser) -> None:
     _static_kvm_option(p)
 
 
+def _exec_option(p: argparse.ArgumentParser, text: str) -> None:
+    """-X: run the plan on the live cluster through LUXI (htools' option)."""
+    p.add_argument("-X", "--exec", dest="exec_jobs", action="store_true", help=text)
+
+
 def _super_cluster_options(p: argparse.ArgumentParser) -> None:
     """What redistribute, compress and evacuate share (docs/groups.md)."""
     _group_cluster_source(p)
@@ -493,6 +498,11 @@ def _add_redistribute(sub: argparse._SubParsersAction) -> None:
         description="Super-cluster redistribution (docs/groups.md).",
     )
     _super_cluster_options(p)
+    _exec_option(
+        p,
+        "run the plan's jobs on the cluster read with -L, jobset by jobset, as the -C "
+        "commands (docs/groups.md)",
+    )
     p.set_defaults(run=_program("redistribute"))
 
 
@@ -524,6 +534,11 @@ def _add_evacuate(sub: argparse._SubParsersAction) -> None:
     _super_cluster_options(p)
     p.add_argument(
         "--nodes", required=True, metavar="A,B", help="the nodes to evacuate, comma-separated"
+    )
+    _exec_option(
+        p,
+        "run the plan's jobs on the cluster read with -L, jobset by jobset, as the -C "
+        "commands (docs/groups.md)",
     )
     p.set_defaults(run=_program("evacuate"))
 
@@ -580,13 +595,10 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
     )
-    p.add_argument(
-        "-X",
-        "--exec",
-        dest="exec_jobs",
-        action="store_true",
-        help="run the plan's jobs on the cluster read with -L, job set by job set, as "
-        "hsqueeze -X (docs/squeeze.md)",
+    _exec_option(
+        p,
+        "run the plan's jobs on the cluster read with -L, job set by job set, as hsqueeze -X "
+        "(docs/squeeze.md)",
     )
     p.add_argument("-V", "--version", action=_VersionAction, help="show the version and exit")
     _static_kvm_option(

@@ -26,7 +26,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from model.backends.iallocator import (
+    failover_opcode,
+    migrate_opcode,
+    move_opcode,
+    replace_disks_opcode,
+)
+from model.backends.jobs import JobSet, moving
 from model.check import Violation
 from model.check import _distinct as distinct_shortfalls  # the checker's own dedup rule
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES, MEMORY_USING_STATUSES
@@ -409,26 +417,26 @@ def _running(state: ClusterState, instance: str) -> bool:
     return state.demands[instance].status in MEMORY_USING_STATUSES
 
 
-def job_commands(state: ClusterState, r: Relocation) -> list[str]:
-    """The gnt-instance commands of one relocation, as hbal's -C writes its moves
+def relocation_steps(state: ClusterState, r: Relocation) -> list[tuple[str, str | None]]:
+    """The Ganeti operations of one relocation in order, as hbal's -C writes its moves
     (`migrate` for a running instance, else `failover`; Cluster.hs computeMoves), with the
     steps `gnt-instance change-group` would run for drbd (Evacuate.hs evacDrbdAllInner) and
-    `gnt-instance move` for copied templates."""
+    `gnt-instance move` for copied templates: (operation, target node or None)."""
     name = r.instance
     d = state.demands[name]
     offline_source = state.nodes[r.old_primary].offline
     verb = "migrate" if _running(state, name) and not offline_source else "failover"
     kind = move_kind(d.disk_template)
     if kind == COPY:
-        return [f"move -f -n {r.primary} {name}"]
+        return [("move", r.primary)]
     if kind == MIGRATION:
-        return [f"{verb} -f -n {r.primary} {name}"]
+        return [(verb, r.primary)]
     a, b, p, q = r.old_primary, r.old_secondary, r.primary, r.secondary
-    mig = f"{verb} -f {name}"
-    later = f"{'migrate' if _running(state, name) else 'failover'} -f {name}"
+    mig: tuple[str, str | None] = (verb, None)
+    later: tuple[str, str | None] = ("migrate" if _running(state, name) else "failover", None)
 
-    def rep(node: str | None) -> str:
-        return f"replace-disks -n {node} {name}"
+    def rep(node: str | None) -> tuple[str, str | None]:
+        return ("replace", node)
 
     if (p, q) == (b, a):
         return [mig]
@@ -443,6 +451,36 @@ def job_commands(state: ClusterState, r: Relocation) -> list[str]:
     if offline_source:  # fail over first, then as from (b, a)
         return [mig, rep(p), later, rep(q)]
     return [rep(p), mig, rep(q)]
+
+
+_COMMAND = {"migrate": "migrate -f", "failover": "failover -f", "move": "move -f"}
+
+
+def job_commands(state: ClusterState, r: Relocation) -> list[str]:
+    """The gnt-instance commands of one relocation (`relocation_steps`), as hbal -C."""
+    return [
+        f"replace-disks -n {node} {r.instance}"
+        if op == "replace"
+        else f"{_COMMAND[op]}{f' -n {node}' if node else ''} {r.instance}"
+        for op, node in relocation_steps(state, r)
+    ]
+
+
+def job_opcodes(state: ClusterState, r: Relocation) -> tuple[dict[str, Any], ...]:
+    """The opcodes of one relocation, as `-X` submits them (htools' iMoveToJob shapes)."""
+    name = r.instance
+    build = {
+        "migrate": lambda node: migrate_opcode(name, node),
+        "failover": lambda node: failover_opcode(name, node),
+        "replace": lambda node: replace_disks_opcode(name, node or ""),
+        "move": lambda node: move_opcode(name, node or ""),
+    }
+    return tuple(build[op](node) for op, node in relocation_steps(state, r))
+
+
+def plan_job_sets(state: ClusterState, sets: Sequence[Sequence[Relocation]]) -> list[JobSet]:
+    """The jobsets of `jobsets` as LUXI job sets (`-X`)."""
+    return [moving([r.instance for r in js], [job_opcodes(state, r) for r in js]) for js in sets]
 
 
 def jobsets(state: ClusterState, relocations: Sequence[Relocation]) -> list[list[Relocation]]:

@@ -35,7 +35,7 @@ from model.backends.iallocator import (
     replace_disks_opcode,
     tags_opcode,
 )
-from model.backends.jobs import JobSet
+from model.backends.jobs import JobSet, moving
 from model.capacity import (
     DISK,
     DISK_FORTH,
@@ -756,10 +756,7 @@ def plan_job_sets(
     per node, then one job setting the nodes offline and powering them off; expand powers on
     first, then moves. The descriptions are hsqueeze's."""
     moves = [
-        JobSet(
-            "Moving instances " + ",".join(mv.instance for mv in js),
-            tuple(move_opcodes(cluster, mv) for mv in js),
-        )
+        moving([mv.instance for mv in js], [move_opcodes(cluster, mv) for mv in js])
         for js in jobsets
         if js
     ]

@@ -12,6 +12,7 @@ from model.errors import InputError, about
 from model.groups import Relocation, crosses_groups, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
+from programs.execute import Executed, check_luxi
 from programs.groups import GroupOptions
 from programs.sources import ClusterSource, source_of
 from solvers.strategies import groups as strategy
@@ -106,8 +107,12 @@ def answer(
     return EvacuateReport(label, state, result, greedy, options.print_commands, notes)
 
 
-def run(args: Any) -> EvacuateReport:
+def run(args: Any) -> EvacuateReport | Executed:
+    check_luxi(args)
     nodes = [n for n in args.nodes.split(",") if n]
     source = source_of(args)
     with about(source.label):
-        return answer(source, nodes, GroupOptions.of(args))
+        report = answer(source, nodes, GroupOptions.of(args))
+    if not args.exec_jobs:
+        return report
+    return shared.execute(report, source, "evacuate", args.json)

@@ -20,9 +20,11 @@ from model.groups import (
     job_commands,
     jobsets,
     move_kind,
+    plan_job_sets,
     storage_of,
 )
 from model.state import ClusterState, node_states, unique_instance_names
+from programs.execute import Executed, run_plan
 from programs.sources import ClusterSource
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies import groups as strategy
@@ -222,3 +224,19 @@ def greedy_json(state: ClusterState, g: Any) -> dict[str, Any]:
         "groups": {group_name(state, k): v for k, v in g.groups.items()},
         "failed": [{"instance": i, "reason": why} for i, why in g.failed],
     }
+
+
+def execute(report: Any, source: ClusterSource, command: str, json_out: bool) -> Executed:
+    """-X: a checked plan's relocations run through LUXI, jobset by jobset (as its -C prints
+    them)."""
+    state = report.state
+    sets = plan_job_sets(state, jobsets(state, report.relocations))
+    outcomes = run_plan(
+        source,
+        sets,
+        command=command,
+        comment=f"{command}: {len(report.relocations)} relocations",
+        plan_text=report.text(),
+        json_out=json_out,
+    )
+    return Executed(report, outcomes, printed=not json_out)

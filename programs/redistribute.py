@@ -12,6 +12,7 @@ from model.errors import about
 from model.groups import Relocation, group_nodes
 from model.state import ClusterState
 from programs import groups as shared
+from programs.execute import Executed, check_luxi
 from programs.groups import GroupOptions
 from programs.sources import ClusterSource, source_of
 from solvers.strategies import groups as strategy
@@ -102,7 +103,11 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> RedistributeRep
     return RedistributeReport(label, state, result, greedy, options.print_commands, problems)
 
 
-def run(args: Any) -> RedistributeReport:
+def run(args: Any) -> RedistributeReport | Executed:
+    check_luxi(args)
     source = source_of(args)
     with about(source.label):
-        return answer(source, GroupOptions.of(args))
+        report = answer(source, GroupOptions.of(args))
+    if not args.exec_jobs:
+        return report
+    return shared.execute(report, source, "redistribute", args.json)

@@ -9,15 +9,12 @@ check), then print the plan as hsqueeze does and write the `-C` script and `-S` 
 from __future__ import annotations
 
 import sys
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from model.backends.jobs import Annotation, SetOutcome, print_flushed, run_job_sets
-from model.backends.luxi import default_socket
 from model.backends.text import dump_text
 from model.cluster import Cluster
-from model.errors import InputError, about
+from model.errors import about
 from model.files import write_files
 from model.squeeze import (
     SH_TEMPLATE,
@@ -28,6 +25,7 @@ from model.squeeze import (
     squeezed_cluster,
 )
 from model.state import node_states
+from programs.execute import Executed, check_luxi, run_plan
 from solvers.strategies.squeeze import SqueezePlan, plan
 
 
@@ -40,12 +38,8 @@ class SqueezeReport:
     no_headers: bool = False
     commands: str | None = None  # the command script body (None without -C)
     commands_file: str | None = None
-    executed: tuple[SetOutcome, ...] | None = None  # -X: the job sets run, in order
-    printed: bool = False  # the text went out before the jobs ran (-X)
 
     def text(self) -> str:
-        if self.printed:
-            return ""
         p = self.plan
         out: list[str] = []
         if self.verbose > 1:
@@ -87,21 +81,7 @@ class SqueezeReport:
             "online_candidates": list(p.online_candidates),
             "not_enough_capacity": p.not_enough_capacity,
             "checker": dict(p.checker),
-            **self._executed_json(),
         }
-
-    def _executed_json(self) -> dict[str, Any]:
-        if self.executed is None:
-            return {}
-        return {"executed": [_set_json(o) for o in self.executed]}
-
-
-def _set_json(outcome: SetOutcome) -> dict[str, Any]:
-    return {
-        "description": outcome.description,
-        "job_ids": list(outcome.job_ids),
-        "statuses": list(outcome.statuses),
-    }
 
 
 def _move_json(m: Migration) -> dict[str, str]:
@@ -134,15 +114,13 @@ def report_of(
     )
 
 
-def run(args: Any) -> SqueezeReport:
+def run(args: Any) -> SqueezeReport | Executed:
     """`exalloc squeeze`: load (-t, -m or -L), plan, then write the -S and -C files hsqueeze
     would write; with -X, print the plan, run its jobs, and only then write FILE.squeezed (the
     state the jobs reach)."""
-    from programs.sources import cluster_of, source_of
+    from programs.sources import cluster_of
 
-    if getattr(args, "exec_jobs", False) and source_of(args).kind != "luxi":
-        # hsqueeze finds out after its plan; nothing is read or solved here
-        raise InputError("-X runs the plan's jobs through LUXI: read the cluster with -L")
+    check_luxi(args)  # hsqueeze finds out after its plan; nothing is read or solved here
     cluster, source = cluster_of(args)
     request = SqueezeRequest(args.minimal_resources, args.target_resources, args.move)
     state = node_states(cluster)
@@ -172,36 +150,18 @@ def run(args: Any) -> SqueezeReport:
         return report
     write_files(before)
     _say_saved(args.save, ("original",))
-    if not args.json:  # the plan first, as hsqueeze prints it before its jobs run
-        print_flushed(report.text().rstrip("\n"))
-    with about(source.label):
-        outcomes = run_job_sets(
-            source.where or default_socket(),
-            plan_job_sets(cluster, result.mode, result.nodes, result.jobsets),
-            _annotation(result.mode, len(result.nodes)),
-            say=_stderr_line if args.json else print_flushed,
-        )
+    what = {"offline": "condensing", "online": "expanding"}.get(result.mode, "squeezing")
+    outcomes = run_plan(  # the plan first, as hsqueeze prints it before its jobs run
+        source,
+        plan_job_sets(cluster, result.mode, result.nodes, result.jobsets),
+        command="squeeze",
+        comment=f"{what} by {len(result.nodes)} nodes",
+        plan_text=report.text(),
+        json_out=args.json,
+    )
     write_files(after)
     _say_saved(args.save, ("squeezed",))
-    return replace(report, executed=tuple(outcomes), printed=not args.json)
-
-
-def _annotation(mode: str, count: int) -> Annotation:
-    """hsqueeze's comment and reason trail on every opcode, naming exalloc instead."""
-    from programs.version import version
-
-    what = {"offline": "condensing", "online": "expanding"}.get(mode, "squeezing")
-    ver = version()
-    return Annotation(
-        comment=f"{what} by {count} nodes (exalloc) version {ver}",
-        source="exalloc",
-        reason=f"exalloc squeeze (exalloc) version {ver} called",
-        timestamp_ns=time.time_ns(),
-    )
-
-
-def _stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    return Executed(report, outcomes, printed=not args.json)
 
 
 def _say_saved(save: str | None, which: tuple[str, ...]) -> None:

@@ -338,3 +338,85 @@ def test_any_job_reply_is_a_result_or_one_line(ganeti, submitted, statuses) -> N
                 assert "\n" not in str(err)
             else:
                 assert done[0].statuses == ("success",) and len(done[0].job_ids) == 1
+
+
+# -- the super-cluster plans (redistribute, evacuate) run the same way -------------------------
+
+SUPER_CLUSTER = REPO / "data" / "clusters" / "super-pools.data"
+
+
+def _commands(out: str) -> list[list[list[str]]]:
+    """The -C script's jobsets: per jobset, per job, the gnt-instance commands' words."""
+    sets: list[list[list[str]]] = []
+    for line in out.splitlines():
+        words = line.split()
+        if words[:2] == ["echo", "jobset"]:
+            sets.append([])
+        elif words[:2] == ["echo", "job"]:
+            sets[-1].append([])
+        elif words[:1] == ["gnt-instance"]:
+            sets[-1][-1].append(words[1:])
+    return sets
+
+
+def _as_words(op: dict[str, Any]) -> list[str]:
+    """An opcode as the gnt-instance command that submits it."""
+    name, target = op["instance_name"], op.get("target_node")
+    verb = {
+        "OP_INSTANCE_MIGRATE": "migrate",
+        "OP_INSTANCE_FAILOVER": "failover",
+        "OP_INSTANCE_MOVE": "move",
+    }.get(op["OP_ID"])
+    if verb is None:
+        assert op["OP_ID"] == "OP_INSTANCE_REPLACE_DISKS" and op["mode"] == "replace_new_secondary"
+        return ["replace-disks", "-n", op["remote_node"], name]
+    return [verb, "-f", *(["-n", target] if target else []), name]
+
+
+@pytest.mark.parametrize(
+    "command", [("redistribute",), ("evacuate", "--nodes", "node-a2")], ids=lambda c: c[0]
+)
+def test_super_cluster_plans_submit_what_their_commands_say(capsys, sock, command) -> None:
+    """-X runs a redistribution or a cross-group evacuation jobset by jobset, each job the
+    opcodes of the commands -C prints (migrations, failovers, new secondaries across groups)."""
+    data = RapiAnswers.of_cluster(load_text(SUPER_CLUSTER))
+    with JobResponder(sock, data) as responder:
+        code = cli.main([*command, f"-L{sock}", "-X", "-C"])
+        out, err = capsys.readouterr()
+    assert code == 0, err
+    said = _commands(out)
+    submitted = [[[_as_words(op) for op in job] for job in call] for call in bare(responder.jobs)]
+    assert submitted == said and len(said) >= 2
+    assert any(words[0] == "replace-disks" for js in said for job in js for words in job)
+    first = responder.jobs[0][0][0]
+    assert first["comment"].startswith(f"{command[0]}: ") and first["reason"][0][0] == "exalloc"
+    assert out.splitlines()[-len(said) :] == [
+        "Got job IDs " + ",".join(str(i) for i in ids)
+        for ids in _ids([len(call) for call in responder.jobs])
+    ]
+
+
+def _ids(sizes: list[int]) -> list[list[int]]:
+    out, k = [], 0
+    for n in sizes:
+        out.append(list(range(k + 1, k + n + 1)))
+        k += n
+    return out
+
+
+def test_super_cluster_execution_needs_luxi(capsys) -> None:
+    code = cli.main(["redistribute", "-t", str(SUPER_CLUSTER), "-X"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err == "exalloc: error: -X runs the plan's jobs through LUXI: read the cluster with -L\n"
+
+
+def test_a_failed_relocation_job_stops_the_plan(capsys, sock) -> None:
+    data = RapiAnswers.of_cluster(load_text(SUPER_CLUSTER))
+    with JobResponder(sock, data, status=lambda job, polls: "error") as responder:
+        code = cli.main(["--json", "evacuate", "--nodes", "node-a2", f"-L{sock}", "-X"])
+        out, err = capsys.readouterr()
+    assert code == 1 and out == "" and len(responder.jobs) == 1
+    assert err.splitlines()[-1].startswith(
+        f"exalloc: error: luxi:{sock}: not all jobs of 'Moving instances "
+    )

@@ -40,6 +40,11 @@ class JobSet:
     jobs: tuple[tuple[Mapping[str, Any], ...], ...]
 
 
+def moving(instances: Sequence[str], jobs: Sequence[tuple[Mapping[str, Any], ...]]) -> JobSet:
+    """A jobset of moves, described as htools describes it (`getMoveOpCodes`)."""
+    return JobSet("Moving instances " + ",".join(instances), tuple(jobs))
+
+
 @dataclass(frozen=True)
 class Annotation:
     """What htools adds to every opcode it submits: the comment and the reason trail say

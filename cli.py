@@ -27,12 +27,6 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE (sysexits.h): a bug, not bad input
 REPORT_HINT = "this is a bug in exalloc: please report it with the command and its input"
 
 
-def _version() -> str:
-    from programs.version import version
-
-    return version()
-
-
 class _VersionAction(argparse.Action):
     """--version, looked up only when asked for."""
 
@@ -40,7 +34,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        sys.stdout.write(f"exalloc {_version()}\n")
+        from programs.version import version
+
+        sys.stdout.write(f"exalloc {version()}\n")
         parser.exit()
 
 

@@ -28,16 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.backends.iallocator import (
-    failover_opcode,
-    migrate_opcode,
-    move_opcode,
-    replace_disks_opcode,
-)
 from model.backends.jobs import JobSet, moving
 from model.check import Violation
 from model.check import _distinct as distinct_shortfalls  # the checker's own dedup rule
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES, MEMORY_USING_STATUSES
+from model.operations import Step, command, opcode
 from model.resources import (
     NodeState,
     apply_primary,
@@ -417,11 +412,11 @@ def _running(state: ClusterState, instance: str) -> bool:
     return state.demands[instance].status in MEMORY_USING_STATUSES
 
 
-def relocation_steps(state: ClusterState, r: Relocation) -> list[tuple[str, str | None]]:
+def relocation_steps(state: ClusterState, r: Relocation) -> list[Step]:
     """The Ganeti operations of one relocation in order, as hbal's -C writes its moves
     (`migrate` for a running instance, else `failover`; Cluster.hs computeMoves), with the
     steps `gnt-instance change-group` would run for drbd (Evacuate.hs evacDrbdAllInner) and
-    `gnt-instance move` for copied templates: (operation, target node or None)."""
+    `gnt-instance move` for copied templates (model/operations.py)."""
     name = r.instance
     d = state.demands[name]
     offline_source = state.nodes[r.old_primary].offline
@@ -432,10 +427,10 @@ def relocation_steps(state: ClusterState, r: Relocation) -> list[tuple[str, str 
     if kind == MIGRATION:
         return [(verb, r.primary)]
     a, b, p, q = r.old_primary, r.old_secondary, r.primary, r.secondary
-    mig: tuple[str, str | None] = (verb, None)
-    later: tuple[str, str | None] = ("migrate" if _running(state, name) else "failover", None)
+    mig: Step = (verb, None)
+    later: Step = ("migrate" if _running(state, name) else "failover", None)
 
-    def rep(node: str | None) -> tuple[str, str | None]:
+    def rep(node: str | None) -> Step:
         return ("replace", node)
 
     if (p, q) == (b, a):
@@ -453,29 +448,14 @@ def relocation_steps(state: ClusterState, r: Relocation) -> list[tuple[str, str 
     return [rep(p), mig, rep(q)]
 
 
-_COMMAND = {"migrate": "migrate -f", "failover": "failover -f", "move": "move -f"}
-
-
 def job_commands(state: ClusterState, r: Relocation) -> list[str]:
     """The gnt-instance commands of one relocation (`relocation_steps`), as hbal -C."""
-    return [
-        f"replace-disks -n {node} {r.instance}"
-        if op == "replace"
-        else f"{_COMMAND[op]}{f' -n {node}' if node else ''} {r.instance}"
-        for op, node in relocation_steps(state, r)
-    ]
+    return [command(r.instance, step) for step in relocation_steps(state, r)]
 
 
 def job_opcodes(state: ClusterState, r: Relocation) -> tuple[dict[str, Any], ...]:
-    """The opcodes of one relocation, as `-X` submits them (htools' iMoveToJob shapes)."""
-    name = r.instance
-    build = {
-        "migrate": lambda node: migrate_opcode(name, node),
-        "failover": lambda node: failover_opcode(name, node),
-        "replace": lambda node: replace_disks_opcode(name, node or ""),
-        "move": lambda node: move_opcode(name, node or ""),
-    }
-    return tuple(build[op](node) for op, node in relocation_steps(state, r))
+    """The opcodes of one relocation, as `-X` submits them."""
+    return tuple(opcode(r.instance, step) for step in relocation_steps(state, r))
 
 
 def plan_job_sets(state: ClusterState, sets: Sequence[Sequence[Relocation]]) -> list[JobSet]:

@@ -28,13 +28,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from model.backends.iallocator import (
-    migrate_opcode,
-    move_opcode,
-    power_opcodes,
-    replace_disks_opcode,
-    tags_opcode,
-)
+from model.backends.iallocator import power_opcodes, tags_opcode
 from model.backends.jobs import JobSet, moving
 from model.capacity import (
     DISK,
@@ -50,6 +44,7 @@ from model.capacity import (
 from model.check import Violation
 from model.cluster import Cluster, Instance
 from model.errors import InputError, SolverError
+from model.operations import Step, command, opcode
 from model.resources import (
     InstanceDemand,
     NodeState,
@@ -668,13 +663,13 @@ def not_preexisting(
 # -- Ganeti commands and the squeezed snapshot -------------------------------------------------
 
 
-def move_steps(cluster: Cluster, mv: Migration) -> list[tuple[str, str | None]]:
-    """The Ganeti operations of one move in order, as htools' iMoveToJob: ("migrate",
-    target or None for a DRBD failover), ("replace", new secondary), ("move", target)."""
+def move_steps(cluster: Cluster, mv: Migration) -> list[Step]:
+    """The Ganeti operations of one move in order, as htools' iMoveToJob (model/operations.py:
+    a DRBD failover is a migration without target)."""
     inst = cluster.instance_index[mv.instance]
     if not inst.mirrored:
         return [("migrate" if inst.externally_mirrored else "move", mv.target)]
-    failover: tuple[str, str | None] = ("migrate", None)
+    failover: Step = ("migrate", None)
     p, s, a, b = mv.source, mv.old_secondary, mv.target, mv.secondary
     if (a, b) == (s, p):
         return [failover]
@@ -689,24 +684,12 @@ def move_steps(cluster: Cluster, mv: Migration) -> list[tuple[str, str | None]]:
 
 def move_commands(cluster: Cluster, mv: Migration) -> list[str]:
     """The gnt-instance commands of one job, as hbal writes them."""
-    name = mv.instance
-    words = {
-        "migrate": lambda node: f"migrate -f -n {node}" if node else "migrate -f",
-        "replace": lambda node: f"replace-disks -n {node}",
-        "move": lambda node: f"move -f -n {node}",
-    }
-    return [f"gnt-instance {words[kind](node)} {name}" for kind, node in move_steps(cluster, mv)]
+    return [f"gnt-instance {command(mv.instance, step)}" for step in move_steps(cluster, mv)]
 
 
 def move_opcodes(cluster: Cluster, mv: Migration) -> tuple[dict[str, Any], ...]:
     """The opcodes of one job, as htools submits them with -X (iMoveToJob)."""
-    name = mv.instance
-    build = {
-        "migrate": lambda node: migrate_opcode(name, node),
-        "replace": lambda node: replace_disks_opcode(name, node or ""),
-        "move": lambda node: move_opcode(name, node or ""),
-    }
-    return tuple(build[kind](node) for kind, node in move_steps(cluster, mv))
+    return tuple(opcode(mv.instance, step) for step in move_steps(cluster, mv))
 
 
 def format_jobs(cluster: Cluster, jobsets: Sequence[Sequence[Migration]]) -> str:

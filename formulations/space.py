@@ -64,7 +64,7 @@ def special_pairs(problem: SpaceProblem) -> dict[str, dict[str, int]]:
         if not room.n1_checked:
             continue
         table = {
-            p: _per_primary_cap(room, m, peer)
+            p: max(_per_primary_cap(room, m, peer), 0)
             for p, peer in room.peers.items()
             if peer > 0 and p in rooms and rooms[p].group == room.group and rooms[p].primary_ok
         }
@@ -129,18 +129,21 @@ def define_rows(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
 def define_n1_reserve(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
     """A node checking N+1 keeps unallocated memory above its reserve:
     M·x[n] + R[n] ≤ U[n] − 1; for drbd also M·x[n] + M·r[n] ≤ U[n] − 1 (a primary without an
-    existing reservation there), i.e. x[n] + r[n] ≤ K[n]."""
+    existing reservation there), i.e. x[n] + r[n] ≤ K[n]. A node whose unallocated memory
+    does not cover its reserve now (U − 1 < R: it passed htools' load-time check on the
+    reported free memory) takes nothing, as primary or as secondary."""
     mem = p.demand.memory_mib
     checked = [r for r in p.rooms if r.n1_checked]
     cap = {r.name: _per_primary_cap(r, mem, r.reserve_mib) for r in checked}
     m.NC = pyo.Set(initialize=[r.name for r in checked], ordered=True)
-    # n1_now: x[n] ≤ ⌊(U − 1 − R)/M⌋
-    m.n1_now = pyo.Constraint(m.NC, rule=lambda _m, n: m.x[n] <= cap[n])
-    if not p.drbd:
-        return
-    k = {r.name: _per_primary_cap(r, mem, 0) for r in checked}
-    # n1_new: x[n] + r[n] ≤ ⌊(U − 1)/M⌋
-    m.n1_new = pyo.Constraint(m.NC, rule=lambda _m, n: m.x[n] + m.r[n] <= k[n])
+    # n1_now: x[n] ≤ ⌊(U − 1 − R)/M⌋ (x[n] = 0, and z[n] = 0 for drbd, when negative)
+    m.n1_now = pyo.Constraint(m.NC, rule=lambda _m, n: m.x[n] <= max(cap[n], 0))
+    if p.drbd:
+        full = [n for n in m.NC if cap[n] < 0]
+        m.n1_full = pyo.Constraint(full, rule=lambda _m, n: m.z[n] == 0)
+        k = {r.name: max(_per_primary_cap(r, mem, 0), 0) for r in checked}
+        # n1_new: x[n] + r[n] ≤ ⌊(U − 1)/M⌋
+        m.n1_new = pyo.Constraint(m.NC, rule=lambda _m, n: m.x[n] + m.r[n] <= k[n])
 
 
 def define_secondary_memory(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
@@ -154,10 +157,12 @@ def define_secondary_memory(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
     m.NB = pyo.Set(initialize=[r.name for r in rooms], ordered=True)
     m.b = pyo.Var(m.NB, domain=pyo.Binary)
     zmax = {r.name: r.max_secondaries() for r in rooms}
-    limit = {
-        r.name: min(r.unallocated_mib, r.memory_forth_mib) - 1
-        if not r.n1_checked
-        else r.memory_forth_mib - 1
+    limit = {  # below 0 (a node that takes no primary either): no secondary
+        r.name: max(
+            (min(r.unallocated_mib, r.memory_forth_mib) if not r.n1_checked else r.memory_forth_mib)
+            - 1,
+            0,
+        )
         for r in rooms
     }
     # is_secondary: z[n] ≤ zmax·b[n]
@@ -239,30 +244,25 @@ def define_n1_aggregate(m: pyo.ConcreteModel, p: SpaceProblem, packings: Sequenc
         return
     mem, disk = p.demand.memory_mib, p.demand.disk_mib
     local = p.demand.uses_local_storage
-    rooms = p.room
     for pk in packings:
         members = [r.name for r in p.group_nodes(pk.group)]
-        bins = [b for b in pk.bins if b.name in rooms]
         room_mem = sum(max(b.memory_mib, 0) for b in pk.bins)
         need_mem = sum(i.memory_mib for i in pk.items)
         total = sum(m.x[n] for n in members)
         m.n1_sum.add(mem * total <= room_mem - need_mem)
         if local and disk:
-            room_disk = sum(max(b.disk_mib, 0) for b in bins)
+            room_disk = sum(max(b.disk_mib, 0) for b in pk.bins)
             need_disk = sum(i.disk_mib for i in pk.items if i.local)
             m.n1_sum.add(disk * total <= room_disk - need_disk)
 
 
 def new_targets(p: SpaceProblem, pk: Packing) -> list[str]:
-    """The nodes a new instance of a failed node f can go to: its group's other candidates
-    that admit it (a migration's tags, a recreation's policy)."""
+    """The nodes a new instance of a failed node f can go to: the packing's nodes (the rest
+    of the group) that admit it (a migration's tags, a recreation's policy)."""
     state, d = p.state, p.demand
     source = state.nodes[pk.node]
-    rooms = p.room
     out = []
     for b in pk.bins:
-        if b.name not in rooms:
-            continue
         target = state.nodes[b.name]
         if d.disk_template in MIGRATABLE_TEMPLATES:
             if check_migration(source, target) is not None:
@@ -302,26 +302,25 @@ def add_failure(m: pyo.ConcreteModel, p: SpaceProblem, pk: Packing) -> None:
     local = d.uses_local_storage
     spindles = d.disk_spindles or 0
     block.rows = pyo.ConstraintList()
+    # a node below its cap already takes nothing: its row says so with the cap at 0 (a
+    # failover that leaves it there fails, and then the group is closed before any solve)
     for b in pk.bins:
         t = b.name
         here = [(k, items[k]) for k, t2 in pairs if t2 == t]
-        new_here = t in rooms
-        w = block.w[t] if t in targets else 0
-        x = m.x[t] if new_here else 0
-        mem_lhs = sum(it.memory_mib * block.u[k, t] for k, it in here)
-        mem_lhs = mem_lhs + d.memory_mib * (w + x)
-        block.rows.add(mem_lhs <= b.memory_mib)
-        disk_lhs = sum(it.disk_mib * block.u[k, t] for k, it in here if it.local)
-        if local:
-            disk_lhs = disk_lhs + d.disk_mib * (w + x)
-        if not isinstance(disk_lhs, int):
-            block.rows.add(disk_lhs <= b.disk_mib)
+        new = (block.w[t] if t in targets else 0) + (m.x[t] if t in rooms else 0)
+        rows = [
+            (b.memory_mib, [(it.memory_mib, k) for k, it in here], d.memory_mib),
+            (b.disk_mib, [(it.disk_mib, k) for k, it in here if it.local], d.disk_mib * local),
+        ]
         if b.spindles is not None:
-            spn_lhs = sum((it.spindles or 0) * block.u[k, t] for k, it in here if it.local)
-            if local:
-                spn_lhs = spn_lhs + spindles * (w + x)
-            if not isinstance(spn_lhs, int):
-                block.rows.add(spn_lhs <= b.spindles)
+            spn = [((it.spindles or 0), k) for k, it in here if it.local]
+            rows.append((b.spindles, spn, spindles * local))
+        for cap, terms, per_new in rows:
+            lhs = sum(use * block.u[k, t] for use, k in terms if use)
+            if per_new and not isinstance(new, int):
+                lhs = lhs + per_new * new
+            if not isinstance(lhs, int):
+                block.rows.add(lhs <= max(cap, 0))
 
 
 def build(

@@ -101,6 +101,9 @@ class SpaceOptions:
     independent_groups: bool = False
     accept_existing_errors: bool = False
     limit: int | None = None  # -l (None: no limit)
+    # global N+1: offline nodes take re-placed instances, as htools' check lets them
+    # (docs/n1.md); exalloc's default leaves them out (they run nothing)
+    offline_targets: bool = False
 
 
 def with_node_status(

@@ -114,6 +114,7 @@ def group_redundancy(
     state: ClusterState,
     *,
     online_only: bool,
+    offline_targets: bool = False,
     options: SolverOptions = DEFAULT_OPTIONS,
 ) -> dict[str, str]:
     """The groups that are not globally N+1 redundant, decided exactly, with the first node
@@ -124,7 +125,7 @@ def group_redundancy(
         for n, st in state.nodes.items():
             if st.group_uuid != g.uuid or (online_only and st.offline):
                 continue
-            v = decide(state, n, options=options)
+            v = decide(state, n, offline_targets=offline_targets, options=options)
             if v.evacuable is not True:
                 out[g.uuid] = f"node {n} cannot be evacuated: {v.reason}"
                 break
@@ -142,7 +143,10 @@ def problem_of(
     if options.independent_groups:
         ns = with_node_status(state, options.offline, options.max_cpu, options.min_disk)
         non_redundant = group_redundancy(
-            ns, online_only=options.accept_existing_errors, options=solver
+            ns,
+            online_only=options.accept_existing_errors,
+            offline_targets=options.offline_targets,
+            options=solver,
         )
     return space_problem(state, spec, options, non_redundant)
 
@@ -163,20 +167,21 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             problem, empty, problem.state, str(Status.OPTIMAL), 0, 0.0, 0.0, 0.0,
             time.perf_counter() - start, solves=0, reason=reason,
         )  # fmt: skip
+    targets = problem.options.offline_targets
     closed: dict[str, str] = {}
     packings: list[Packing] = []
     base_plans: dict[str, EvacuationPlan] = {}
     if problem.global_n1:
         for g, nodes in problem.n1_scope.items():
             for n in nodes:
-                v = decide(problem.state, n, options=solver)
+                v = decide(problem.state, n, offline_targets=targets, options=solver)
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
                 if v.plan is not None:
                     base_plans[n] = v.plan
             else:
-                packings += [packing_of(problem.state, n) for n in nodes]
+                packings += [packing_of(problem.state, n, offline_targets=targets) for n in nodes]
     closed_uuids = [g for g in problem.groups if problem.group_name(g) in closed]
     with Stopwatch() as sw:
         m = form.build(problem, packings, closed_uuids)
@@ -221,7 +226,8 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             if new:
                 with sw:
                     for f in new:
-                        form.add_failure(m, problem, packing_of(problem.state, f))
+                        pk = packing_of(problem.state, f, offline_targets=targets)
+                        form.add_failure(m, problem, pk)
                 build_s = sw.seconds
                 failures_in.update(new)
                 added += len(new)
@@ -292,7 +298,7 @@ def _failures(
         if g not in touched:
             continue
         for n in problem.n1_scope.get(g, ()):
-            v = decide(final, n, options=solver)
+            v = decide(final, n, offline_targets=problem.options.offline_targets, options=solver)
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:

@@ -9,8 +9,9 @@ Sets
     N            candidate nodes (online nodes of allocatable groups)
     G            their groups; N_g the candidates of group g
 Parameters (new instance: memory M, disk D; node n)
-    cap[n,k], a[n,k], b[n,k]   row k of node n: a·x + b·z ≤ cap (a, b: what one new primary,
-                               one new secondary takes)
+    X[n], Z[n], T[n]           node n's rows as bounds: x ≤ X, z ≤ Z, x + z ≤ T (each row
+                               a·x + b·z ≤ cap has b = 0, a = 0 or a = b: what one new
+                               primary, one new secondary takes)
     U[n], R[n], F[n]           unallocated memory, N+1 reserve now, free memory incl. forthcoming
     peer[n,p]                  memory n reserves now for the failover of primary p
 Variables
@@ -83,47 +84,48 @@ def needs_indicator(room: NodeRoom) -> bool:
 # --- the model --------------------------------------------------------------------------------
 
 
+def count_bounds(room: NodeRoom, drbd: bool) -> tuple[int, int, int | None]:
+    """A node's rows as bounds: x ≤ X (rows only primaries use), z ≤ Z (only secondaries)
+    and x + z ≤ T (rows both use alike: a drbd secondary takes the same disk and spindles
+    as a primary); None when no row is shared. A row with other coefficients would need
+    a row of its own; `model.space` makes none (asserted)."""
+    x_cap = room.max_primaries()
+    z_cap = room.max_secondaries() if drbd else 0
+    shared = None
+    for row in room.rows:
+        a = row.per_primary if row.primary else 0
+        b = row.per_secondary if (row.secondary and drbd) else 0
+        if not (a and b) or row.cap < 0:
+            continue
+        if a != b:
+            raise ValueError(f"row {row.kind} of {room.name}: {a}·x + {b}·z has no bound form")
+        t = row.cap // a
+        shared = t if shared is None else min(shared, t)
+    return x_cap, z_cap, shared
+
+
 def define_counts(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
-    """0 ≤ x[n] ≤ what n's rows admit alone (0 where the policy refuses a primary); for drbd
-    0 ≤ z[n], 0 ≤ r[n] ≤ z[n] likewise."""
+    """Every check of `addPriEx` / `addSecExEx` that is a linear capacity of the node
+    (memory, disk and --min-disk, spindles, spindle and vCPU ratios, their *_forth twins):
+    0 ≤ x[n] ≤ X[n] (0 where the policy refuses a primary); for drbd 0 ≤ z[n] ≤ Z[n],
+    x[n] + z[n] ≤ T[n] and 0 ≤ r[n] ≤ z[n]."""
     rooms = p.rooms
     m.N = pyo.Set(initialize=[r.name for r in rooms], ordered=True)
-    xmax = {r.name: r.max_primaries() for r in rooms}
-    if p.options.limit is not None:
-        xmax = {n: min(v, p.options.limit) for n, v in xmax.items()}
+    bounds = {r.name: count_bounds(r, p.drbd) for r in rooms}
+    limit = p.options.limit
+    xmax = {n: b[0] if limit is None else min(b[0], limit) for n, b in bounds.items()}
     m.x = pyo.Var(m.N, domain=pyo.NonNegativeIntegers, bounds=lambda _m, n: (0, xmax[n]))
     if not p.drbd:
         return
-    zmax = {r.name: r.max_secondaries() for r in rooms}
+    zmax = {n: b[1] for n, b in bounds.items()}
     m.z = pyo.Var(m.N, domain=pyo.NonNegativeIntegers, bounds=lambda _m, n: (0, zmax[n]))
     m.r = pyo.Var(m.N, domain=pyo.NonNegativeIntegers, bounds=lambda _m, n: (0, zmax[n]))
     # r_le_z: r[n] ≤ z[n]
     m.r_le_z = pyo.Constraint(m.N, rule=lambda _m, n: m.r[n] <= m.z[n])
-
-
-def define_rows(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
-    """Every check of `addPriEx` / `addSecExEx` that is a linear capacity of the node:
-    a[n,k]·x[n] + b[n,k]·z[n] ≤ cap[n,k] (memory, disk and --min-disk, spindles, spindle and
-    vCPU ratios, and their *_forth twins)."""
-    keys = []
-    for room in p.rooms:
-        for i, row in enumerate(room.rows):
-            a = row.per_primary if row.primary else 0
-            b = row.per_secondary if (row.secondary and p.drbd) else 0
-            if (a or b) and row.cap >= 0:
-                keys.append((room.name, i, a, b, row.cap))
-    m.RK = pyo.Set(initialize=[(n, i) for n, i, *_ in keys], dimen=2)
-    coef = {(n, i): (a, b, cap) for n, i, a, b, cap in keys}
-
-    def rule(_m: pyo.ConcreteModel, n: str, i: int) -> object:
-        a, b, cap = coef[n, i]
-        lhs = a * m.x[n] if a else 0
-        if b:
-            lhs = lhs + b * m.z[n]
-        return lhs <= cap
-
-    # rows: a·x[n] + b·z[n] ≤ cap
-    m.rows = pyo.Constraint(m.RK, rule=rule)
+    shared = {n: b[2] for n, b in bounds.items() if b[2] is not None and b[2] < xmax[n] + zmax[n]}
+    m.NS = pyo.Set(initialize=list(shared), ordered=True)
+    # shared_rows: x[n] + z[n] ≤ T[n]
+    m.shared_rows = pyo.Constraint(m.NS, rule=lambda _m, n: m.x[n] + m.z[n] <= shared[n])
 
 
 def define_n1_reserve(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
@@ -330,7 +332,6 @@ def build(
     `closed` the groups that take no new instance (not N+1 redundant already)."""
     m = pyo.ConcreteModel(name="space")
     define_counts(m, p)
-    define_rows(m, p)
     define_n1_reserve(m, p)
     define_secondary_memory(m, p)
     define_drbd_pairs(m, p)
@@ -378,9 +379,11 @@ def add_flow_cut(
 ) -> None:
     """The flow's min cut as a row: with R the nodes the residual flow reaches from the source
     (primaries and secondaries alike), Σ_{q∈R} x[q] ≤ Σ_{s∈R} z[s] + Σ_{q∈R, s∉R, s≠q}
-    cap[q,s] (cap as in `define_drbd_pairs`), valid for every solution."""
+    cap[q,s], with cap[q,s] = K[s] − x[s], or K[s,q] − x[s] for a pair that reserves memory
+    already, or z[s] on a node not checking N+1: every valid answer meets it."""
     special = special_pairs(p)
     rooms = p.room
+    mem = p.demand.memory_mib
     members = [r.name for r in p.group_nodes(group)]
     reached = [q for q in members if ("p", q) in source_side and rooms[q].primary_ok]
     lhs = sum(m.x[q] for q in reached)
@@ -390,8 +393,11 @@ def add_flow_cut(
             continue
         table = special.get(s, {})
         generic_count = sum(1 for q in reached if q != s and q not in table)
-        cap = m.r[s] if rooms[s].n1_checked else m.z[s]
-        rhs = rhs + generic_count * cap
+        if rooms[s].n1_checked:
+            k = max(_per_primary_cap(rooms[s], mem, 0), 0)
+            rhs = rhs + generic_count * (k - m.x[s])
+        else:
+            rhs = rhs + generic_count * m.z[s]
         for q in reached:
             if q in table and q != s:
                 rhs = rhs + (table[q] - m.x[s])
@@ -399,14 +405,19 @@ def add_flow_cut(
 
 
 def pair_caps(
-    p: SpaceProblem, x: Mapping[str, int], r: Mapping[str, int], z: Mapping[str, int]
+    p: SpaceProblem, x: Mapping[str, int], z: Mapping[str, int]
 ) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
-    """The flow's capacities at a solution: each secondary's generic cap (r, or z where it
-    checks no N+1) and the special pairs' K[s,p] − x[s]."""
+    """The flow's capacities at a solution: the most instances of one primary a secondary s
+    can back, K[s] − x[s] (any z[s] where s checks no N+1), and the special pairs'
+    K[s,p] − x[s]. The largest caps the counts allow (r[s] may be lower at a solution)."""
+    mem = p.demand.memory_mib
     generic = {}
     for room in p.rooms:
         n = room.name
-        generic[n] = r.get(n, 0) if room.n1_checked else z.get(n, 0)
+        if room.n1_checked:
+            generic[n] = max(_per_primary_cap(room, mem, 0) - x.get(n, 0), 0)
+        else:
+            generic[n] = z.get(n, 0)
     special = {
         (q, s): max(0, k - x.get(s, 0))
         for s, table in special_pairs(p).items()

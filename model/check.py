@@ -609,7 +609,8 @@ def check_space(
     check listed; at most `-l` instances, none when hspace stops for N+1. Under global N+1
     (templates other than drbd with capacity checks), every node of each group that received
     instances must have an evacuation plan that replays on the final state
-    (`model.n1.replay`). Objectives: `instances` and `by_group`.
+    (`model.n1.replay`). Objectives: `instances`, `by_group` and `final_state` (the cluster
+    the replay ends in).
     """
     state = problem.state
     opts = problem.options
@@ -680,5 +681,9 @@ def check_space(
                     violations.append(
                         Violation("global_n1", f"its failure is not absorbed: {why}", node)
                     )
-    objectives = {"instances": answer.count, "by_group": answer.by_group(state)}
+    objectives = {
+        "instances": answer.count,
+        "by_group": answer.by_group(state),
+        "final_state": final,
+    }
     return CheckReport(tuple(violations), objectives)

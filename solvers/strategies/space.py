@@ -45,7 +45,7 @@ from model.space import (
 from model.state import ClusterState
 from solvers import Status, Stopwatch, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.n1 import decide
+from solvers.strategies.n1 import decide, decide_packing
 
 
 @dataclass(frozen=True)
@@ -170,18 +170,18 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     targets = problem.options.offline_targets
     closed: dict[str, str] = {}
     packings: list[Packing] = []
-    base_plans: dict[str, EvacuationPlan] = {}
     if problem.global_n1:
         for g, nodes in problem.n1_scope.items():
+            group_packings = []
             for n in nodes:
-                v = decide(problem.state, n, offline_targets=targets, options=solver)
+                pk = packing_of(problem.state, n, offline_targets=targets)
+                v = decide_packing(problem.state, pk, solver)
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
-                if v.plan is not None:
-                    base_plans[n] = v.plan
+                group_packings.append(pk)
             else:
-                packings += [packing_of(problem.state, n, offline_targets=targets) for n in nodes]
+                packings += group_packings
     closed_uuids = [g for g in problem.groups if problem.group_name(g) in closed]
     with Stopwatch() as sw:
         m = form.build(problem, packings, closed_uuids)
@@ -204,10 +204,13 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 build_s, solve_s, time.perf_counter() - start, solves, cuts, added,
                 closed=closed,
             )  # fmt: skip
-        x, z, r = form.solution(m, problem)
+        x, z, _ = form.solution(m, problem)
+        print(
+            "DBG", solves, lex.status, lex.objective, lex.bound, round(lex.solve_s, 2), flush=True
+        )
         pairs = None
         if problem.drbd:
-            pairs, cut_groups = _pairs(problem, x, z, r)
+            pairs, cut_groups = _pairs(problem, x, z)
             if cut_groups:
                 with sw:
                     for g, side in cut_groups:
@@ -216,11 +219,11 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 cuts += len(cut_groups)
                 continue
         answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order))
-        final = final_state(problem, answer)
-        if isinstance(final, str):
-            raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
         plans: dict[str, EvacuationPlan] = {}
         if problem.global_n1:
+            final = final_state(problem, answer)
+            if isinstance(final, str):
+                raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
             failing = _failures(problem, final, answer, plans, solver)
             new = [f for f in failing if f not in failures_in]
             if new:
@@ -239,6 +242,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
         break
     report = check_space(problem, answer, plans)
     report.raise_if_failed()
+    final = report.objectives["final_state"]
     limited = problem.options.limit is not None and answer.count >= problem.options.limit
     return SpaceResult(
         problem,
@@ -265,10 +269,10 @@ def _bound(lex: Any) -> int | None:
 
 
 def _pairs(
-    problem: SpaceProblem, x: Mapping[str, int], z: Mapping[str, int], r: Mapping[str, int]
+    problem: SpaceProblem, x: Mapping[str, int], z: Mapping[str, int]
 ) -> tuple[dict[tuple[str, str], int], list[tuple[str, set]]]:
     """Every group's pair matrix, or the groups whose flow fails with their cut's side."""
-    generic, special = form.pair_caps(problem, x, r, z)
+    generic, special = form.pair_caps(problem, x, z)
     pairs: dict[tuple[str, str], int] = {}
     failed = []
     for g in problem.groups:

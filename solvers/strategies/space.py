@@ -205,9 +205,6 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 closed=closed,
             )  # fmt: skip
         x, z, _ = form.solution(m, problem)
-        print(
-            "DBG", solves, lex.status, lex.objective, lex.bound, round(lex.solve_s, 2), flush=True
-        )
         pairs = None
         if problem.drbd:
             pairs, cut_groups = _pairs(problem, x, z)

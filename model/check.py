@@ -20,7 +20,7 @@ the check is on the final configuration, with htools' strict `addPri` / `addSec`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import Any
 
@@ -670,6 +670,8 @@ def check_space(
         touched.add(edit.nodes[pl.primary].group_uuid)
         _, found = _place(edit, d, pl.primary, pl.secondary, True)
         violations += found
+        # the record, so that the final state's snapshot (-S) lists the instance
+        edit.added[pl.name] = replace(inst, primary=pl.primary, secondary=pl.secondary)
     final = edit.state()
     if problem.global_n1:
         plans = n1_plans or {}

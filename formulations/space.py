@@ -187,7 +187,8 @@ def define_drbd_pairs(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
     by_group: dict[str, list[str]] = {}
     for r in p.rooms:
         by_group.setdefault(r.group, []).append(r.name)
-    primaries = {g: [r.name for r in p.group_nodes(g) if r.primary_ok] for g in by_group}
+    is_primary = {g: {r.name for r in p.group_nodes(g) if r.primary_ok} for g in by_group}
+    n_primaries = {g: len(v) for g, v in is_primary.items()}
     rooms = p.room
     m.G = pyo.Set(initialize=list(by_group), ordered=True)
     # balance: Σ_{n∈g} x[n] = Σ_{n∈g} z[n]
@@ -226,7 +227,7 @@ def define_drbd_pairs(m: pyo.ConcreteModel, p: SpaceProblem) -> None:
         if not rooms[n].n1_checked:
             return pyo.Constraint.Skip
         table = special.get(n, {})
-        generic_primaries = sum(1 for q in primaries[g] if q != n and q not in table)
+        generic_primaries = n_primaries[g] - (n in is_primary[g]) - len(table)
         extra = sum(k - m.x[n] for k in table.values())
         return m.z[n] <= generic_primaries * m.r[n] + extra
 

@@ -626,9 +626,11 @@ def check_space(
     seen = set(state.demands)
     edit = StateEdit(state)
     touched: set[str] = set()
+    # every new instance asks the same of its nodes: its demand read once, renamed
+    shape = state.demand(new_instance(answer.spec, opts.disk_template, opts.spindle_use))
     for pl in answer.placements:
         inst = new_instance(answer.spec, opts.disk_template, opts.spindle_use, pl.name)
-        d = state.demand(inst)
+        d = replace(shape, name=pl.name)
         if pl.name in seen:
             violations.append(Violation("duplicate_instance", "name already in use", None, pl.name))
         seen.add(pl.name)
@@ -668,8 +670,10 @@ def check_space(
                 )
         violations += _policy_violations(state, d, pl.primary)
         touched.add(edit.nodes[pl.primary].group_uuid)
-        _, found = _place(edit, d, pl.primary, pl.secondary, True)
-        violations += found
+        # htools' strict adds; only a refused one is listed check by check
+        if edit.place(d, pl.primary, pl.secondary) is not None:
+            _, found = _place(edit, d, pl.primary, pl.secondary, True)
+            violations += found
         # the record, so that the final state's snapshot (-S) lists the instance
         edit.added[pl.name] = replace(inst, primary=pl.primary, secondary=pl.secondary)
     final = edit.state()

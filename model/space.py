@@ -37,6 +37,7 @@ order (docs/space.md, "Monotonicity").
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -475,6 +476,11 @@ def binding(
     d = problem.demand
     nodes = final.nodes
     kinds: dict[str, list[str]] = {}
+    # a secondary's checks depend on the primary only through what it reserves for it: judged
+    # once for primaries it reserves nothing for, and again for each one it does
+    generic = {
+        r.name: _first_kind(secondary_shortfalls(nodes[r.name], d, "")) for r in problem.rooms
+    }
     for room in problem.rooms:
         name = room.name
         if not room.primary_ok:
@@ -482,11 +488,19 @@ def binding(
         else:
             kind = _first_kind(primary_shortfalls(nodes[name], d))
         if kind is None and problem.drbd:
-            peers = [r.name for r in problem.group_nodes(room.group) if r.name != name]
-            sec_kinds = Counter(
-                _first_kind(secondary_shortfalls(nodes[s], d, name)) or "" for s in peers
-            )
-            if "" not in sec_kinds:
+            fits = False
+            for peer in problem.group_nodes(room.group):
+                s = peer.name
+                if s == name:
+                    continue
+                if name in dict(nodes[s].peers):
+                    ok = _first_kind(secondary_shortfalls(nodes[s], d, name)) is None
+                else:
+                    ok = generic[s] is None
+                if ok:
+                    fits = True
+                    break
+            if not fits:
                 kind = "secondary"
         if kind is None:
             kind = "limit" if limited else "global_n1"
@@ -567,15 +581,21 @@ def pair_matrix(
             if table[key] == 0:
                 del table[key]
 
-    for q in sorted(need, key=lambda n: -need[n]):
-        for s in sorted(members, key=lambda n: -left[n]):
+    def fill(q: str, candidates: Sequence[str]) -> None:
+        for s in candidates:
             if need[q] == 0:
-                break
+                return
             k = min(need[q], cap(q, s) - by_p[q].get(s, 0), left[s])
             if k > 0:
                 add(q, s, k)
                 need[q] -= k
                 left[s] -= k
+
+    for q in sorted(need, key=lambda n: -need[n]):
+        # the secondaries with most left first (one more than needed, in case one is q)
+        fill(q, heapq.nlargest(need[q] + 1, members, key=left.__getitem__))
+        if need[q]:
+            fill(q, sorted(members, key=lambda n: -left[n]))
     while any(need.values()):
         starts = [q for q, k in need.items() if k > 0]
         parent: dict[tuple[str, str], tuple[str, str] | None] = {("p", q): None for q in starts}
@@ -651,3 +671,134 @@ def standard_spec(cluster: Cluster) -> Spec:
 def tier_specs(cluster: Cluster) -> tuple[Spec, ...]:
     """`--tiered-alloc`'s default: the max spec of each min/max pair, in order."""
     return tuple(spec_of(mm.max) for mm in cluster.cluster_policy.minmax)
+
+
+# --- a quick count for drbd, to meet the model's bound ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Modes:
+    """What one drbd candidate can take: as a primary-only node (x ≤ alone) or as a node that
+    also backs secondaries (x ≤ backing, z ≤ min(secondaries, shared − x)); None: never."""
+
+    name: str
+    alone: int
+    backing: int | None
+    secondaries: int
+    shared: int | None
+
+
+def drbd_modes(problem: SpaceProblem) -> list[Modes]:
+    """Each candidate's two ways of taking new instances, read off its rows and reserves as
+    formulations/space.py states them (a node backing secondaries keeps room for one primary's
+    failover: x + 1 ≤ K)."""
+    mem = problem.demand.memory_mib
+    out = []
+    for room in problem.rooms:
+        x_cap, z_cap = room.max_primaries(), room.max_secondaries()
+        shared = None
+        for row in room.rows:
+            if row.primary and row.secondary and row.per_primary and row.cap >= 0:
+                t = row.cap // row.per_primary
+                shared = t if shared is None else min(shared, t)
+        now = k = None
+        if room.n1_checked:
+            now = max((room.unallocated_mib - 1 - room.reserve_mib) // mem, -1)
+            k = (room.unallocated_mib - 1) // mem
+        alone = min(v for v in (x_cap, now, shared) if v is not None)
+        free_limit = (
+            room.memory_forth_mib
+            if room.n1_checked
+            else min(room.unallocated_mib, room.memory_forth_mib)
+        )
+        backs = [x_cap, (free_limit - 1) // mem - 1]
+        if now is not None:
+            backs.append(now)
+        if k is not None:
+            backs.append(k - 1)
+        if shared is not None:
+            backs.append(shared - 1)
+        backing = min(backs)
+        if now is not None and now < 0:
+            alone, backing = 0, None
+        if backing is not None and (backing < 0 or z_cap < 1):
+            backing = None
+        out.append(Modes(room.name, max(alone, 0), backing, z_cap, shared))
+    return out
+
+
+def greedy_counts(problem: SpaceProblem) -> tuple[dict[str, int], dict[str, int]]:
+    """A good count of drbd instances per node (x) and of secondaries (z), group by group:
+    every node primary-only at first, then nodes turned into secondary hosts (cheapest loss
+    of primaries per secondary gained first) and primaries given up until every primary has
+    a secondary. Not proven: the strategy compares it with the model's bound."""
+    modes = {m.name: m for m in drbd_modes(problem)}
+    x: dict[str, int] = {}
+    z: dict[str, int] = {}
+    for g in problem.groups:
+        names = [r.name for r in problem.group_nodes(g)]
+        xs = {n: modes[n].alone for n in names}
+        zs = {n: 0 for n in names}
+        deficit = sum(xs.values())
+
+        def z_room(n: str, x_now: int) -> int:
+            md = modes[n]
+            cap = md.secondaries
+            if md.shared is not None:
+                cap = min(cap, md.shared - x_now)
+            return max(cap, 0)
+
+        switchable = [n for n in names if modes[n].backing is not None]
+        switchable.sort(
+            key=lambda n: (
+                (modes[n].alone - modes[n].backing) / max(z_room(n, modes[n].backing), 1),
+                -z_room(n, modes[n].backing),
+            )
+        )
+        for n in switchable:
+            if deficit <= 0:
+                break
+            md = modes[n]
+            gain = z_room(n, md.backing)
+            if gain <= 0:
+                continue
+            deficit -= (xs[n] - md.backing) + gain
+            xs[n], zs[n] = md.backing, gain
+        # still short: give up primaries, where that frees a secondary slot first
+        order = sorted(names, key=lambda n: (zs[n] == 0, -xs[n]))
+        while deficit > 0 and any(xs.values()):
+            for n in order:
+                if deficit <= 0:
+                    break
+                if xs[n] == 0:
+                    continue
+                xs[n] -= 1
+                deficit -= 1
+                if zs[n] and z_room(n, xs[n]) > zs[n]:
+                    zs[n] += 1
+                    deficit -= 1
+        # surplus secondaries: take primaries back where that keeps every primary backed
+        for n in names:
+            md = modes[n]
+            top = md.alone if zs[n] == 0 else md.backing
+            while deficit < 0 and top is not None and xs[n] < top:
+                cost = 1
+                if zs[n] and z_room(n, xs[n] + 1) < zs[n]:
+                    cost = 2
+                if deficit + cost > 0:
+                    break
+                xs[n] += 1
+                zs[n] = min(zs[n], z_room(n, xs[n])) if zs[n] else 0
+                deficit += cost
+        total_z = sum(zs.values())
+        total_x = sum(xs.values())
+        extra = total_z - total_x  # drop surplus secondaries, last hosts first
+        for n in reversed(names):
+            if extra <= 0:
+                break
+            cut = min(extra, zs[n])
+            zs[n] -= cut
+            extra -= cut
+        x.update({n: v for n, v in xs.items() if v})
+        z.update({n: v for n, v in zs.items() if v})
+    return x, z

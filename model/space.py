@@ -262,6 +262,7 @@ class SpaceProblem:
     global_n1: bool  # every other template with capacity checks
     n1_scope: Mapping[str, tuple[str, ...]]  # group uuid -> nodes whose failure is checked
     no_candidates: str | None = None  # hspace's error when there are none
+    first_index: int = 0  # new instances are named new-<first_index> onwards
 
     @property
     def drbd(self) -> bool:
@@ -283,6 +284,7 @@ def space_problem(
     spec: Spec,
     options: SpaceOptions,
     non_redundant: Mapping[str, str] | None = None,
+    first_index: int = 0,
 ) -> SpaceProblem:
     """The problem hspace's options pose on a loaded cluster (`state` as loaded; `-O`,
     `--max-cpu` and `--min-disk` are applied here).
@@ -366,6 +368,7 @@ def space_problem(
         global_n1=global_n1,
         n1_scope=scope,
         no_candidates=no_candidates,
+        first_index=first_index,
     )
 
 

@@ -253,3 +253,63 @@ def test_solve_problem_stopped_is_proven_empty(ganeti) -> None:  # noqa: ANN001
     problem = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
     result = solve_problem(problem)
     assert result.count == 0 and result.reason and result.solves == 0
+
+
+# --- tiered ----------------------------------------------------------------------------------
+
+TIERED = [  # htools-hspace.test's tiered inputs; the real hspace's HTS_TSPEC
+    (
+        "hspace-tiered.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=4 129984,1048320,4,12=2",
+    ),
+    (
+        "hspace-tiered-dualspec.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=4 129984,1048320,4,12=2 65472,524288,2,12=2",
+    ),
+    (
+        "hspace-tiered-exclusive.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,10=1 131072,1048576,4,9=1 131072,1048576,4,8=2",
+    ),
+    ("hspace-tiered-vcpu.data", {}, "32768,65536,4,12=4 32768,65536,2,12=2"),
+    (
+        "hspace-tiered-mixed.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=2 131072,1048576,4,10=2 129984,1048320,4,10=2",
+    ),
+    (
+        "hspace-tiered-resourcetypes.data",
+        {"capacity_checks": False},
+        "1000,2600,4,12=4 936,2344,4,12=2 936,2088,4,12=1",
+    ),
+    ("hspace-tiered.data", {}, "131072,1048576,4,12=3 129984,1048320,4,12=1"),
+]
+
+
+def _tspec(text: str) -> list[tuple[int, int, int, int, int]]:
+    out = []
+    for part in text.split():
+        spec, count = part.split("=")
+        mem, dsk, cpu, spn = map(int, spec.split(","))
+        out.append((mem, dsk, cpu, spn, int(count)))
+    return out
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(("data", "flags", "tspec"), TIERED)
+def test_tiered_hands_out_what_hspace_does(data, flags, tspec, ganeti) -> None:  # noqa: ANN001
+    """As many tiered instances and as much memory as the real hspace's tiered phase, every
+    tier's count proven."""
+    from model.space import tier_specs
+    from solvers.strategies.space import tiered
+
+    cluster = load_text(ganeti.data_dir / data)
+    result = tiered(node_states(cluster), tier_specs(cluster), default_options(cluster, **flags))
+    theirs = _tspec(tspec)
+    assert result.count >= sum(k for *_, k in theirs)
+    assert result.handed_out()["memory_mib"] >= sum(m * k for m, *_, k in theirs)
+    assert all(s.status == "optimal" for s in result.stages)
+    names = [p.name for s in result.stages for p in s.answer.placements]
+    assert names == [f"new-{i}" for i in range(result.count)]

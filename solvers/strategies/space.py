@@ -20,6 +20,7 @@ returned; the reason no further instance fits is read off the final state (`mode
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -159,7 +160,8 @@ def _left(deadline: float | None) -> float | None:
 
 def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS) -> SpaceResult:
     """The largest count of new instances the problem admits, proven (or the bound and gap at
-    the time limit), checked."""
+    the time limit), checked; instances are named new-`problem.first_index` onwards."""
+    first_index = problem.first_index
     start = time.perf_counter()
     deadline = solver.deadline()
     empty = SpaceAnswer(problem.spec, ())
@@ -190,7 +192,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     build_s, solve_s = sw.seconds, 0.0
     solves = cuts = added = 0
     order = list(problem.state.nodes)
-    quick = _quick_drbd(problem, m, solver, deadline) if problem.drbd else None
+    quick = _quick_drbd(problem, m, solver, deadline, first_index) if problem.drbd else None
     if quick is not None:
         answer, lp_bound, lp_s = quick
         solve_s += lp_s
@@ -226,7 +228,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 build_s = sw.seconds
                 cuts += len(cut_groups)
                 continue
-        answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order))
+        answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order, first_index))
         plans: dict[str, EvacuationPlan] = {}
         if problem.global_n1:
             final = final_state(problem, answer)
@@ -287,7 +289,7 @@ def _finish(
 
 
 def _quick_drbd(
-    problem: SpaceProblem, m: Any, solver: SolverOptions, deadline: float | None
+    problem: SpaceProblem, m: Any, solver: SolverOptions, deadline: float | None, first: int
 ) -> tuple[SpaceAnswer, int, float] | None:
     """drbd: the model's linear relaxation bounds the count; a quick count per node
     (`model.space.greedy_counts`) whose pairs a flow finds often meets it, and is then proven
@@ -310,7 +312,7 @@ def _quick_drbd(
     if failed:
         return SpaceAnswer(problem.spec, ()), bound, lex.solve_s
     order = list(problem.state.nodes)
-    return SpaceAnswer(problem.spec, placements_of(x, pairs, order)), bound, lex.solve_s
+    return SpaceAnswer(problem.spec, placements_of(x, pairs, order, first)), bound, lex.solve_s
 
 
 def _capped(
@@ -407,3 +409,290 @@ def standard(
 ) -> SpaceResult:
     """hspace's standard allocation, exactly: the program's one call for it."""
     return solve_problem(problem_of(state, spec, options, solver), solver)
+
+
+# --- tiered allocation ---------------------------------------------------------------------
+
+#: hspace's shrink units (`Instance.shrinkByType`): memory 64 MiB, disk 256 MiB, one vCPU.
+SHRINK = {"memory_mib": 64, "disk_mib": 256, "vcpus": 1, "spindles": 1}
+#: Which spec field a binding check shrinks (the others, e.g. the policy, shrink memory).
+SHRINKS = {
+    "memory": "memory_mib",
+    "n1": "memory_mib",
+    "global_n1": "memory_mib",
+    "secondary": "memory_mib",
+    "disk": "disk_mib",
+    "disk_reserve": "disk_mib",
+    "vcpu": "vcpus",
+    "spindles": "spindles",
+    "spindle_ratio": "spindles",
+}
+
+
+@dataclass(frozen=True)
+class TieredResult:
+    """Tiered allocation: each tier's spec and its proven-largest count on top of the tiers
+    before it (a ladder of standard allocations, docs/space.md "Tiered")."""
+
+    stages: tuple[SpaceResult, ...]
+    seconds: float
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.stages)
+
+    @property
+    def final(self) -> ClusterState | None:
+        return self.stages[-1].final if self.stages else None
+
+    def spec_counts(self) -> list[tuple[Spec, int]]:
+        """hspace's `tieredSpecMap`: consecutive equal specs merged."""
+        out: list[tuple[Spec, int]] = []
+        for s in self.stages:
+            if not s.count:
+                continue
+            if out and out[-1][0] == s.answer.spec:
+                out[-1] = (s.answer.spec, out[-1][1] + s.count)
+            else:
+                out.append((s.answer.spec, s.count))
+        return out
+
+    def handed_out(self) -> dict[str, int]:
+        """Memory, disk and vCPUs of all tiered instances."""
+        totals = {"memory_mib": 0, "disk_mib": 0, "vcpus": 0}
+        for spec, k in self.spec_counts():
+            for f in totals:
+                totals[f] += getattr(spec, f) * k
+        return totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "instances": self.count,
+            "specs": [
+                {"memory_mib": s.memory_mib, "disk_mib": s.disk_mib, "vcpus": s.vcpus,
+                 "spindles": s.spindles, "count": k}
+                for s, k in self.spec_counts()
+            ],
+            "handed_out": self.handed_out(),
+            "status": "optimal" if all(s.status == "optimal" for s in self.stages) else "feasible",
+            "seconds": round(self.seconds, 4),
+            "stages": [s.to_json() | {"placements": None} for s in self.stages],
+        }  # fmt: skip
+
+
+def _one_more_fits(problem: SpaceProblem) -> bool:
+    """Whether htools' node checks let one instance of the problem's spec onto its state
+    (global N+1 aside: the stage's solve decides that)."""
+    from model.resources import primary_shortfalls, secondary_shortfalls
+
+    if problem.stopped:
+        return False
+    d, nodes = problem.demand, problem.state.nodes
+    for room in problem.rooms:
+        if not room.primary_ok or primary_shortfalls(nodes[room.name], d):
+            continue
+        if not problem.drbd:
+            return True
+        for peer in problem.group_nodes(room.group):
+            if peer.name != room.name and not secondary_shortfalls(nodes[peer.name], d, room.name):
+                return True
+    return False
+
+
+def _shrunk(spec: Spec, field_name: str, units: int) -> Spec | None:
+    """The spec with one field `units` shrink units smaller; None below hspace's floors."""
+    from dataclasses import replace as evolve
+
+    value = getattr(spec, field_name) - units * SHRINK[field_name]
+    if value < SHRINK[field_name]:
+        return None
+    return evolve(spec, **{field_name: value})
+
+
+def tiered(
+    state: ClusterState,
+    specs: tuple[Spec, ...],
+    options: SpaceOptions,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    max_tiers: int = 40,
+) -> TieredResult:
+    """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
+    spec in order, the largest count of it on top of what earlier tiers placed (proven); then
+    the spec shrunk, in hspace's units, along the check that stopped most nodes (the largest
+    shrink found by bisection after which one more instance passes htools' node checks), and
+    so on; a field that cannot shrink further hands over to the next (memory, disk, vCPUs);
+    `-l` caps the total. Each stage is checked like a standard answer."""
+    start = time.perf_counter()
+    deadline = solver.deadline()
+    first = problem_of(state, specs[0], options, solver)
+    gate = {g: why for g, why in first.unallocatable}
+    stages: list[SpaceResult] = []
+    current = state
+    placed = 0
+
+    def stage_problem(spec: Spec) -> SpaceProblem:
+        left = None if options.limit is None else options.limit - placed
+        opts = options if left is None else _with_limit(options, left)
+        return space_problem(current, spec, opts, _non_redundant(first, gate), placed)
+
+    for tier in specs:
+        spec: Spec | None = tier
+        while spec is not None and len(stages) < max_tiers:
+            if options.limit is not None and placed >= options.limit:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+            problem = stage_problem(spec)
+            result = solve_problem(problem, solver.within(_left(deadline)))
+            stages.append(result)
+            placed += result.count
+            if result.count:
+                current = _without_status(result.final, state)
+            spec = _next_spec(spec, result, stage_problem, solver)
+    return TieredResult(tuple(stages), time.perf_counter() - start)
+
+
+def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
+    """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
+    memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
+    along the check most candidates fail first at each step, then, as hspace's big step, along
+    one field alone at a time; None when the policy or hspace's floors stop every walk."""
+    walk = _walk(spec, pose, solver, None)
+    if walk is not None:
+        return walk
+    for field_name in ("memory_mib", "disk_mib", "vcpus", "spindles"):
+        walk = _walk(spec, pose, solver, field_name)
+        if walk is not None:
+            return walk
+    return None
+
+
+def _walk(
+    spec: Spec, pose: Any, solver: SolverOptions, only: str | None, steps: int = 4096
+) -> Spec | None:
+    """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
+    one more instance fits. Where the node checks pass and global N+1 refuses, memory and
+    local disk (what re-placing a failed node's instances needs) shrink in proportion to
+    their room above the policy's minimum."""
+    current = spec
+    refused = 0  # steps global N+1 refused after the node checks passed
+    for _ in range(steps):
+        shrunk = None
+        if only is not None:
+            shrunk = _shrunk(current, only, 1)
+        else:
+            problem = pose(current)
+            fields = _blocking_fields(problem)
+            if refused:
+                fields = _in_proportion(spec, current, problem)
+            for field_name in fields:
+                shrunk = _shrunk(current, field_name, 1)
+                if shrunk is not None:
+                    break
+        if shrunk is None:
+            return None
+        current = shrunk
+        problem = pose(current)
+        if not any(r.primary_ok for r in problem.rooms):
+            return None
+        if _one_more_fits(problem):
+            if _n1_admits_one(problem, solver):
+                return current
+            refused += 1
+    return None
+
+
+def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str]:
+    """Memory and disk, the one with the larger share of its room (tier spec down to the
+    policy's minimum, of the min/max pair holding the tier spec) still left first."""
+    ipolicy = problem.state.ipolicy_of(problem.rooms[0].name) if problem.rooms else None
+    low = {"memory_mib": SHRINK["memory_mib"], "disk_mib": SHRINK["disk_mib"]}
+    if ipolicy is not None:
+        for mm in ipolicy.minmax:
+            if mm.min.memory_size <= tier.memory_mib <= mm.max.memory_size:
+                low = {"memory_mib": mm.min.memory_size, "disk_mib": mm.min.disk_size}
+                break
+
+    def share(f: str) -> float:
+        room = getattr(tier, f) - low[f]
+        return (getattr(current, f) - low[f]) / room if room > 0 else -1.0
+
+    return sorted(low, key=share, reverse=True)
+
+
+def _n1_admits_one(problem: SpaceProblem, solver: SolverOptions) -> bool:
+    """Under global N+1, whether one instance is placeable at all (an exact solve capped at
+    one); always true where the node checks are all there is."""
+    if not problem.global_n1:
+        return True
+    from dataclasses import replace as evolve
+
+    one = evolve(problem, options=evolve(problem.options, limit=1))
+    return solve_problem(one, solver).count >= 1
+
+
+def _blocking_fields(problem: SpaceProblem) -> list[str]:
+    """Spec fields by how many candidates fail first on a check they feed (most first; on a
+    tie, the later in hspace's order)."""
+    from model.resources import primary_shortfalls, secondary_shortfalls
+
+    d, nodes = problem.demand, problem.state.nodes
+    counts: Counter[str] = Counter()
+    for room in problem.rooms:
+        if not room.primary_ok:
+            continue
+        first = primary_shortfalls(nodes[room.name], d)
+        if not first and problem.drbd:
+            for peer in problem.group_nodes(room.group):
+                if peer.name != room.name:
+                    first = secondary_shortfalls(nodes[peer.name], d, room.name)
+                    if first:
+                        break
+        if first and (f := SHRINKS.get(first[0].kind)):
+            counts[f] += 1
+    # hspace's order of failure modes (Mem, Disk, CPU, ..., Spindles); on a tie the later
+    # one is shrunk, as `Cluster.tieredAlloc` sorts the counts stably and takes the last
+    order = ("memory_mib", "disk_mib", "vcpus", "spindles")
+    ranked = sorted(counts, key=lambda f: (counts[f], order.index(f)), reverse=True)
+    return ranked + [f for f in order if f not in ranked]
+
+
+def _fits_policy_and_one(problem: SpaceProblem) -> bool:
+    return any(r.primary_ok for r in problem.rooms) and _one_more_fits(problem)
+
+
+def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
+    from dataclasses import replace as evolve
+
+    return evolve(options, limit=max(left, 0))
+
+
+def _non_redundant(first: SpaceProblem, gate: dict[str, str]) -> dict[str, str] | None:
+    """The first tier's --independent-groups verdicts, kept for every later tier (the gate
+    is hspace's, judged once on the cluster as loaded)."""
+    if not first.options.independent_groups:
+        return None
+    by_name = {g.name: g.uuid for g in first.state.cluster.groups}
+    prefix = "not N+1 redundant: "
+    return {
+        by_name[name]: why[len(prefix) :] for name, why in gate.items() if why.startswith(prefix)
+    }
+
+
+def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
+    """A stage's final state as the next stage's input: node status (-O, --max-cpu,
+    --min-disk) is applied again by `space_problem`, so the loaded values come back; the
+    load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
+    from dataclasses import replace as evolve
+
+    nodes = {
+        n: evolve(
+            st,
+            offline=loaded.nodes[n].offline,
+            vcpu_ratio=loaded.nodes[n].vcpu_ratio,
+            lo_disk_mib=loaded.nodes[n].lo_disk_mib,
+        )
+        for n, st in final.nodes.items()
+    }
+    return final.with_nodes(nodes)

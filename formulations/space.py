@@ -26,7 +26,7 @@ Objective
 The drbd reserve of a secondary s is rMem = max_p peer[s,p], and with new instances peer[s,p]
 grows by M·y[p,s], y[p,s] the new instances on the pair. The model keeps no y (n² variables on
 a 1,000-node group): r[s] bounds y[p,s] for every primary without an existing reservation on s
-and the rows `define_drbd_reserve` bound the pairs that have one. A matrix y with row sums x,
+and K[s,p] − x[s] the pairs that have one (`define_drbd_pairs`). A matrix y with row sums x,
 column sums z, y[p,p] = 0 and those bounds exists exactly when a flow does; the strategy builds
 it (`model.space.pair_matrix`) and, when none exists, adds the min cut the flow found as a row
 (`add_flow_cut`) and solves again.

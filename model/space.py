@@ -460,9 +460,6 @@ class Binding:
     kind: str  # a key of BINDING_WORDS
     nodes: tuple[str, ...]
 
-    def text(self) -> str:
-        return f"{BINDING_WORDS.get(self.kind, self.kind)} on {', '.join(self.nodes)}"
-
 
 def _first_kind(shortfalls: Sequence) -> str | None:
     real = [s for s in shortfalls if not s.forthcoming] or list(shortfalls)
@@ -526,7 +523,8 @@ def binding_text(bindings: Sequence[Binding], *, most: int = 6) -> str:
 
 
 def failure_mode(kind: str) -> FailMode:
-    """htools' failure mode of a binding check (hspace's ALLOC_FAIL_REASON vocabulary)."""
+    """htools' failure mode of a binding check: what a program prints as hspace's "most likely
+    failure reason" (ALLOC_FAIL_REASON) for an exact answer, from its largest binding."""
     return {
         "memory": FailMode.MEM,
         "n1": FailMode.MEM,

@@ -217,6 +217,16 @@ def test_binding_names_the_nodes(ganeti) -> None:  # noqa: ANN001
     assert "global N+1 on node-01-003" in text
 
 
+def test_binding_as_hspace_failure_mode() -> None:
+    from model.resources import FailMode
+    from model.space import failure_mode
+
+    assert failure_mode("n1") is FailMode.MEM
+    assert failure_mode("disk_reserve") is FailMode.DISK
+    assert failure_mode("vcpu") is FailMode.CPU
+    assert failure_mode("global_n1") is FailMode.N1
+
+
 def test_limit_caps_the_count(ganeti) -> None:  # noqa: ANN001
     cluster = load_text(ganeti.data_dir / "hspace-tiered.data")
     opts = default_options(cluster, capacity_checks=False, limit=3)

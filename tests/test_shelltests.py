@@ -14,6 +14,10 @@ the stand-in half takes about 2 minutes on an idle 2-core machine.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,6 +232,7 @@ def test_every_htools_file_is_judged() -> None:
         by_file[test.file] = by_file.get(test.file, 0) + 1
         assert program in PROGRAMS, test.id
     assert len(CASES) == 245
+    assert len({t.id for t, _ in CASES}) == len(CASES)
     assert by_file["htools-hail"] == 54 and by_file["htools-hspace"] == 23
     assert set(STAND_IN_GAPS) | set(STAND_IN_FAILS) | PASS_BEFORE_LANDING <= {
         t.id for t, _ in CASES
@@ -235,6 +240,45 @@ def test_every_htools_file_is_judged() -> None:
 
 
 # ---------------------------------------------------------------- the parser and the judge
+
+
+def test_verdicts_are_shelltestrunners(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """Test by test, the judge's verdict is shelltestrunner's (Debian's 1.9, which
+    scripts/get-ganeti-reference installs), on every file, with each program replaced by the
+    next one's real binary (hbal runs hcheck, ...): passes and failures of every kind, from
+    outputs that cost 0.01 s each."""
+    shelltest = shutil.which("shelltest")
+    if shelltest is None:
+        message = "shelltestrunner missing: run scripts/get-ganeti-reference"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    real = real_programs()
+    rotated = {
+        name: [str(real[PROGRAMS[(k + 1) % len(PROGRAMS)]])] for k, name in enumerate(PROGRAMS)
+    }
+    files = htools_test_files(SHELLTESTS_DIR)
+    ours_ws = Workspace(tmp_path / "ours", TESTSUITE, rotated, real["hspace"])
+    ours_ws.prepare()
+    ours = {}
+    for path in files:
+        for k, test in enumerate(parse_file(path), 1):
+            ours[f"{path.name}:{k}"] = ours_ws.run(test).passed
+    theirs_ws = Workspace(tmp_path / "theirs", TESTSUITE, rotated, real["hspace"])
+    theirs_ws.prepare()
+    proc = subprocess.run(
+        [shelltest, *map(str, files)],
+        cwd=theirs_ws.top,
+        env=theirs_ws.env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    verdicts = re.findall(r"^:(\S+\.test:\d+): \[(OK|Failed)\]", proc.stdout, re.M)
+    theirs = {Path(name).name: verdict == "OK" for name, verdict in verdicts}
+    assert theirs == ours
+    assert 0 < sum(ours.values()) < len(ours) - 50  # many of each
+
 
 SAMPLE = """\
 # a comment

@@ -96,18 +96,10 @@ STAND_IN_FAILS = {
 }
 
 #: Found by these tests, being fixed (issue 39, stage 2).
-_HAIL_NOTE = "exalloc's note is appended to hail's info text"
 STAND_IN_GAPS = {
     "htools-basic:6": "exalloc-hail --help-completion",
     "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
-    "htools-hail:33": _HAIL_NOTE,
-    "htools-hail:37": _HAIL_NOTE,
-    "htools-hail:74": _HAIL_NOTE,
-    "htools-hail:78": _HAIL_NOTE,
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
-    "htools-hail:154": _HAIL_NOTE,
-    "htools-hail:158": _HAIL_NOTE,
-    "htools-hail:167": _HAIL_NOTE,
     "htools-rapi:9": "exalloc scan",
     "htools-balancing:4": "exalloc info -v -p --print-instances",
     "htools-balancing:61": "exalloc info -v -p --print-instances",

@@ -231,6 +231,14 @@ def _run_info(args: argparse.Namespace) -> object:
     return info.run_args(args)
 
 
+def _add_scan(sub: argparse._SubParsersAction) -> None:
+    from programs import scan
+
+    p = sub.add_parser("scan", help="text snapshots of running clusters, like hscan")
+    scan.add_arguments(p)
+    p.set_defaults(run=_program("scan"))
+
+
 def _add_partition(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("partition", help="integer Bareon disk layout from a dynamic schema")
     p.add_argument(
@@ -931,6 +939,7 @@ def _run_alloc_client(command: str) -> Callable[[argparse.Namespace], object]:
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_info,
+    _add_scan,
     _add_hail,
     _add_hail_server,
     _add_squeeze,

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from model.backends.iallocator import (
@@ -25,7 +25,7 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable
+from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
 from programs import hail_client
 from solvers.strategies.iallocator import IAllocatorOptions, answer
@@ -41,6 +41,7 @@ class HailReport:
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
     stderr: str = ""  # hail's own stderr output asked for (-p, -S), printed as it is
+    run_note: str = ""  # the solver's verdict, `highs: optimal, gap 0` (stderr, --json)
 
     @property
     def response(self) -> str:
@@ -72,6 +73,7 @@ class HailReport:
             "request": a.kind,
             "placements": {n: list(nodes) for n, nodes in a.placements},
             "solver": [r.__dict__ for r in a.runs],
+            "solver_note": self.run_note,
             "objectives": jsonable(a.objectives),
             "timing": dict(self.timing),
         }
@@ -160,7 +162,10 @@ def run(args: Any) -> HailReport:
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     shown = _stderr(inp, report.answer, args)
-    report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)
+    response, run_note = split_run_note(report.answer.response)
+    plain = replace(report.answer, response=response)
+    notes = (*_notes(args), *([run_note] if run_note else []))
+    report = HailReport(plain, timing=timing, notes=notes, stderr=shown, run_note=run_note)
     if args.compare:
         from programs.hail_compare import with_comparison
 

@@ -27,7 +27,7 @@ from programs.hail_client import Call, ProtocolError, Reply, pack, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"
-CLIENT = "import sys; from programs.hail_client import console; sys.exit(console())"
+CLIENT = "import sys; from cli import hail_console; sys.exit(hail_console())"
 
 
 class Server:

@@ -241,7 +241,7 @@ def test_request_nested_100000_deep(capsys, tmp_path: Path) -> None:
     err = _rejected(capsys, "hail", str(path))
     assert err.startswith(f"exalloc: error: {path}:1: ") and "nested too deeply" in err
     env = {**os.environ, "EXALLOC_HAIL_SOCKET": ""}  # the console script, in process
-    client = "import sys; from programs.hail_client import console; sys.exit(console())"
+    client = "import sys; from cli import hail_console; sys.exit(hail_console())"
     done = subprocess.run(
         [sys.executable, "-c", client, str(path)],
         cwd=REPO, capture_output=True, text=True, env=env, timeout=60,

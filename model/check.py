@@ -46,6 +46,7 @@ from model.state import (
     node_states,
     placement_shortfalls,
 )
+from model.validate import refuse_ambiguous
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +408,11 @@ def check_moves(
     """
     states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
     c = states.cluster
+    refuse_ambiguous(
+        c.ambiguous_instances,
+        ((m if isinstance(m, Move) else Move(*m)).instance for m in moves),
+        "a plan moving it",
+    )
     nodes = states.nodes
     violations: list[Violation] = []
     off = [n for n in dict.fromkeys(powered_off)]

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from model.cluster import MIRRORED_TEMPLATES, Cluster
+from model.cluster import MIRRORED_TEMPLATES, OCCURRENCE_MARK, Cluster, read_name
+from model.errors import InputError
 
 #: The largest quantity accepted anywhere: 2^53 (floats hold every integer up to it).
 MAX_QUANTITY = 2**53
@@ -146,3 +147,29 @@ def cluster_problem(cluster: Cluster) -> ClusterProblem | None:
             message = f"instance {inst.name} has the same primary and secondary node {inst.primary}"
             return ClusterProblem("instance", index, message)
     return None
+
+
+def keyed_occurrences(names: Iterable[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Instance keys for names as read (a repeated name's second occurrence `NAME|2`, ...),
+    and the repeated names, in reading order: htools keeps every instance of a name."""
+    seen: dict[str, int] = {}
+    keys = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        keys.append(name if seen[name] == 1 else f"{name}{OCCURRENCE_MARK}{seen[name]}")
+    return keys, tuple(name for name, count in seen.items() if count > 1)
+
+
+def refuse_ambiguous(ambiguous: Iterable[str], instances: Iterable[str], what: str) -> None:
+    """InputError when `instances` (keys, as answers name them) holds one whose name the input
+    gave to several instances: an answer naming it could not say which."""
+    shared = set(ambiguous)
+    if not shared:
+        return
+    for key in instances:
+        name = read_name(key)
+        if name in shared:
+            raise InputError(
+                f"the input names several instances '{name}': {what} would have to name one of "
+                "them, and could not say which"
+            )

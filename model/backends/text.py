@@ -12,6 +12,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
@@ -30,9 +31,15 @@ from model.cluster import (
     MinMax,
     Node,
     NodeGroup,
+    read_name,
 )
 from model.errors import InputError
-from model.validate import cluster_problem, quantity_message, quantity_problem
+from model.validate import (
+    cluster_problem,
+    keyed_occurrences,
+    quantity_message,
+    quantity_problem,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Haskell `read` for Int and Double, as Ganeti's `tryRead` uses it.
@@ -496,6 +503,9 @@ def parse_text(text: str, source: str = "<text>") -> Cluster:
     nodes = _load_section(source, node_rows, lambda f: _parse_node(f, uuids))
     names = {n.name for n in nodes}
     instances = _load_section(source, instance_rows, lambda f: _parse_instance(f, names))
+    keys, ambiguous = keyed_occurrences(i.name for i in instances)
+    if ambiguous:  # htools keeps every instance of a repeated name: so does exalloc, keyed apart
+        instances = [replace(i, name=key) for i, key in zip(instances, keys, strict=True)]
     cluster_policy = DEFAULT_IPOLICY
     group_policies: dict[int, IPolicy] = {}
     for number, line in policy_rows:
@@ -522,6 +532,7 @@ def parse_text(text: str, source: str = "<text>") -> Cluster:
         instances=tuple(instances),
         cluster_tags=tuple(line for _, line in tag_rows),
         cluster_policy=cluster_policy,
+        ambiguous_instances=ambiguous,
     )
     problem = cluster_problem(cluster)  # duplicates and cross-references (model.validate)
     if problem is not None:
@@ -610,7 +621,7 @@ def _node_line(node: Node) -> str:
 def _instance_line(inst: Instance) -> str:
     return "|".join(
         (
-            inst.name,
+            read_name(inst.name),
             str(inst.memory_mib),
             str(inst.disk_mib),
             str(inst.vcpus),

@@ -44,10 +44,10 @@ from collections.abc import Mapping, Sequence
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.n1 import MIGRATABLE_TEMPLATES, Packing
 from model.resources import check_migration, policy_shortfall
 from model.space import NodeRoom, SpaceProblem
-from solvers import Objective
 
 
 def _per_primary_cap(room: NodeRoom, memory_mib: int, reserved_mib: int) -> int:

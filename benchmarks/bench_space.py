@@ -34,6 +34,7 @@ from model.backends.text import dump_text, parse_text  # noqa: E402
 from model.cluster import Cluster  # noqa: E402
 from model.space import Spec, default_options  # noqa: E402
 from model.state import node_states  # noqa: E402
+from solvers.options import SolverOptions  # noqa: E402
 from solvers.strategies.space import standard, tiered  # noqa: E402
 
 STANDARD = Spec(4096, 51200, 2, 1)
@@ -86,6 +87,7 @@ def main() -> None:
     ap.add_argument("--no-hspace", action="store_true")
     ap.add_argument("--tiered", action="store_true", help="tiered rows (200 nodes) as well")
     ap.add_argument("--timeout", type=float, default=600.0, help="hspace's limit per run (s)")
+    ap.add_argument("--tier-limit", type=float, default=30.0, help="exalloc's tiered budget (s)")
     args = ap.parse_args()
     print(
         "| case | instances | template | exalloc count | status | build s | solve s "
@@ -120,7 +122,7 @@ def main() -> None:
                     )
                     if args.tiered and size <= 200:
                         t0 = time.perf_counter()
-                        tr = tiered(state, (TIER,), opts)
+                        tr = tiered(state, (TIER,), opts, SolverOptions(time_limit=args.tier_limit))
                         tier_s = time.perf_counter() - t0
                         mem = tr.handed_out()["memory_mib"]
                         h = (

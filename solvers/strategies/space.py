@@ -436,6 +436,9 @@ class TieredResult:
 
     stages: tuple[SpaceResult, ...]
     seconds: float
+    # why the ladder ended early: "time limit", "-l", "tiers" (max_tiers); None when no
+    # smaller spec fits any more
+    stopped: str | None = None
 
     @property
     def count(self) -> int:
@@ -476,6 +479,7 @@ class TieredResult:
             "handed_out": self.handed_out(),
             "status": "optimal" if all(s.status == "optimal" for s in self.stages) else "feasible",
             "seconds": round(self.seconds, 4),
+            "stopped": self.stopped,
             "stages": [s.to_json() | {"placements": None} for s in self.stages],
         }  # fmt: skip
 
@@ -522,7 +526,8 @@ def tiered(
     the spec shrunk, in hspace's units, along the check that stopped most nodes (the largest
     shrink found by bisection after which one more instance passes htools' node checks), and
     so on; a field that cannot shrink further hands over to the next (memory, disk, vCPUs);
-    `-l` caps the total. Each stage is checked like a standard answer."""
+    `-l` caps the total; the solver's time limit (and `max_tiers`) ends the ladder early,
+    said in `stopped`. Each stage is checked like a standard answer."""
     start = time.perf_counter()
     deadline = solver.deadline()
     first = problem_of(state, specs[0], options, solver)
@@ -536,12 +541,17 @@ def tiered(
         opts = options if left is None else _with_limit(options, left)
         return space_problem(current, spec, opts, _non_redundant(first, gate), placed)
 
+    stopped = None
     for tier in specs:
         spec: Spec | None = tier
-        while spec is not None and len(stages) < max_tiers:
+        while spec is not None and stopped is None:
             if options.limit is not None and placed >= options.limit:
-                break
-            if deadline is not None and time.perf_counter() > deadline:
+                stopped = "-l"
+            elif deadline is not None and time.perf_counter() > deadline:
+                stopped = "time limit"
+            elif len(stages) >= max_tiers:
+                stopped = "tiers"
+            if stopped is not None:
                 break
             problem = stage_problem(spec)
             result = solve_problem(problem, solver.within(_left(deadline)))
@@ -550,7 +560,7 @@ def tiered(
             if result.count:
                 current = _without_status(result.final, state)
             spec = _next_spec(spec, result, stage_problem, solver)
-    return TieredResult(tuple(stages), time.perf_counter() - start)
+    return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
 
 
 def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
@@ -558,31 +568,60 @@ def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
     along the check most candidates fail first at each step, then, as hspace's big step, along
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
-    walk = _walk(spec, pose, solver, None)
-    if walk is not None:
-        return walk
-    for field_name in ("memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, pose, solver, field_name)
+    base = pose(spec)
+    for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
+        walk = _walk(spec, base, pose, solver, only)
         if walk is not None:
             return walk
     return None
 
 
+def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
+    """The stage's problem for another spec, as far as the node-check probes read it: the
+    demand and which candidates the policy admits as primaries (rows are not recomputed)."""
+    from dataclasses import replace as evolve
+
+    from model.resources import policy_shortfall
+    from model.space import demand_of_spec
+
+    opts = base.options
+    d = demand_of_spec(spec, opts.disk_template, opts.spindle_use)
+    state = base.state
+    sizes = Counter(r.group for r in base.rooms)
+    rooms = tuple(
+        evolve(
+            r,
+            primary_ok=policy_shortfall(
+                d, state.ipolicy_of(r.name), state.nodes[r.name].exclusive_storage
+            )
+            is None
+            and (not base.drbd or sizes[r.group] > 1),
+        )
+        for r in base.rooms
+    )
+    return evolve(base, spec=spec, demand=d, rooms=rooms)
+
+
 def _walk(
-    spec: Spec, pose: Any, solver: SolverOptions, only: str | None, steps: int = 4096
+    spec: Spec,
+    base: SpaceProblem,
+    pose: Any,
+    solver: SolverOptions,
+    only: str | None,
+    steps: int = 4096,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
     local disk (what re-placing a failed node's instances needs) shrink in proportion to
     their room above the policy's minimum."""
     current = spec
+    problem = base
     refused = 0  # steps global N+1 refused after the node checks passed
     for _ in range(steps):
         shrunk = None
         if only is not None:
             shrunk = _shrunk(current, only, 1)
         else:
-            problem = pose(current)
             fields = _blocking_fields(problem)
             if refused:
                 fields = _in_proportion(spec, current, problem)
@@ -593,11 +632,11 @@ def _walk(
         if shrunk is None:
             return None
         current = shrunk
-        problem = pose(current)
+        problem = _light(base, current)
         if not any(r.primary_ok for r in problem.rooms):
             return None
         if _one_more_fits(problem):
-            if _n1_admits_one(problem, solver):
+            if not base.global_n1 or _n1_admits_one(pose(current), solver):
                 return current
             refused += 1
     return None
@@ -656,10 +695,6 @@ def _blocking_fields(problem: SpaceProblem) -> list[str]:
     order = ("memory_mib", "disk_mib", "vcpus", "spindles")
     ranked = sorted(counts, key=lambda f: (counts[f], order.index(f)), reverse=True)
     return ranked + [f for f in order if f not in ranked]
-
-
-def _fits_policy_and_one(problem: SpaceProblem) -> bool:
-    return any(r.primary_ok for r in problem.rooms) and _one_more_fits(problem)
 
 
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:

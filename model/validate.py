@@ -120,13 +120,19 @@ def _first_duplicate(names: Iterable[str]) -> tuple[int, str] | None:
     return None
 
 
-def cluster_problem(cluster: Cluster) -> ClusterProblem | None:
-    """The first duplicate name or inconsistent cross-reference in `cluster`, or None."""
-    for kind, key, items in (
+def cluster_problem(
+    cluster: Cluster, *, duplicate_instances: bool = False
+) -> ClusterProblem | None:
+    """The first duplicate name or inconsistent cross-reference in `cluster`, or None.
+    `duplicate_instances` lets two instances share a name, as htools does (hroller's test
+    snapshots have them; `exalloc roll` keeps instances by index)."""
+    checks = [
         ("group", "uuid", [g.uuid for g in cluster.groups]),
         ("node", "name", [n.name for n in cluster.nodes]),
-        ("instance", "name", [i.name for i in cluster.instances]),
-    ):
+    ]
+    if not duplicate_instances:
+        checks.append(("instance", "name", [i.name for i in cluster.instances]))
+    for kind, key, items in checks:
         duplicate = _first_duplicate(items)
         if duplicate is not None:
             index, name = duplicate

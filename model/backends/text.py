@@ -480,8 +480,9 @@ def _load_section(
     return out
 
 
-def parse_text(text: str, source: str = "<text>") -> Cluster:
-    """Parse the text format; errors name `source` and the offending line."""
+def parse_text(text: str, source: str = "<text>", *, duplicate_instances: bool = False) -> Cluster:
+    """Parse the text format; errors name `source` and the offending line.
+    `duplicate_instances`: accept two instances of one name (model.validate)."""
     lines = haskell_lines(text)
     sections = _numbered_sections(lines)
     if len(sections) < 4:
@@ -523,14 +524,20 @@ def parse_text(text: str, source: str = "<text>") -> Cluster:
         cluster_tags=tuple(line for _, line in tag_rows),
         cluster_policy=cluster_policy,
     )
-    problem = cluster_problem(cluster)  # duplicates and cross-references (model.validate)
+    # duplicates and cross-references (model.validate)
+    problem = cluster_problem(cluster, duplicate_instances=duplicate_instances)
     if problem is not None:
         rows = {"group": group_rows, "node": node_rows, "instance": instance_rows}[problem.kind]
         raise InputError(problem.message, source=source, line=rows[problem.index][0])
     return cluster
 
 
-def load_text(path: str | os.PathLike[str], *, static_kvm_node_memory: int = 4096) -> Cluster:
+def load_text(
+    path: str | os.PathLike[str],
+    *,
+    static_kvm_node_memory: int = 4096,
+    duplicate_instances: bool = False,
+) -> Cluster:
     """Read a text-backend file (UTF-8, undecodable bytes kept as surrogates).
 
     `static_kvm_node_memory` (htools' `--static-kvm-node-memory`) replaces the node memory of
@@ -542,7 +549,7 @@ def load_text(path: str | os.PathLike[str], *, static_kvm_node_memory: int = 409
         text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror}", source=source) from None
-    return parse_text(text, source)
+    return parse_text(text, source, duplicate_instances=duplicate_instances)
 
 
 # ---------------------------------------------------------------------------------------------

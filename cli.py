@@ -607,6 +607,25 @@ def _add_squeeze(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_program("squeeze"))
 
 
+def _add_roll(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "roll",
+        help="rolling reboots in the fewest rounds, proven, like hroller",
+        description="Which nodes to reboot together, in as few rounds as possible: hroller's "
+        "question answered exactly (--greedy: hroller itself). See docs/roll.md.",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "-t", "--text-data", dest="text_data", metavar="FILE", help="cluster snapshot (htools text)"
+    )
+    _live_source_options(source)
+    _static_kvm_option(p)
+    importlib.import_module("programs.roll").add_arguments(p)
+    _solver_options(p)
+    _json_option(p)
+    p.set_defaults(run=_program("roll"))
+
+
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "generate", help="write seeded synthetic snapshots, IAllocator requests and Bareon pairs"
@@ -934,6 +953,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_hail,
     _add_hail_server,
     _add_squeeze,
+    _add_roll,
     _add_n1,
     _add_redistribute,
     _add_compress,

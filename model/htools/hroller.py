@@ -615,14 +615,31 @@ def master_problem(cluster: Cluster) -> tuple[str, bool] | None:
     return None
 
 
-def roll(
+@dataclass(frozen=True)
+class Prelude:
+    """What hroller has once it has read its options: the cluster by index (the -O nodes
+    offline), the considered nodes and their graph, and what it printed on stderr so far."""
+
+    loaded: Loaded
+    considered: tuple[int, ...]
+    graph: NodeGraph
+    offline: frozenset[str]
+    stderr: str
+
+    @property
+    def considered_names(self) -> tuple[str, ...]:
+        return tuple(self.loaded.names[k] for k in self.considered)
+
+
+def prelude(
     cluster: Cluster,
     options: RollerOptions,
     *,
     save: Callable[[], str] | None = None,
-) -> RollerAnswer:
-    """hroller's whole run on a loaded cluster: its stdout, stderr and exit code. `save`
-    writes `-S`'s file and returns htools' line about it (called where hroller saves)."""
+) -> Prelude | RollerAnswer:
+    """hroller's checks before it colours (the master, -O, -G, an empty graph), in its
+    order; the failing answer, or what they leave. `save` writes `-S`'s file and returns
+    htools' line about it (called where hroller saves)."""
     out = _Out()
     problem = master_problem(cluster)
     if problem is not None:
@@ -646,6 +663,26 @@ def roll(
     graph = build_graph(loaded, considered, reboot=not options.offline_maintenance)
     if graph is None:
         return out.fail(NO_GRAPH)
+    return Prelude(loaded, tuple(considered), graph, frozenset(offline), "".join(out.stderr))
+
+
+def roll(
+    cluster: Cluster,
+    options: RollerOptions,
+    *,
+    save: Callable[[], str] | None = None,
+) -> RollerAnswer:
+    """hroller's whole run on a loaded cluster: its stdout, stderr and exit code."""
+    start = prelude(cluster, options, save=save)
+    if isinstance(start, RollerAnswer):
+        return start
+    return rounds_of(start, options)
+
+
+def rounds_of(start: Prelude, options: RollerOptions) -> RollerAnswer:
+    """hroller after its prelude: colour, split, order and print."""
+    out = _Out(stderr=[start.stderr])
+    loaded, graph = start.loaded, start.graph
     if options.verbose > 2:
         out.stdout.append(f"Node Graph: {graph.show()}\n")
     colourings = [(name, colour_classes(f(graph))) for name, f in COLOURINGS]
@@ -675,7 +712,7 @@ def roll(
                 return out.fail(NOT_ENOUGH_SECONDARIES)
             split += parts
         rounds = split
-    keep = set(considered)
+    keep = set(start.considered)
     shown = [([k for k in nodes if k in keep], c) for nodes, c in rounds]
     shown.sort(key=lambda r: -len(r[0]))  # stable: larger first
     shown = master_last(shown, loaded)

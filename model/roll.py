@@ -201,10 +201,12 @@ def problem_of(
     considered: Sequence[str],
     rules: RollRules,
     offline: Iterable[str] = (),
+    loaded: Loaded | None = None,
 ) -> RollProblem:
     """The question for the considered nodes (hroller's filters applied by the caller), with
-    the -O nodes offline."""
-    loaded: Loaded = load(cluster, set(offline))
+    the -O nodes offline; `loaded` is the cluster as hroller's prelude loaded it, if at hand."""
+    if loaded is None:
+        loaded = load(cluster, set(offline))
     names = loaded.names
     states = {names[k]: r.state for k, r in enumerate(loaded.records)}
     online = [n for n in names if not states[n].offline]

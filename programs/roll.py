@@ -248,7 +248,7 @@ def _exact(
 ) -> RollReport:
     rules = rules_of(args)
     considered = start.considered_names
-    problem = problem_of(cluster, considered, rules, start.offline)
+    problem = problem_of(cluster, considered, rules, start.offline, start.loaded)
     keep = set(considered)
     known = [] if greedy.exit_code else [[v for v in r if v in keep] for r in greedy.rounds]
     result = plan(problem, args.solver_options, known=[known] if known else [])

@@ -17,7 +17,7 @@ A plan is proven optimal when its rounds meet a bound: the combinatorial one, or
 
 from __future__ import annotations
 
-import math
+import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -118,11 +118,16 @@ def _kwargs(options: SolverOptions) -> dict:
     return kw
 
 
-def greedy_rounds(problem: RollProblem, packer: _Packer) -> list[RoundPlan]:
-    """A first-fit colouring under the round rules: nodes by conflict degree, then migration
-    load, each into the first round it conflicts with nobody in and whose receiving nodes
-    and groups still have the room; each round then packed, a round that cannot be packed
-    giving up its last nodes to later rounds."""
+def greedy_rounds(
+    problem: RollProblem, packer: _Packer, target: int | None = None
+) -> list[RoundPlan]:
+    """A DSatur colouring under the round rules: next the node whose conflicting nodes are
+    in the most rounds (then the most conflicts, the most migration memory), into the first
+    round it conflicts with nobody in and whose receiving nodes and groups still have the
+    room, or, with `target` rounds open from the start, into the one that leaves its
+    receiving nodes the most room (a balanced colouring, which meets tight memory bounds
+    first fit misses). Each round is then packed, a round that cannot be packed giving up
+    its last nodes to later rounds."""
     adj = problem.neighbours()
     loads = problem.loads() if problem.rules.migrations else {}
     by_primary: dict[str, list[tuple[str, int]]] = {}
@@ -176,20 +181,42 @@ def greedy_rounds(problem: RollProblem, packer: _Packer) -> list[RoundPlan]:
         room[0] -= mem + max(0, own.memory_mib)
         room[1] -= dsk + max(0, own.disk_mib)
 
+    def slack(r: Round, v: str) -> float:
+        rooms = [
+            (problem.rooms[s].memory_mib - r.used.get(s, 0) - w)
+            / max(problem.rooms[s].memory_mib, 1)
+            for s, w in by_primary.get(v, ())
+        ]
+        return min(rooms, default=0.0) - len(r.members) * 1e-9
+
     def place(rounds: list[Round], v: str, start: int = 0) -> None:
-        for r in rounds[start:]:
-            if fits_in(r, v):
-                add(r, v)
-                return
+        fitting = [r for r in rounds[start:] if fits_in(r, v)]
+        if fitting:
+            add(max(fitting, key=lambda r: slack(r, v)) if target else fitting[0], v)
+            return
         r = Round()
         add(r, v)
         rounds.append(r)
 
-    rounds: list[Round] = []
-    for v in order:
+    rounds: list[Round] = [Round() for _ in range(target or 0)]
+    round_of: dict[str, int] = {}
+    seen: dict[str, set[int]] = {v: set() for v in problem.nodes}
+    rank = {v: k for k, v in enumerate(order)}
+    heap = [(0, rank[v], v) for v in order]  # DSatur: most distinct neighbour rounds first
+    while heap:
+        neg, _, v = heapq.heappop(heap)
+        if v in round_of or -neg != len(seen[v]):
+            continue
         place(rounds, v)
+        k = next(i for i, r in enumerate(rounds) if r.members and r.members[-1] == v)
+        round_of[v] = k
+        for w in adj[v]:
+            if w not in round_of and k not in seen[w]:
+                seen[w].add(k)
+                heapq.heappush(heap, (-len(seen[w]), rank[w], w))
     plans: list[RoundPlan] = []
     k = 0
+    rounds = [r for r in rounds if r.members]
     while k < len(rounds):
         r = rounds[k]
         members = sorted(r.members, key=position.__getitem__)
@@ -235,6 +262,11 @@ def plan(
     mem_rounds, mem_node = memory_bound(problem)
     bound = max(len(clique), mem_rounds, 1 if problem.nodes else 0)
     best = greedy_rounds(problem, packer)
+    for target in range(bound, len(best)):
+        balanced = greedy_rounds(problem, packer, target)
+        if len(balanced) < len(best):
+            best = balanced
+            break
     for rounds in known:
         packed = _packed(packer, [r for r in rounds if r])
         if packed is not None and len(packed) < len(best):
@@ -267,46 +299,58 @@ def _solve(
     started: float,
     common: dict,
 ) -> RollPlan:
+    """Is there a plan of k rounds, for k from the bound up to one less than the best plan
+    known? The first k with one is the optimum; each k without one raises the bound. (A
+    feasibility question per k was measured faster than minimising over the best plan's
+    rounds: docs/roll.md, "How it is solved".)"""
     kw = _kwargs(options)
-    layout = form.layout_of(problem, common["clique"], len(best), common["bound"])
-    with Stopwatch() as sw:
-        m = form.build(problem, layout)
-        objective = form.objectives(m, problem)[0]
-    session = open_session(kw["solver"], m, kw["mip_gap"], kw["threads"], 0)
-    build_s, solve_s, cuts = sw.seconds, 0.0, 0
+    build_s, solve_s, cuts = 0.0, 0.0, 0
     status, bound = Status.FEASIBLE, common["bound"]
-    try:
-        session.set_objective(objective.expr, objective.sense)
-        if hasattr(session, "hint"):
-            session.hint(form.hint_values(m, layout, [r.nodes for r in best]))
-        while True:
-            left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
-            res = session.solve(time_limit=left, build_s=build_s)
-            solve_s += res.solve_s
-            if res.bound is not None:
-                bound = max(bound, math.ceil(res.bound - 1e-6))
-            if not res.has_solution:
-                break
-            rounds = form.solution(m, problem)
-            packed, failed = [], None
-            for r in rounds:
-                p = packer.pack(r)
-                if p is None:
-                    failed = r
+    stopped = False
+    for k in range(bound, len(best)):
+        layout = form.layout_of(problem, common["clique"], k, k)
+        with Stopwatch() as sw:
+            m = form.build(problem, layout)
+            objective = form.objectives(m, problem)[0]
+        build_s += sw.seconds
+        session = open_session(kw["solver"], m, kw["mip_gap"], kw["threads"], 0)
+        try:
+            session.set_objective(objective.expr, objective.sense)
+            found = None
+            while True:
+                left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+                res = session.solve(time_limit=left, build_s=0.0)
+                solve_s += res.solve_s
+                if res.status is Status.INFEASIBLE:
+                    bound = k + 1  # no plan of k rounds
                     break
-                packed.append(p)
-            if failed is None:
-                if len(packed) < len(best):
-                    best = packed
-                status = Status.OPTIMAL if len(best) <= bound else Status.FEASIBLE
-                break
-            for expr, lb, ub in form.cut_rows(m, failed):
-                session.add_bound(expr, lb, ub)
-            cuts += 1
-            if deadline is not None and time.perf_counter() >= deadline:
-                break
-    finally:
-        session.close()
+                if not res.has_solution:
+                    stopped = True
+                    break
+                rounds = form.solution(m, problem)
+                packed, failed = [], None
+                for r in rounds:
+                    p = packer.pack(r)
+                    if p is None:
+                        failed = r
+                        break
+                    packed.append(p)
+                if failed is None:
+                    found = packed
+                    break
+                for expr, lb, ub in form.cut_rows(m, failed):
+                    session.add_bound(expr, lb, ub)
+                cuts += 1
+                if deadline is not None and time.perf_counter() >= deadline:
+                    stopped = True
+                    break
+        finally:
+            session.close()
+        if found is not None:
+            best = found
+            break
+        if stopped:
+            break
     if len(best) <= bound and not packer.unproven:
         status = Status.OPTIMAL
     elif packer.unproven:

@@ -313,6 +313,8 @@ def rooms_after_migrations(
     for v in problem.nodes:
         if v not in inside:
             continue
+        if problem.migrations.get(v) and problem.rooms[v].disk_mib < 0:
+            return None  # htools' migrate re-adds the disk as a secondary here: free disk > 0
         for mg in problem.migrations.get(v, ()):
             r = room.get(mg.secondary)
             if r is None:
@@ -593,6 +595,11 @@ def _memory_left(state: NodeState, d) -> str:  # noqa: ANN001
 
 def unreachable(problem: RollProblem, node: str) -> str:
     """Why a node can reboot in no round at all, for the error message."""
+    if problem.migrations.get(node) and problem.rooms[node].disk_mib < 0:
+        return (
+            f"node {node} can never reboot: its free disk ({problem.rooms[node].disk_mib + 1} "
+            "MiB) is too small for htools to migrate its drbd instances off it"
+        )
     for mg in problem.migrations.get(node, ()):
         room = problem.rooms[mg.secondary]
         if mg.memory_mib > room.memory_mib:

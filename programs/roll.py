@@ -270,32 +270,35 @@ def _exact(
             out += _moves_lines(mv, args.print_moves)
     greedy_rounds = None if greedy.exit_code else len([r for r in greedy.rounds if r])
     note = _proof(result, greedy_rounds, greedy)
-    if args.verbose > 1:
+    if args.verbose > 1:  # where hroller prints its heuristics' line
         out.insert(0, note + "\n")
     return RollReport(
         "".join(out),
         start.stderr,
         0,
-        notes=(note,) if args.verbose > 0 else (),
+        notes=(note,) if args.verbose == 1 else (),
         json=_json(result, ordered, moves, greedy_rounds, rules),
     )
 
 
 def _proof(result: RollPlan, greedy_rounds: int | None, greedy: RollerAnswer) -> str:
-    why = [f"clique of {len(result.clique)} nodes"]
+    """One line: the rounds, their status and what proves the bound."""
+    why = [f"clique of {len(result.clique)}"]
     if result.memory_bound:
         why.append(f"memory of {result.memory_node}: {result.memory_bound}")
-    text = f"{result.objective} rounds, {result.status} (bound {result.bound}: {', '.join(why)}"
+    if result.bound > max(len(result.clique), result.memory_bound):
+        why.append(f"{result.solver}: no plan of {result.bound - 1}")
+    text = f"{result.objective} rounds, {result.status}, bound {result.bound} ({'; '.join(why)})"
     if result.method == "model":
-        text += f"; {result.solver} {result.build_s:.2f} s build, {result.solve_s:.2f} s solve"
+        text += (
+            f"; start {result.start_rounds}; {result.solver} {result.build_s:.2f} s build, "
+            f"{result.solve_s:.2f} s solve"
+        )
         if result.cuts:
-            text += f", {result.cuts} cuts"
-    text += ")"
+            text += f", {result.cuts} rounds cut"
     if greedy_rounds is not None:
-        text += f"; hroller: {greedy_rounds}"
-    else:
-        text += f"; hroller: {greedy.stderr.strip().splitlines()[-1]}"
-    return text
+        return text + f"; hroller: {greedy_rounds}"
+    return text + f"; hroller: {greedy.stderr.strip().splitlines()[-1]}"
 
 
 def _moves_lines(moves: Sequence[tuple[str, str, str | None]], shown: bool) -> list[str]:

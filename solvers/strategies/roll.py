@@ -268,6 +268,8 @@ def plan(
             best = balanced
             break
     for rounds in known:
+        if sorted(v for r in rounds for v in r) != sorted(problem.nodes):
+            continue  # not a plan of these nodes (hroller gave up, or rounds of others)
         packed = _packed(packer, [r for r in rounds if r])
         if packed is not None and len(packed) < len(best):
             best = packed

@@ -639,10 +639,13 @@ def output_order(rounds: Sequence[RoundPlan], masters: set[str]) -> list[RoundPl
     return out
 
 
-def round_moves(cluster: Cluster, r: RoundPlan) -> list[tuple[str, str, str | None]]:
+def round_moves(
+    cluster: Cluster, r: RoundPlan, *, swaps: bool = False
+) -> list[tuple[str, str, str | None]]:
     """`--print-moves`' lines of a round as hroller computes them (`getMoves`): each instance
     whose nodes changed, in input order, with its new primary and secondary; a plain swap of
-    its two nodes (a migration) is not a move."""
+    its two nodes (a migration) is not a move unless `swaps` (memory-aware plans rest on
+    their migrations, so they are shown)."""
     where: dict[int, tuple[str, str | None]] = {}
     for step in r.steps:
         inst = cluster.instances[step.index]
@@ -659,7 +662,7 @@ def round_moves(cluster: Cluster, r: RoundPlan) -> list[tuple[str, str, str | No
         p2, s2 = where[idx]
         if (p2, s2) == (inst.primary, inst.secondary):
             continue
-        if inst.secondary and p2 == inst.secondary and s2 == inst.primary:
+        if inst.secondary and p2 == inst.secondary and s2 == inst.primary and not swaps:
             continue
         out.append((inst.name, p2, s2 if inst.secondary else None))
     return out

@@ -96,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--print-moves",
         dest="print_moves",
         action="store_true",
-        help="after each round, the instances moved for it",
+        help="after each round, the instances moved for it (with --memory-aware, the "
+        "migrations too)",
     )
     p.add_argument(
         "--full-evacuation",
@@ -254,7 +255,7 @@ def _exact(
     result = plan(problem, args.solver_options, known=[known] if known else [])
     check_plan(cluster, considered, rules, result.rounds, start.offline)
     ordered = output_order(result.rounds, set(n.name for n in cluster.nodes if n.master))
-    moves = [round_moves(cluster, r) for r in ordered]
+    moves = [round_moves(cluster, r, swaps=rules.memory_aware) for r in ordered]
     out: list[str] = []
     if args.one_step_only:
         if not args.no_headers:

@@ -13,27 +13,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from model.cluster import Cluster
-from model.errors import InputError, about
-from model.files import write_files
-from model.htools.hroller import (
-    FAILED_MIGRATION,
-    NO_ARGUMENTS,
-    NOT_ENOUGH_NON_REDUNDANT,
-    NOT_ENOUGH_SECONDARIES,
-    Prelude,
-    RollerAnswer,
-    RollerOptions,
-    node_tags_option,
-    prelude,
-    rounds_of,
-)
-from model.roll import RollRules, check_plan, output_order, problem_of, round_moves
-from solvers.strategies.roll import RollPlan, plan
+if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
+    from model.cluster import Cluster
+    from model.htools.hroller import Prelude, RollerAnswer, RollerOptions
+    from model.roll import RollRules
+    from solvers.strategies.roll import RollPlan
 
-_CAPACITY_ERRORS = (NOT_ENOUGH_NON_REDUNDANT, FAILED_MIGRATION, NOT_ENOUGH_SECONDARIES)
+
+def node_tags(text: str) -> tuple[str, ...]:
+    """`--node-tags=T,...` as htools splits it (`sepSplit ','`)."""
+    from model.htools.hroller import node_tags_option
+
+    return node_tags_option(text)
 
 
 class _Quiet(argparse.Action):
@@ -80,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--node-tags",
         dest="node_tags",
-        type=node_tags_option,
+        type=node_tags,
         metavar="TAG,...",
         help="only nodes carrying one of these tags",
     )
@@ -139,6 +132,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def roller_options(args: argparse.Namespace) -> RollerOptions:
+    from model.htools.hroller import RollerOptions
+
     return RollerOptions(
         offline=tuple(reversed(args.offline)),  # htools prepends each -O
         offline_maintenance=args.offline_maintenance,
@@ -156,6 +151,8 @@ def roller_options(args: argparse.Namespace) -> RollerOptions:
 
 
 def rules_of(args: argparse.Namespace) -> RollRules:
+    from model.roll import RollRules
+
     return RollRules(
         offline_maintenance=args.offline_maintenance,
         ignore_non_redundant=args.ignore_non_redundant,
@@ -216,6 +213,10 @@ def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
 def run(args: argparse.Namespace) -> RollReport:
     """`exalloc roll`: read, then hroller's prelude (its errors, -S), then hroller's rounds
     (`--greedy`) or the exact ones."""
+    from model.errors import InputError, about
+    from model.files import write_files
+    from model.htools.hroller import NO_ARGUMENTS, RollerAnswer, prelude, rounds_of
+
     if args.arguments:
         return RollReport("", f"Error: {NO_ARGUMENTS}\n", 1, json={"error": NO_ARGUMENTS})
     if args.memory_aware and args.offline_maintenance:
@@ -247,6 +248,9 @@ def run(args: argparse.Namespace) -> RollReport:
 def _exact(
     cluster: Cluster, args: argparse.Namespace, start: Prelude, greedy: RollerAnswer
 ) -> RollReport:
+    from model.roll import check_plan, output_order, problem_of, round_moves
+    from solvers.strategies.roll import plan
+
     rules = rules_of(args)
     considered = start.considered_names
     problem = problem_of(cluster, considered, rules, start.offline, start.loaded)

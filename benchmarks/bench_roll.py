@@ -71,9 +71,10 @@ def exact(path: Path, memory_aware: bool, time_limit: float | None) -> dict:
     rules = RollRules(memory_aware=memory_aware)
     options = RollerOptions()
     pre = prelude(cluster, options)
-    greedy = rounds_of(pre, options)
+    greedy = None if memory_aware else rounds_of(pre, options)  # as `exalloc roll` does
     keep = set(pre.considered_names)
-    known = [[v for v in r if v in keep] for r in greedy.rounds] if not greedy.exit_code else []
+    ok = greedy is not None and not greedy.exit_code
+    known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
     problem = problem_of(cluster, pre.considered_names, rules, pre.offline, pre.loaded)
     result = plan(problem, SolverOptions(solver_given=False, time_limit=time_limit), known=[known])
     check_plan(cluster, pre.considered_names, rules, result.rounds, pre.offline)
@@ -88,7 +89,7 @@ def exact(path: Path, memory_aware: bool, time_limit: float | None) -> dict:
         "build_s": result.build_s,
         "solve_s": result.solve_s,
         "seconds": time.perf_counter() - start,
-        "port_rounds": len([r for r in greedy.rounds if r]) if not greedy.exit_code else None,
+        "port_rounds": len([r for r in greedy.rounds if r]) if ok else None,
     }
 
 

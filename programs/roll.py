@@ -238,15 +238,18 @@ def run(args: argparse.Namespace) -> RollReport:
     write_files(saved)  # hroller writes it before it plans; nothing else is written
     if isinstance(start, RollerAnswer):
         return _answer_report(start)
-    greedy = rounds_of(start, options)
     if args.greedy:
-        return _answer_report(greedy)
+        return _answer_report(rounds_of(start, options))
+    # hroller's rounds beside the exact ones, and a start for them; not for --memory-aware,
+    # another question (its rounds are seldom a start there, and at 2,000 nodes with
+    # concentrated secondaries hroller's heuristics take a third of a minute)
+    greedy = None if args.memory_aware else rounds_of(start, options)
     with about(source):
         return _exact(cluster, args, start, greedy)
 
 
 def _exact(
-    cluster: Cluster, args: argparse.Namespace, start: Prelude, greedy: RollerAnswer
+    cluster: Cluster, args: argparse.Namespace, start: Prelude, greedy: RollerAnswer | None
 ) -> RollReport:
     from model.roll import check_plan, output_order, problem_of, round_moves
     from solvers.strategies.roll import plan
@@ -255,7 +258,8 @@ def _exact(
     considered = start.considered_names
     problem = problem_of(cluster, considered, rules, start.offline, start.loaded)
     keep = set(considered)
-    known = [] if greedy.exit_code else [[v for v in r if v in keep] for r in greedy.rounds]
+    ok = greedy is not None and not greedy.exit_code
+    known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
     result = plan(problem, args.solver_options, known=[known] if known else [])
     check_plan(cluster, considered, rules, result.rounds, start.offline)
     ordered = output_order(result.rounds, set(n.name for n in cluster.nodes if n.master))
@@ -273,7 +277,7 @@ def _exact(
         for r, mv in zip(ordered, moves, strict=True):
             out.append(",".join(r.nodes) + "\n")
             out += _moves_lines(mv, args.print_moves)
-    greedy_rounds = None if greedy.exit_code else len([r for r in greedy.rounds if r])
+    greedy_rounds = len([r for r in greedy.rounds if r]) if ok else None
     note = _proof(result, greedy_rounds, greedy)
     if args.verbose > 1:  # where hroller prints its heuristics' line
         out.insert(0, note + "\n")
@@ -286,7 +290,7 @@ def _exact(
     )
 
 
-def _proof(result: RollPlan, greedy_rounds: int | None, greedy: RollerAnswer) -> str:
+def _proof(result: RollPlan, greedy_rounds: int | None, greedy: RollerAnswer | None) -> str:
     """One line: the rounds, their status and what proves the bound."""
     why = [f"clique of {len(result.clique)}"]
     if result.memory_bound:
@@ -303,6 +307,8 @@ def _proof(result: RollPlan, greedy_rounds: int | None, greedy: RollerAnswer) ->
             text += f", {result.cuts} rounds cut"
     if greedy_rounds is not None:
         return text + f"; hroller: {greedy_rounds}"
+    if greedy is None:
+        return text  # --memory-aware: hroller answers another question
     return text + f"; hroller: {greedy.stderr.strip().splitlines()[-1]}"
 
 

@@ -382,10 +382,12 @@ def test_exact_output_forms(ganeti, capsys) -> None:  # noqa: ANN001
     rounds = [ln for ln in out.splitlines()[1:] if not ln.startswith("  ")]
     assert len(rounds) == 2  # hroller needs 3
     assert rounds[-1].endswith("node-01-003")  # the master last
-    assert "2 rounds, optimal" in err and "hroller: 3" in err
+    assert "2 rounds, optimal" in err and "hroller" not in err  # another question
+    code, _, err = run_cli(capsys, "roll", "-t", data)
+    assert code == 0 and "3 rounds, optimal" in err and "hroller: 3" in err
     code, out, _ = run_cli(capsys, "roll", "-t", data, "--memory-aware", "--json")
     doc = json.loads(out)
-    assert doc["status"] == "optimal" and doc["bound"] == 2 and doc["hroller_rounds"] == 3
+    assert doc["status"] == "optimal" and doc["bound"] == 2 and doc["hroller_rounds"] is None
     assert [len(g) for g in doc["groups"]] == [2, 2]
     assert {m["kind"] for m in doc["moves"]} == {"migrate"}
     code, out, _ = run_cli(capsys, "roll", "-t", data, "--one-step-only", "--no-headers")

@@ -22,7 +22,7 @@ returns a new one.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from model.backends.text import sep_split, show_list
@@ -419,14 +419,17 @@ def replace_secondary(conf: Conf, idx: int, target: int) -> Conf | None:
 
 
 def _first_that_works(
-    step: Callable[[Conf, int, int], Conf | None], idxs: Sequence[int], targets: Sequence[int]
+    step: Callable[[Conf, int, int], Conf | None],
+    idxs: Sequence[int],
+    targets: Callable[[], Iterable[int]],
 ) -> Callable[[Conf], Conf | None]:
     """`foldM` over the instances of `msum` over the targets: each instance on the first
-    target that takes it, in the configuration the previous ones left."""
+    target that takes it, in the configuration the previous ones left (`targets` lists them
+    afresh for each instance, lazily: the first one usually takes it)."""
 
     def run(conf: Conf) -> Conf | None:
         for idx in idxs:
-            for t in targets:
+            for t in targets():
                 moved = step(conf, idx, t)
                 if moved is not None:
                     conf = moved
@@ -465,16 +468,19 @@ def greedy_clear(
     chosen: list[int] = []
     targets = list(targets)
     for k in nodes:
-        others = list(targets)
-        if k in others:
-            others.remove(k)
-        group = conf.record(k).state.group_uuid
-        same = [t for t in others if conf.record(t).state.group_uuid == group]
+        before = conf  # `othernodesSameGroup` reads the records as they were before the node
+        group = before.record(k).state.group_uuid
+        ts = targets
+
+        def same(k: int = k, ts: list[int] = ts, before: Conf = before, group: str = group):  # noqa: ANN202
+            return (t for t in ts if t != k and before.record(t).state.group_uuid == group)
+
         cleared = _first_that_works(step, instances_of(conf, k), same)(conf)
         if cleared is not None:
             conf = cleared
             chosen.append(k)
-            targets = others
+            if k in targets:
+                targets = [t for t in targets if t != k]
     return chosen, conf
 
 

@@ -223,6 +223,9 @@ def run(args: argparse.Namespace) -> RollReport:
         raise InputError(
             "--memory-aware counts migrations, which --offline-maintenance has none of"
         )
+    if all(getattr(args, k) is None for k in ("text_data", "master", "luxi", "ialloc_src")):
+        message = "failed to load data, aborting: No backend selected! Exiting."
+        return RollReport("", f"Error: {message}\n", 1, json={"error": message})
     cluster, source = _load(args)
     options = roller_options(args)
     saved: dict[str, str] = {}
@@ -234,7 +237,8 @@ def run(args: argparse.Namespace) -> RollReport:
         saved[path] = dump_text(cluster)
         return f"The cluster state before hroller run has been written to file '{path}'\n"
 
-    start = prelude(cluster, options, save=save if args.save else None)
+    merges = 2 if args.ialloc_src is not None else 1  # htools' -I merges twice (prelude)
+    start = prelude(cluster, options, save=save if args.save else None, merges=merges)
     write_files(saved)  # hroller writes it before it plans; nothing else is written
     if isinstance(start, RollerAnswer):
         return _answer_report(start)

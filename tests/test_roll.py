@@ -151,6 +151,11 @@ def test_no_arguments_and_errors(ganeti, capsys) -> None:  # noqa: ANN001
         "",
         "Error: This program doesn't take any arguments.\n",
     )
+    code, out, err = run_cli(capsys, "roll")
+    assert (code, err) == (
+        1,
+        "Error: failed to load data, aborting: No backend selected! Exiting.\n",
+    )
     code, out, err = run_cli(capsys, "roll", "-t", str(data), "-G", "nosuch")
     assert (code, out, err) == (1, "", "Error: Cannot find target group.\n")
     code, _, err = run_cli(
@@ -392,6 +397,18 @@ def test_exact_output_forms(ganeti, capsys) -> None:  # noqa: ANN001
     assert {m["kind"] for m in doc["moves"]} == {"migrate"}
     code, out, _ = run_cli(capsys, "roll", "-t", data, "--one-step-only", "--no-headers")
     assert out == "node-01-001\nnode-01-004\n"
+
+
+def test_ialloc_source_as_htools(ganeti, capsys) -> None:  # noqa: ANN001
+    """`-I REQUEST`: htools merges the request's cluster twice, and so does the port."""
+    request = str(ganeti.data_dir / "hail-alloc-drbd.json")
+    for extra in ([], ["--print-moves", "-v", "-v", "-v"], ["--full-evacuation", "--print-moves"]):
+        code, out, err = run_cli(capsys, "roll", "--greedy", "--force", "-I", request, *extra)
+        real = subprocess.run(
+            [str(ganeti.hroller), "--force", "-I", request, *extra], capture_output=True, text=True
+        )
+        assert (code, out) == (real.returncode, real.stdout)
+        assert err in real.stderr  # hroller also warns (twice) of the request's missing memory
 
 
 def test_save_writes_original(ganeti, capsys, tmp_path) -> None:  # noqa: ANN001

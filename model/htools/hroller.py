@@ -137,10 +137,14 @@ def _without(items: tuple[int, ...], item: int) -> tuple[int, ...]:
     return items[:i] + items[i + 1 :]
 
 
-def load(cluster: Cluster, offline: set[str] = frozenset()) -> Loaded:
+def load(cluster: Cluster, offline: set[str] = frozenset(), *, merges: int = 1) -> Loaded:
     """Node states as `Loader.mergeData` leaves them, then the -O nodes set offline. Instances
-    are kept by index, so that two of one name (as in Ganeti's hroller-full.data) stay two."""
-    rules, states, _ = loaded_states(cluster)
+    are kept by index, so that two of one name (as in Ganeti's hroller-full.data) stay two.
+    `merges=2` is an IAllocator request as htools' `-I` reads it: `IAlloc.parseData` merges
+    the cluster and `ExtLoader` merges the result again, so every instance is on its nodes'
+    lists twice and counted twice in their memory (docs/htools-facts.md §5)."""
+    twice = replace(cluster, instances=cluster.instances * merges) if merges > 1 else cluster
+    rules, states, _ = loaded_states(twice)
     names = tuple(n.name for n in cluster.nodes)
     index = {name: k for k, name in enumerate(names)}
     plists: list[list[int]] = [[] for _ in names]
@@ -162,7 +166,8 @@ def load(cluster: Cluster, offline: set[str] = frozenset()) -> Loaded:
         st = states[name]
         if name in offline and not st.offline:
             st = replace(st, offline=True)
-        records.append(Record(st, tuple(reversed(plists[k])), tuple(reversed(slists[k]))))
+        plist, slist = tuple(reversed(plists[k])), tuple(reversed(slists[k]))
+        records.append(Record(st, plist * merges, slist * merges))
     return Loaded(
         names,
         tuple(records),
@@ -642,6 +647,7 @@ def prelude(
     options: RollerOptions,
     *,
     save: Callable[[], str] | None = None,
+    merges: int = 1,
 ) -> Prelude | RollerAnswer:
     """hroller's checks before it colours (the master, -O, -G, an empty graph), in its
     order; the failing answer, or what they leave. `save` writes `-S`'s file and returns
@@ -664,7 +670,7 @@ def prelude(
         group_uuid = find_group(cluster, options.group)
         if group_uuid is None:
             return out.fail(NO_GROUP)
-    loaded = load(cluster, offline)
+    loaded = load(cluster, offline, merges=merges)
     considered = considered_nodes(loaded, options, group_uuid)
     graph = build_graph(loaded, considered, reboot=not options.offline_maintenance)
     if graph is None:

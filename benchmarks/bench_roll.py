@@ -1,6 +1,7 @@
 """`exalloc roll` beside the real hroller, on heterogeneous generated clusters (docs/roll.md).
 
-    python benchmarks/bench_roll.py [--seeds 3] [--quick] [--time-limit 120] [--hroller-timeout 300]
+    python benchmarks/bench_roll.py [--seeds 3] [--quick] [--nodes N] [--time-limit 120]
+        [--hroller-timeout 300]
 
 Each case is a generated snapshot (tests/roll_gen.py: three node shapes, five instance
 flavours, drbd secondaries at random or gathered on storage-heavy nodes, plain and stopped
@@ -97,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="the 400-node cases only")
+    parser.add_argument("--nodes", type=int, help="only the cases of this many nodes")
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--hroller-timeout", type=float, default=300.0)
     args = parser.parse_args()
@@ -112,7 +114,7 @@ def main() -> None:
         "| exalloc s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    cases = [c for c in CASES if not args.quick or c[0] <= 400]
+    cases = [c for c in CASES if (not args.quick or c[0] <= 400) and args.nodes in (None, c[0])]
     with tempfile.TemporaryDirectory() as tmp:
         for nodes, instances, storage, memory_aware in cases:
             for seed in range(args.seeds):

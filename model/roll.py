@@ -34,6 +34,7 @@ import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from model.cluster import Cluster
 from model.errors import CheckFailedError, InfeasibleError
@@ -134,6 +135,17 @@ class RollProblem:
         for q in self.cliques:
             pairs |= {frozenset((a, b)) for i, a in enumerate(q) for b in q[i + 1 :]}
         return pairs
+
+    @cached_property
+    def by_room(self) -> dict[tuple[str, int], list[tuple[int, str]]]:
+        """Each group's online nodes by room, most first ((−room, node), a heap as it is),
+        for memory (axis 0) and disk (axis 1)."""
+        out = {}
+        for g, ns in self.groups.items():
+            for axis in (0, 1):
+                rooms = [(self.rooms[n].memory_mib, self.rooms[n].disk_mib) for n in ns]
+                out[g, axis] = sorted((-r[axis], n) for r, n in zip(rooms, ns, strict=True))
+        return out
 
     def neighbours(self) -> dict[str, set[str]]:
         adj: dict[str, set[str]] = {v: set() for v in self.nodes}
@@ -297,29 +309,52 @@ class RoundPlan:
     steps: tuple[Step, ...]
 
 
+class Rooms:
+    """What each online node outside a round can still take ([memory, disk, spindles]),
+    copied from the problem only for the nodes a round touches (a round of one node on
+    2,000 nodes touches a handful)."""
+
+    def __init__(self, problem: RollProblem, inside: set[str]) -> None:
+        self._rooms = problem.rooms
+        self.inside = inside
+        self._copies: dict[str, list[int | None]] = {}
+        self.changed: set[str] = set()
+
+    def __contains__(self, node: str) -> bool:
+        return node in self._rooms and node not in self.inside
+
+    def __getitem__(self, node: str) -> list[int | None]:
+        hit = self._copies.get(node)
+        if hit is None:
+            if node not in self:
+                raise KeyError(node)
+            r = self._rooms[node]
+            hit = self._copies[node] = [r.memory_mib, r.disk_mib, r.spindles]
+        return hit
+
+    def all(self) -> dict[str, list[int | None]]:
+        """Every node's room (for the exact packing)."""
+        return {n: self[n] for n in self._rooms if n in self}
+
+
 def rooms_after_migrations(
     problem: RollProblem, members: Iterable[str]
-) -> tuple[dict[str, list[int | None]], list[Step]] | None:
+) -> tuple[Rooms, list[Step]] | None:
     """Every online node outside the round with its room once the round's drbd primaries
-    have migrated there ([memory, disk, spindles]); None when a receiving node cannot take
-    them (memory, or a free disk at 0)."""
+    have migrated there; None when a receiving node cannot take them (memory, or a free
+    disk at 0)."""
     inside = set(members)
-    room: dict[str, list[int | None]] = {
-        n: [r.memory_mib, r.disk_mib, r.spindles]
-        for n, r in problem.rooms.items()
-        if n not in inside
-    }
+    room = Rooms(problem, inside)
     steps = []
-    for v in problem.nodes:
-        if v not in inside:
-            continue
+    for v in members if isinstance(members, Sequence) else sorted(inside):
         if problem.migrations.get(v) and problem.rooms[v].disk_mib < 0:
             return None  # htools' migrate re-adds the disk as a secondary here: free disk > 0
         for mg in problem.migrations.get(v, ()):
-            r = room.get(mg.secondary)
-            if r is None:
+            if mg.secondary not in room:
                 return None
+            r = room[mg.secondary]
             r[0] -= mg.memory_mib  # type: ignore[operator]
+            room.changed.add(mg.secondary)
             if r[0] < 0 or r[1] < 0:  # type: ignore[operator]
                 return None
             steps.append(Step(MIGRATE, mg.index, mg.name, v, mg.secondary))
@@ -349,8 +384,7 @@ def take(room: list[int | None], item: Item) -> None:
 
 
 def round_items(problem: RollProblem, members: Iterable[str]) -> list[Item]:
-    inside = set(members)
-    return [i for v in problem.nodes if v in inside for i in problem.items.get(v, ())]
+    return [i for v in members for i in problem.items.get(v, ())]
 
 
 def first_fit_round(problem: RollProblem, members: Sequence[str]) -> RoundPlan | None:
@@ -367,9 +401,11 @@ def first_fit_round(problem: RollProblem, members: Sequence[str]) -> RoundPlan |
 
     def heap(group: str, axis: int) -> list[tuple[int, str]]:
         key = (group, axis)
-        if key not in heaps:
-            h = [(-room[n][axis], n) for n in problem.groups.get(group, ()) if n in room]  # type: ignore[operator]
-            heapq.heapify(h)
+        if key not in heaps:  # a sorted list is a heap: the problem's order, less the round
+            h = [e for e in problem.by_room[key] if e[1] not in room.inside]
+            for n in room.changed:
+                if problem.rooms[n].group == group:
+                    heapq.heappush(h, (-room[n][axis], n))  # type: ignore[operator]
             heaps[key] = h
         return heaps[key]
 

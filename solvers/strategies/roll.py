@@ -92,6 +92,7 @@ class _Packer:
         if after is None:
             return None
         rooms, steps = after
+        rooms = rooms.all()
         items = round_items(self.problem, members)
         self.exact += 1
         with Stopwatch() as sw:

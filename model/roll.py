@@ -629,34 +629,35 @@ def _memory_left(state: NodeState, d) -> str:  # noqa: ANN001
     return f"{d.memory_mib} MiB asked, {state.unallocated_memory_mib} MiB unallocated"
 
 
-def unreachable(problem: RollProblem, node: str) -> str:
-    """Why a node can reboot in no round at all, for the error message."""
+def unreachable(problem: RollProblem, node: str) -> tuple[str, str]:
+    """Why a node can reboot in no round at all: hroller's message for that stage, and
+    exalloc's reason."""
+    migrate = "Failed to migrate instances off nodes"
     if problem.migrations.get(node) and problem.rooms[node].disk_mib < 0:
-        return (
+        return migrate, (
             f"node {node} can never reboot: its free disk ({problem.rooms[node].disk_mib + 1} "
             "MiB) is too small for htools to migrate its drbd instances off it"
         )
     for mg in problem.migrations.get(node, ()):
         room = problem.rooms[mg.secondary]
-        if mg.memory_mib > room.memory_mib:
-            return (
+        if mg.memory_mib > room.memory_mib or room.disk_mib < 0:
+            return migrate, (
                 f"node {node} can never reboot: its instance {mg.name} needs "
                 f"{mg.memory_mib} MiB on {mg.secondary}, which has {room.memory_mib + 1} MiB "
                 "unallocated"
             )
-    return f"node {node} can never reboot: its instances fit nowhere else"
+    if any(i.kind == PRIMARY for i in problem.items.get(node, ())):
+        what = "Not enough capacity to move non-redundant instances"
+    else:
+        what = "Not enough capacity to move secondaries"
+    return what, f"node {node} can never reboot: what must leave it fits nowhere else in its group"
 
 
 def infeasible(problem: RollProblem, nodes: Sequence[str]) -> InfeasibleError:
     """hroller's error for a node no round can take, with exalloc's reason."""
-    first = nodes[0]
-    what = (
-        "Not enough capacity to move secondaries"
-        if problem.rules.full_evacuation and not problem.items.get(first)
-        else "Not enough capacity to move non-redundant instances"
-    )
+    what, why = unreachable(problem, nodes[0])
     more = f" (and {len(nodes) - 1} more)" if len(nodes) > 1 else ""
-    return InfeasibleError(f"{what}: {unreachable(problem, first)}{more}")
+    return InfeasibleError(f"{what}: {why}{more}")
 
 
 # --- output -----------------------------------------------------------------------------------

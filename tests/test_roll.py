@@ -246,7 +246,7 @@ def test_checker_refuses_broken_plans() -> None:
             check_plan(cluster, considered, rules, [without, *rounds[1:]], start.offline)
 
 
-def test_checker_refuses_a_move_onto_a_full_node() -> None:
+def test_checker_refuses_a_move_into_the_round() -> None:
     cluster = generate(RollSpec(nodes=4, instances=6, drbd_share=0.0, fill=0.5, seed=1))
     rules = RollRules()
     start, _, problem, result = _exact(cluster, rules)
@@ -425,3 +425,25 @@ def test_save_writes_original(ganeti, capsys, tmp_path) -> None:  # noqa: ANN001
     )
     assert real.returncode == 0
     assert (tmp_path / "snap.original").read_text() == (tmp_path / "real.original").read_text()
+
+
+def test_a_node_that_can_never_reboot(capsys, tmp_path) -> None:  # noqa: ANN001
+    """A plain instance too large for every other node: hroller's error, exalloc's reason."""
+    from model.cluster import Cluster, Disk, Instance, Node, NodeGroup
+
+    group = NodeGroup("g", "uuid-g")
+    nodes = (
+        Node("big", 65536.0, 1024, 65536 - 1024 - 40960, 1048576.0, 948576, 16.0, "uuid-g",
+             master=True),
+        Node("small", 16384.0, 1024, 16384 - 1024, 1048576.0, 1048576, 8.0, "uuid-g"),
+    )  # fmt: skip
+    inst = Instance("huge", 40960, (Disk(100000),), 4, "running", True, "big", None, "plain")
+    path = tmp_path / "c.data"
+    path.write_text(dump_text(Cluster((group,), nodes, (inst,))))
+    code, out, err = run_cli(capsys, "roll", "-t", str(path))
+    assert (code, out) == (1, "")
+    assert "Not enough capacity to move non-redundant instances: node big can never reboot" in err
+    code, _, err = run_cli(capsys, "roll", "--greedy", "-t", str(path))
+    assert (code, err) == (1, "Error: Not enough capacity to move non-redundant instances\n")
+    code, out, _ = run_cli(capsys, "roll", "-t", str(path), "--ignore-non-redundant")
+    assert code == 0 and out == "'Node Reboot Groups'\nsmall,big\n"

@@ -215,21 +215,6 @@ def solution(m: pyo.ConcreteModel, problem: RollProblem) -> list[list[str]]:
     return [sorted(rounds[k], key=position.__getitem__) for k in sorted(rounds)]
 
 
-def hint_values(
-    m: pyo.ConcreteModel, layout: Layout, rounds: Sequence[Sequence[str]]
-) -> list[tuple[object, int]]:
-    """A known plan as values of x and u (a start for the solver), its rounds renumbered so
-    that the clique's rounds come first and the others in order of first appearance along
-    the layout's order (the numbering VK allows)."""
-    round_of = {v: k for k, r in enumerate(rounds) for v in r}
-    number: dict[int, int] = {}
-    for v in layout.order:
-        number.setdefault(round_of[v], len(number))
-    values = [(m.x[v, k], int(number[round_of[v]] == k)) for v, k in m.VK]
-    values += [(m.u[k], int(k < len(number))) for k in m.K]
-    return values
-
-
 def cut_rows(m: pyo.ConcreteModel, members: Sequence[str]) -> list[tuple[object, None, int]]:
     """Σ_{v∈R} x[v,k] ≤ |R| − 1 for every round k: a round that cannot be packed, nor any
     round holding it, is never chosen again."""

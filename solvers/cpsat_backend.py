@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -258,12 +258,6 @@ class CpSatSession:
 
     def add_bound(self, expr: Any, lb: float | None, ub: float | None) -> None:
         self._bridge.add_linear(expr, lb, ub, f"fixing row of stage {self._stage}")
-
-    def hint(self, values: Iterable[tuple[Any, float]]) -> None:
-        """A known solution ((Pyomo variable, value) pairs) as the next solve's start; a later
-        solve starts from the previous one's solution instead. Variables in no row (fixed
-        ones) are not in the CP-SAT model; their hints are dropped."""
-        self._last = {id(v): int(round(x)) for v, x in values}
 
     def close(self) -> None:
         """Nothing was added to the Pyomo model."""

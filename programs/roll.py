@@ -249,18 +249,27 @@ def run(args: argparse.Namespace) -> RollReport:
     # concentrated secondaries hroller's heuristics take a third of a minute)
     greedy = None if args.memory_aware else rounds_of(start, options)
     with about(source):
-        return _exact(cluster, args, start, greedy)
+        return _exact(cluster, args, start, greedy, loaded=merges == 1)
 
 
 def _exact(
-    cluster: Cluster, args: argparse.Namespace, start: Prelude, greedy: RollerAnswer | None
+    cluster: Cluster,
+    args: argparse.Namespace,
+    start: Prelude,
+    greedy: RollerAnswer | None,
+    *,
+    loaded: bool,
 ) -> RollReport:
+    """The exact rounds; `loaded`: the prelude's cluster is the one to plan on (not so for
+    `-I`, which htools merges twice: the exact answer reads the request once)."""
     from model.roll import check_plan, output_order, problem_of, round_moves
     from solvers.strategies.roll import plan
 
     rules = rules_of(args)
     considered = start.considered_names
-    problem = problem_of(cluster, considered, rules, start.offline, start.loaded)
+    problem = problem_of(
+        cluster, considered, rules, start.offline, start.loaded if loaded else None
+    )
     keep = set(considered)
     ok = greedy is not None and not greedy.exit_code
     known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
@@ -285,11 +294,14 @@ def _exact(
     note = _proof(result, greedy_rounds, greedy)
     if args.verbose > 1:  # where hroller prints its heuristics' line
         out.insert(0, note + "\n")
+    from model.errors import printable
+
+    # after hroller's own lines (its warnings, -S), as cli.py would print a note
+    said = f"exalloc: note: {printable(note)}\n" if args.verbose == 1 else ""
     return RollReport(
         "".join(out),
-        start.stderr,
+        start.stderr + said,
         0,
-        notes=(note,) if args.verbose == 1 else (),
         json=_json(result, ordered, moves, greedy_rounds, rules),
     )
 

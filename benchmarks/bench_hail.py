@@ -116,7 +116,7 @@ class HailServer:
             else [
                 sys.executable,
                 "-c",
-                "import sys; from programs.hail_client import console; sys.exit(console())",
+                "import sys; from cli import hail_console; sys.exit(hail_console())",
             ]
         )
         self.env = dict(os.environ, EXALLOC_HAIL_SOCKET=str(self.socket))

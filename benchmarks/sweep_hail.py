@@ -26,15 +26,16 @@ sys.path.insert(0, str(REPO / "tests"))
 import htools_gen as gen  # noqa: E402
 from seeds import seed_range  # noqa: E402
 
-from cli import _attached_optionals, build_parser  # noqa: E402
+from cli import build_parser  # noqa: E402
 from programs import hail  # noqa: E402
+from programs.options import attached_optionals  # noqa: E402
 from programs.reference import real_hail  # noqa: E402
 from solvers.options import SolverOptions  # noqa: E402
 
 
 def exalloc_hail(args: list[str], capacity: str) -> str:
     ns = build_parser().parse_args(
-        _attached_optionals(["hail", "--capacity-checks", capacity, *args])
+        attached_optionals(["hail", "--capacity-checks", capacity, *args])
     )
     ns.solver_options = SolverOptions()
     return hail.run(ns).text().strip()

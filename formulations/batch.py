@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.batch import BatchProblem, NewInstance
 from model.capacity import DISK, MEMORY, MEMORY_FORTH, N1, SPINDLES, CapacityRow
-from solvers import Objective
 
 #: Rows htools checks even when it adds with force (`Node.addPriEx True`, model.capacity
 #: `hard_rows`); the disk row's reserve (loDsk) is soft, its last MiB hard (`hard_disk`).

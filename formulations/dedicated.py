@@ -29,8 +29,8 @@ from functools import cached_property
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.batch import BatchProblem
-from solvers import Objective
 
 
 @dataclass(frozen=True)

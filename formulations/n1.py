@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.n1 import Packing, PackItem
-from solvers import Objective
 
 
 @dataclass(frozen=True)

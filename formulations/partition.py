@@ -34,6 +34,7 @@ from itertools import pairwise
 import pyomo.core as pyo
 from pyomo.core.expr.numvalue import is_constant
 
+from formulations.objective import Objective
 from model.bareon.schema import (
     FairGroup,
     Overheads,
@@ -43,7 +44,6 @@ from model.bareon.schema import (
     order_coefficients,
     space_order_weights,
 )
-from solvers import Objective
 
 # At most this many VGs take part in the lexicographic order of identical disks' PV flags
 # (2^K stays exact in floating point; ordering on a prefix of the VGs is still valid).

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 import pyomo.core as pyo
 
 from formulations.batch import batch_solution, build_batch
+from formulations.objective import Objective
 from model.placement import (
     SD_METRICS,
     TAGS,
@@ -38,7 +39,6 @@ from model.placement import (
 )
 from model.score import WEIGHTS
 from model.spread import NodeSpread, SpreadBound, twin_groups
-from solvers import Objective
 
 RESERVED_WEIGHT = WEIGHTS["reserved_mem_cv"]
 RESERVED_TOTAL_WEIGHT = WEIGHTS["reserved_mem_rtotal"]

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.capacity import N1
 from model.relocation import Origin, PairingProblem, RelocationProblem, Scenario, redundant_rows
-from solvers import Objective
 
 #: Spare indicator binaries for disjunctive cuts (the sessions add rows, not columns).
 CUT_POOL = 200

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.roll import PRIMARY, Item, RollProblem, fits
-from solvers import Objective
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from typing import Any
 
 import pyomo.core as pyo
 
+from formulations.objective import Objective
 from model.squeeze import (
     SHRINK,
     Shape,
@@ -51,7 +52,6 @@ from model.squeeze import (
     SqueezeProblem,
     TypeShares,
 )
-from solvers import Objective
 
 #: The utilisation objective counts in 1/UTIL_SCALE steps (per cent): an integer stage is
 #: fixed exactly and proven optimal far sooner than a continuous min-max.

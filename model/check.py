@@ -42,6 +42,7 @@ from model.state import (
     node_states,
     placement_shortfalls,
 )
+from model.validate import refuse_ambiguous
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +404,11 @@ def check_moves(
     """
     states = cluster if isinstance(cluster, ClusterState) else node_states(cluster)
     c = states.cluster
+    refuse_ambiguous(
+        c.ambiguous_instances,
+        ((m if isinstance(m, Move) else Move(*m)).instance for m in moves),
+        "a plan moving it",
+    )
     nodes = states.nodes
     violations: list[Violation] = []
     off = [n for n in dict.fromkeys(powered_off)]

@@ -183,15 +183,32 @@ class Instance:
         return self.disk_template in MOVABLE_TEMPLATES
 
 
+#: Joins a name read more than once to its occurrence (`new-1|2`): exalloc keys instances by
+#: name, htools by index, and `|` is the text format's separator, in no name read from it.
+OCCURRENCE_MARK = "|"
+
+
+def read_name(key: str) -> str:
+    """The name an instance was read with (its key without the occurrence a repeated name
+    got); what writers write and messages say."""
+    return key.split(OCCURRENCE_MARK, 1)[0]
+
+
 @dataclass(frozen=True)
 class Cluster:
-    """A whole snapshot. Order of groups, nodes and instances is significant (htools' indices)."""
+    """A whole snapshot. Order of groups, nodes and instances is significant (htools' indices).
+
+    `ambiguous_instances`: names the input gave to more than one instance (htools reads such
+    files, Ganeti's hroller-full.data and multiple-tags.data among them); the second and later
+    of each are keyed `NAME|K`, and no answer may name one (`model.validate.refuse_ambiguous`).
+    """
 
     groups: tuple[NodeGroup, ...]
     nodes: tuple[Node, ...]
     instances: tuple[Instance, ...]
     cluster_tags: tuple[str, ...] = ()
     cluster_policy: IPolicy = DEFAULT_IPOLICY
+    ambiguous_instances: tuple[str, ...] = ()
 
     @cached_property
     def node_index(self) -> dict[str, Node]:

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from model.cluster import Cluster
+from model.cluster import Cluster, read_name
 from model.errors import CheckFailedError, InfeasibleError
 from model.htools.hroller import NO_SECONDARY, Loaded, load
 from model.resources import (
@@ -701,5 +701,5 @@ def round_moves(
             continue
         if inst.secondary and p2 == inst.secondary and s2 == inst.primary and not swaps:
             continue
-        out.append((inst.name, p2, s2 if inst.secondary else None))
+        out.append((read_name(inst.name), p2, s2 if inst.secondary else None))
     return out

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from model.cluster import MIRRORED_TEMPLATES, Cluster
+from model.cluster import MIRRORED_TEMPLATES, OCCURRENCE_MARK, Cluster, read_name
+from model.errors import InputError
 
 #: The largest quantity accepted anywhere: 2^53 (floats hold every integer up to it).
 MAX_QUANTITY = 2**53
@@ -120,19 +121,13 @@ def _first_duplicate(names: Iterable[str]) -> tuple[int, str] | None:
     return None
 
 
-def cluster_problem(
-    cluster: Cluster, *, duplicate_instances: bool = False
-) -> ClusterProblem | None:
-    """The first duplicate name or inconsistent cross-reference in `cluster`, or None.
-    `duplicate_instances` lets two instances share a name, as htools does (hroller's test
-    snapshots have them; `exalloc roll` keeps instances by index)."""
-    checks = [
+def cluster_problem(cluster: Cluster) -> ClusterProblem | None:
+    """The first duplicate name or inconsistent cross-reference in `cluster`, or None."""
+    for kind, key, items in (
         ("group", "uuid", [g.uuid for g in cluster.groups]),
         ("node", "name", [n.name for n in cluster.nodes]),
-    ]
-    if not duplicate_instances:
-        checks.append(("instance", "name", [i.name for i in cluster.instances]))
-    for kind, key, items in checks:
+        ("instance", "name", [i.name for i in cluster.instances]),
+    ):
         duplicate = _first_duplicate(items)
         if duplicate is not None:
             index, name = duplicate
@@ -152,3 +147,29 @@ def cluster_problem(
             message = f"instance {inst.name} has the same primary and secondary node {inst.primary}"
             return ClusterProblem("instance", index, message)
     return None
+
+
+def keyed_occurrences(names: Iterable[str]) -> tuple[list[str], tuple[str, ...]]:
+    """Instance keys for names as read (a repeated name's second occurrence `NAME|2`, ...),
+    and the repeated names, in reading order: htools keeps every instance of a name."""
+    seen: dict[str, int] = {}
+    keys = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        keys.append(name if seen[name] == 1 else f"{name}{OCCURRENCE_MARK}{seen[name]}")
+    return keys, tuple(name for name, count in seen.items() if count > 1)
+
+
+def refuse_ambiguous(ambiguous: Iterable[str], instances: Iterable[str], what: str) -> None:
+    """InputError when `instances` (keys, as answers name them) holds one whose name the input
+    gave to several instances: an answer naming it could not say which."""
+    shared = set(ambiguous)
+    if not shared:
+        return
+    for key in instances:
+        name = read_name(key)
+        if name in shared:
+            raise InputError(
+                f"the input names several instances '{name}': {what} would have to name one of "
+                "them, and could not say which"
+            )

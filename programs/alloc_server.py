@@ -10,6 +10,7 @@ the answer withdraws its request: its waits stop and its locks are released.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -38,6 +39,7 @@ from programs.alloc_client import (
     socket_path,
 )
 from programs.hail_service import listen, peer_uid
+from programs.options import capacity_checks_option, service_socket_option, solver_options
 
 #: Connections answered at the same time; more are refused with a one-line error.
 MAX_CONNECTIONS = 256
@@ -65,6 +67,32 @@ class ServerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"socket": self.socket, "served": self.served, "refused": self.refused}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Keep a cluster in memory and create instances for concurrent clients "
+        "(exalloc create / verify / state / loadtest) with Ganeti's node and node-allocation "
+        "locks, a journal in the state directory, and exalloc's iallocator. Stops on SIGTERM or "
+        "SIGINT. See docs/locking.md."
+    )
+    parser.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        metavar="FILE",
+        help="cluster snapshot (htools text); may be left out on a restart",
+    )
+    service_socket_option(parser)
+    parser.add_argument(
+        "--state-dir",
+        dest="state_dir",
+        required=True,
+        metavar="DIR",
+        help="where the snapshot and the journal of creations are kept",
+    )
+    capacity_checks_option(parser)
+    solver_options(parser)
 
 
 def run(args: Any) -> ServerReport:

@@ -14,6 +14,7 @@ after a kill starts at once (docs/batch.md, "Interrupted runs").
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import fcntl
 import json
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ExallocError, InputError
+from programs.options import greedy_timeout_option, live_source_options, solver_options
 from programs.tasks import (
     Options,
     Task,
@@ -453,6 +455,26 @@ class BatchReport:
             "elapsed_s": self.elapsed_s,
             "summary": list(self.summary),
         }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="*", metavar="DIR_OR_GLOB", help="folders, globs or files")
+    live_source_options(parser, repeatable=True)
+    parser.add_argument("--out", required=True, metavar="RESULTS.jsonl", help="results (appended)")
+    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on this Dask distributed scheduler (e.g. tcp://host:8786) instead",
+    )
+    parser.add_argument(
+        "--compare", action="store_true", help="also run the greedy tool on every input"
+    )
+    greedy_timeout_option(parser)
+    parser.add_argument(
+        "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
+    )
+    solver_options(parser)
 
 
 def run(args: Any) -> BatchReport:

@@ -3,9 +3,11 @@ side, in one table (programs/tasks.py does the work, as for `exalloc batch`)."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from programs.options import greedy_timeout_option, json_option, live_source_options, solver_options
 from programs.tasks import (
     INSTALL_HINT,
     METRICS,
@@ -101,6 +103,19 @@ class CompareReport:
     @property
     def exit_code(self) -> int:
         return 1 if any(r.get("error") for r in self.records) else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help=".data, IAllocator .json, Bareon .yaml files, or folders or globs of them",
+    )
+    live_source_options(parser, repeatable=True)
+    greedy_timeout_option(parser)
+    solver_options(parser)
+    json_option(parser)
 
 
 def run(args: Any) -> CompareReport:

@@ -4,6 +4,7 @@ change-group of each group beside it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.errors import ExallocError, InputError, about
 from model.groups import Resources, group_nodes, hosts
@@ -20,8 +21,9 @@ from programs import groups as shared
 from programs.groups import GroupOptions
 from programs.reference import real_hail
 from programs.sources import ClusterSource, source_of
-from solvers.strategies import groups as strategy
-from solvers.strategies.relocation import Outcome
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser
+    from solvers.strategies import groups as strategy
 
 
 def _res(r: Resources) -> dict[str, int]:
@@ -86,6 +88,8 @@ class CompressReport:
         if r.best is None:
             lines.append("Best: no group can be emptied")
         else:
+            from solvers.strategies.relocation import Outcome
+
             best = r.groups[r.best]
             relocs = best.plan.relocations if isinstance(best, Outcome) and best.plan else ()
             lines.append(
@@ -143,8 +147,24 @@ def _yes(x: bool | None) -> str:
     return {True: "yes", False: "no", None: "undecided"}[x]
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Super-cluster compression (docs/groups.md)."
+    shared.add_super_cluster_arguments(parser)
+    parser.add_argument(
+        "-G", "--group", action="append", metavar="GROUP", help="only this group (repeatable)"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the real hail's change-group for every group",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="more detail")
+
+
 def answer(where: ClusterSource | str, options: GroupOptions) -> CompressReport:
     from model import groups_greedy
+    from solvers.strategies import groups as strategy
+    from solvers.strategies.relocation import Outcome
 
     label = shared.as_source(where).label
     state, storage = shared.load(where, options, "exalloc compress")

@@ -4,9 +4,10 @@ inter-group allocation, judged by the same exact checks."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.errors import InputError, about
 from model.groups import Relocation, crosses_groups, group_nodes
@@ -15,7 +16,9 @@ from programs import groups as shared
 from programs.execute import Executed, check_luxi
 from programs.groups import GroupOptions
 from programs.sources import ClusterSource, source_of
-from solvers.strategies import groups as strategy
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser
+    from solvers.strategies import groups as strategy
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class EvacuateReport:
 
     @property
     def relocations(self) -> tuple[Relocation, ...]:
+        from solvers.strategies import groups as strategy
+
         return strategy.relocations_of(self.result.outcome)
 
     def _counts(self, relocs) -> tuple[int, int]:  # noqa: ANN001
@@ -85,10 +90,20 @@ class EvacuateReport:
         return out
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Node evacuation across groups (docs/groups.md)."
+    shared.add_super_cluster_arguments(parser)
+    parser.add_argument(
+        "--nodes", required=True, metavar="A,B", help="the nodes to evacuate, comma-separated"
+    )
+    shared.add_exec_argument(parser)
+
+
 def answer(
     where: ClusterSource | str, nodes: Sequence[str], options: GroupOptions
 ) -> EvacuateReport:
     from model import groups_greedy
+    from solvers.strategies import groups as strategy
 
     if not nodes:
         raise InputError("--nodes: give at least one node")

@@ -8,6 +8,7 @@ cluster), `bareon-NNNN.yaml` (a fixture-format schema + hardware pair, for parti
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from dataclasses import dataclass, field
@@ -87,6 +88,80 @@ def _templates(text: str) -> tuple[str, ...]:
 def _write(path: Path, text: str) -> None:
     """Atomically (model.files): a batch never reads a half-written input."""
     write_file(path, text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
+    parser.add_argument("--count", type=int, default=10, help="snapshots to write (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--nodes", default="8", metavar="N|LOW-HIGH", help="nodes per snapshot")
+    parser.add_argument("--groups", type=int, default=1, help="node groups (default 1)")
+    parser.add_argument(
+        "--node-types",
+        dest="node_types",
+        metavar="MEM:DISK:CPUS,...",
+        help="node sizes to draw from, MiB:MiB:CPUs (default 32768:512000:8,"
+        "65536:1048576:16,131072:2097152:32)",
+    )
+    parser.add_argument(
+        "--templates",
+        default="ext,plain,drbd",
+        metavar="LIST",
+        help="disk templates of the instances (default ext,plain,drbd)",
+    )
+    parser.add_argument(
+        "--exclusive-storage",
+        dest="exclusive_storage",
+        action="store_true",
+        help="dedicated nodes (exclusive storage, plain instances with spindles)",
+    )
+    parser.add_argument(
+        "--fill", type=float, default=0.5, help="share of node memory in use (default 0.5)"
+    )
+    parser.add_argument(
+        "--standby",
+        type=int,
+        default=0,
+        metavar="N",
+        help="offline nodes tagged htools:standby:auto (default 0)",
+    )
+    parser.add_argument(
+        "--requests",
+        default="allocate,multi-allocate",
+        metavar="LIST",
+        help="IAllocator requests per snapshot: allocate,multi-allocate or none",
+    )
+    parser.add_argument(
+        "--multi-count",
+        dest="multi_count",
+        type=int,
+        default=3,
+        metavar="N",
+        help="instances per multi-allocate request (default 3)",
+    )
+    parser.add_argument("--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write")
+    parser.add_argument(
+        "--bareon-disks",
+        dest="bareon_disks",
+        type=int,
+        default=3,
+        metavar="N",
+        help="disks of each generated Bareon machine (default 3)",
+    )
+    parser.add_argument(
+        "--bareon-spaces",
+        dest="bareon_spaces",
+        type=int,
+        default=5,
+        metavar="N",
+        help="spaces of each generated Bareon schema (default 5)",
+    )
+    parser.add_argument(
+        "--bareon-split",
+        dest="bareon_split",
+        action="store_true",
+        help="write each Bareon pair as schema.yaml + hw.yaml in its own folder",
+    )
 
 
 def run(args: Any) -> GenerateReport:

@@ -4,9 +4,10 @@ plan passes, and the lines and JSON of plans and group health."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.backends import load_cluster
 from model.cluster import Cluster
@@ -25,16 +26,70 @@ from model.groups import (
 )
 from model.state import ClusterState, node_states, unique_instance_names
 from programs.execute import Executed, run_plan
+from programs.options import (
+    exec_option,
+    group_cluster_source,
+    json_option,
+    print_commands_option,
+    solver_options,
+)
 from programs.sources import ClusterSource
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies import groups as strategy
-from solvers.strategies.relocation import Outcome, replay_verdicts
+
+if TYPE_CHECKING:  # the strategies import Pyomo: loaded when a plan is checked, not by the parser
+    from solvers.strategies import groups as strategy
+    from solvers.strategies.relocation import Outcome
+
+
+def add_super_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """What redistribute, compress and evacuate share (docs/groups.md)."""
+    group_cluster_source(parser)
+    print_commands_option(
+        parser, "print the Ganeti commands of the plan, in jobsets, as hbal -C", to_file=False
+    )
+    parser.add_argument(
+        "--n1",
+        choices=("hard", "strict"),
+        default="hard",
+        help="N+1 checks: hard (Ganeti's, default) or strict (also vCPU ratio, exclusion tags)",
+    )
+    parser.add_argument(
+        "--offline-targets",
+        dest="offline_targets",
+        action="store_true",
+        help="let offline nodes take instances in the N+1 check, as htools does",
+    )
+    parser.add_argument(
+        "--pool-prefix",
+        dest="pool_prefix",
+        default="pool:",
+        metavar="PREFIX",
+        help="tag prefix naming storage pools on nodes, groups and instances (default pool:)",
+    )
+    parser.add_argument(
+        "--no-greedy",
+        dest="no_greedy",
+        action="store_true",
+        help="skip the greedy baseline (the design's algorithm on htools' allocation)",
+    )
+    parser.set_defaults(group=None, compare=False, verbose=False)  # compress adds them
+    solver_options(parser)
+    json_option(parser)
+
+
+def add_exec_argument(parser: argparse.ArgumentParser) -> None:
+    """redistribute's and evacuate's -X."""
+    exec_option(
+        parser,
+        "run the plan's jobs on the cluster read with -L, jobset by jobset, as the -C "
+        "commands (docs/groups.md)",
+    )
 
 
 @dataclass(frozen=True)
 class GroupOptions:
-    """The command line of the super-cluster programs, typed (cli.py sets every field on
-    each of their commands; `exalloc batch` builds it directly)."""
+    """The command line of the super-cluster programs, typed (their `add_arguments` set every
+    field on each of their commands; `exalloc batch` builds it directly)."""
 
     solver: SolverOptions = DEFAULT_OPTIONS
     mode: str = "hard"  # --n1: Ganeti's hard checks, or strict (also vCPU ratio, exclusion tags)
@@ -107,6 +162,8 @@ def verify(state: ClusterState, storage: Storage, outcome: Outcome | None, mode:
     """The independent checks every printed plan passed: each relocation replayed with the
     strict adds, then every node that must stay evacuable has its evacuation plan replayed on
     the cluster after them."""
+    from solvers.strategies.relocation import replay_verdicts
+
     if outcome is None or outcome.plan is None:
         return
     after, broken = check_relocations(state, storage, outcome.plan.relocations)

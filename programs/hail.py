@@ -8,13 +8,14 @@ answer checked) and prints hail's response line; `--compare` adds the real hail'
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from model.backends.iallocator import (
     IAllocatorInput,
@@ -25,10 +26,20 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable
+from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
 from programs import hail_client
-from solvers.strategies.iallocator import IAllocatorOptions, answer
+from programs.options import (
+    capacity_checks_option,
+    json_option,
+    save_option,
+    solver_options,
+    static_kvm_option,
+    version_option,
+)
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
+    from solvers.strategies.iallocator import IAllocatorOptions
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,7 @@ class HailReport:
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
     stderr: str = ""  # hail's own stderr output asked for (-p, -S), printed as it is
+    run_note: str = ""  # the solver's verdict, `highs: optimal, gap 0` (stderr, --json)
 
     @property
     def response(self) -> str:
@@ -72,6 +84,7 @@ class HailReport:
             "request": a.kind,
             "placements": {n: list(nodes) for n, nodes in a.placements},
             "solver": [r.__dict__ for r in a.runs],
+            "solver_note": self.run_note,
             "objectives": jsonable(a.objectives),
             "timing": dict(self.timing),
         }
@@ -80,7 +93,113 @@ class HailReport:
         return out
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "request", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)"
+    )
+    parser.add_argument(
+        "-t",
+        "--text-data",
+        dest="text_data",
+        metavar="FILE",
+        help="take the cluster from this text snapshot instead of the request",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the real hail and show both answers side by side",
+    )
+    capacity_checks_option(parser)
+    parser.add_argument(
+        "--ignore-soft-errors",
+        dest="ignore_soft_errors",
+        action="store_true",
+        help="like hail: ignore soft errors (N+1 reserve, vCPU ratio, tags, min disk)",
+    )
+    parser.add_argument(
+        "--restrict-allocation-to",
+        dest="restrict_allocation_to",
+        type=lambda text: tuple(n for n in text.split(",") if n),
+        metavar="NODE,NODE",
+        help="like hail: allocate only on these nodes (wins over restrict-to-nodes)",
+    )
+    static_kvm_option(parser)
+    _hail_only_options(parser)
+    solver_options(parser)
+    json_option(parser)
+
+
+def _print_fields(text: str) -> str:
+    """hail's -p fields, but `peermap`: htools shows the peers in the order its insertions
+    left them, which exalloc's node state does not keep (docs/hail.md)."""
+    if "peermap" in text.lstrip("+").split(","):
+        raise argparse.ArgumentTypeError("the field peermap is not supported by exalloc")
+    return text
+
+
+def _hail_only_options(parser: argparse.ArgumentParser) -> None:
+    """The rest of hail 3.0's options, so that any hail command line, and any parameters
+    `gnt-cluster modify --default-iallocator-params` has Ganeti pass (as `--key=value` after
+    the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
+    version_option(parser)
+    parser.add_argument(
+        "--simulate",
+        dest="simulate",
+        action="append",
+        metavar="SPEC",
+        help="like hail: answer on empty simulated groups instead of the request's cluster, one "
+        "per SPEC (policy,count,disk,memory,cpus[,spindles[,exclusive_storage]]), e.g. "
+        "p,8,8T,16g,16",
+    )
+    save_option(
+        parser,
+        "like hail: write the cluster before and after the answer to FILE.pre-ialloc and "
+        "FILE.post-ialloc (htools text format)",
+    )
+    parser.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        type=_print_fields,
+        metavar="FIELDS",
+        help="like hail: the node list before and after the answer on stderr (-p alone: "
+        "htools' default fields; -pF1,F2 those; -p+F1 the defaults and F1)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbose",
+        action="count",
+        default=0,
+        help="like hail's (accepted; exalloc prints no request dumps)",
+    )
+    parser.add_argument(
+        "--ignore-dynu",
+        dest="ignore_dynu",
+        action="store_true",
+        help="like hail: no dynamic utilisation (with -t, every instance's load is 0)",
+    )
+    parser.add_argument(
+        "--mond",
+        dest="mond",
+        nargs="?",
+        const="yes",
+        default="no",
+        choices=("yes", "no"),
+        help="hail's MonD query (accepted; exalloc reads no MonD data: answered as hail does "
+        "when no MonD answers)",
+    )
+    parser.add_argument(
+        "--mond-xen",
+        dest="mond_xen",
+        action="store_true",
+        help="hail's Xen CPU collector for --mond (accepted, as --mond)",
+    )
+
+
 def options_of(args: Any) -> IAllocatorOptions:
+    from solvers.strategies.iallocator import IAllocatorOptions
+
     solver = args.solver_options
     if solver.time_limit is None:
         solver = solver.within(DEFAULT_TIME_LIMIT_S)
@@ -132,6 +251,8 @@ def _notes(args: Any) -> tuple[str, ...]:
 
 def run(args: Any) -> HailReport:
     """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
+    from solvers.strategies.iallocator import answer
+
     opts = options_of(args)
     kvm = args.static_kvm_node_memory
     # the backend would be imported at the first solve; importing it here keeps the start-up
@@ -160,7 +281,10 @@ def run(args: Any) -> HailReport:
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     shown = _stderr(inp, report.answer, args)
-    report = HailReport(report.answer, timing=timing, notes=_notes(args), stderr=shown)
+    response, run_note = split_run_note(report.answer.response)
+    plain = replace(report.answer, response=response)
+    notes = (*_notes(args), *([run_note] if run_note else []))
+    report = HailReport(plain, timing=timing, notes=notes, stderr=shown, run_note=run_note)
     if args.compare:
         from programs.hail_compare import with_comparison
 

@@ -199,15 +199,3 @@ def forward(argv: list[str]) -> int | None:
     sys.stderr.write(reply.stderr)
     sys.stderr.flush()
     return reply.exit_code
-
-
-def console() -> int:
-    """The `exalloc-hail` console script: the server's answer, else exalloc's in this process.
-    `cli` (argparse and the rest, about 9 ms) is imported only for the latter."""
-    args = sys.argv[1:]
-    code = forward(args)
-    if code is not None:
-        return code
-    from cli import hail_main
-
-    return hail_main(args)

@@ -20,6 +20,7 @@ lines quote arguments and messages escaped, so no input can forge a line
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import io
@@ -50,6 +51,7 @@ from programs.hail_client import (
     socket_path,
     time_bound,
 )
+from programs.options import solver_options
 
 #: Exit code of a worker that could not serve (the parent logs it and forks another).
 WORKER_FAILED = 70
@@ -66,6 +68,7 @@ LOG_QUOTE_CHARS = 200
 WARM_MODULES = (
     "pyomo.core",
     "programs.hail",
+    "solvers.strategies.iallocator",  # programs.hail imports it only when it answers
     "formulations.dedicated",
     "solvers.highs_backend",
     "solvers.cpsat_backend",
@@ -89,6 +92,26 @@ class ServerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"socket": self.socket, "served": self.served, "worker_failures": self.failed}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Answer exalloc-hail calls from a warm process (see docs/hail.md). "
+        "Stops on SIGTERM or SIGINT."
+    )
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="socket to listen on (default: $EXALLOC_HAIL_SOCKET, else /run/exalloc/hail.sock)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="calls answered at the same time (default 2)",
+    )
+    solver_options(parser)
 
 
 def run(args: Any) -> ServerReport:
@@ -191,7 +214,8 @@ def _log(log: TextIO, message: str) -> None:
     log.flush()
 
 
-#: Builds the command line's `main` (its parser made ahead of the call); cli.py hands it over.
+#: Builds the command line's `main` (its parser made ahead of the call); cli.py hands it over
+#: (programs never import cli).
 MainFactory = Callable[[], Callable[[list[str]], int]]
 
 

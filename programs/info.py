@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ from model.cluster import Cluster, IPolicy, ISpec
 from model.resources import NodeState
 from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
 from model.state import ClusterState, node_states
+from programs.options import cluster_source, json_option, save_option, static_kvm_option
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,14 +254,14 @@ def summarise(cluster: Cluster, path: str = "") -> InfoReport:
     )
 
 
-def run(path: str) -> InfoReport:
-    """Load a text snapshot and summarise it (errors surface as model.errors exceptions)."""
-    from model.backends.text import load_text
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster_source(parser, "cluster snapshot in the htools text format")
+    save_option(parser, "also write the cluster as read to FILE (htools text format)")
+    static_kvm_option(parser)
+    json_option(parser)
 
-    return summarise(load_text(path), str(path))
 
-
-def run_args(args: Any) -> InfoReport:
+def run(args: Any) -> InfoReport:
     """`exalloc info` with -t, -m or -L; `-S FILE` first freezes the cluster into FILE."""
     from programs.sources import cluster_of, save_snapshot
 

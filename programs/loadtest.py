@@ -12,6 +12,7 @@ until the service is back, and answered exactly once.
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 import sys
@@ -27,6 +28,7 @@ from model.cluster import Cluster
 from model.errors import ExallocError, InputError
 from model.generate import instance_shapes
 from programs.alloc_client import ConnectionLost, call, socket_path
+from programs.options import json_option, seconds_type, service_socket_option
 
 #: Wait before resubmitting a temp_nores answer (Ganeti 3.0 retries every 2 s; creations
 #: here are short).
@@ -203,6 +205,53 @@ def _lost(before: list[int] | None, after: list[int] | None) -> list[int] | None
     b = list(before) + [0] * (width - len(before))
     a = list(after) + [0] * (width - len(after))
     return [x - y for x, y in zip(b, a, strict=True)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    service_socket_option(parser)
+    parser.add_argument(
+        "--clients", type=int, default=8, metavar="N", help="concurrent clients (8)"
+    )
+    parser.add_argument("--creations", type=int, default=40, metavar="M", help="creations (40)")
+    parser.add_argument(
+        "--hold",
+        type=seconds_type,
+        default=0.5,
+        metavar="SECONDS",
+        help="hold per creation (0.5)",
+    )
+    parser.add_argument("--opportunistic", action="store_true", help="opportunistic locking")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="R",
+        help="resubmit a temp_nores answer up to R times (default 0)",
+    )
+    parser.add_argument(
+        "--reconnect",
+        type=seconds_type,
+        default=0.0,
+        metavar="SECONDS",
+        help="when the service is gone, resubmit the same request for this long (default 0)",
+    )
+    parser.add_argument(
+        "--lock-timeout",
+        dest="lock_timeout",
+        type=seconds_type,
+        metavar="SECONDS",
+        help="per creation",
+    )
+    parser.add_argument(
+        "--templates", default="plain,drbd", metavar="LIST", help="disk templates (plain,drbd)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the instance sizes (0)")
+    parser.add_argument("--prefix", metavar="NAME", help="instance name prefix (default: random)")
+    parser.add_argument(
+        "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
+    )
+    json_option(parser)
+    parser.set_defaults(no_solver=True)
 
 
 def run(args: Any) -> LoadtestReport:

@@ -7,17 +7,21 @@ the plan that shows it, each no with the reason (a bound, or the packing MIP's o
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.errors import InputError, about
 from model.state import ClusterState, node_states, unique_instance_names
 from programs.groups import GroupOptions, as_source, known_groups, read
+from programs.options import group_cluster_source, json_option, solver_options
 from programs.sources import ClusterSource, source_of
-from solvers.strategies.n1 import MIP, N1Report, NodeVerdict, check_cluster
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser
+    from solvers.strategies.n1 import N1Report, NodeVerdict
 
 HCHECK = "hcheck"
 _HCHECK_GROUP = re.compile(
@@ -29,7 +33,43 @@ def _yes_no(value: bool | None) -> str:
     return {True: "yes", False: "no", None: "unknown"}[value]
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "For every node: a plan that re-places its primaries on the rest of its "
+        "group (drbd failover, migration, recreation), or the proof that none exists. "
+        "See docs/n1.md."
+    )
+    group_cluster_source(parser)
+    parser.add_argument(
+        "--n1",
+        choices=("hard", "strict"),
+        default="hard",
+        help="hard: Ganeti's hard checks only, as its global N+1 (default); strict: also the "
+        "vCPU ratio and exclusion tags",
+    )
+    parser.add_argument(
+        "--offline-targets",
+        dest="offline_targets",
+        action="store_true",
+        help="let offline nodes take instances, as htools' check does (default: online only)",
+    )
+    parser.add_argument(
+        "-G", "--group", action="append", metavar="GROUP", help="only this group (repeatable)"
+    )
+    parser.add_argument(
+        "--compare", action="store_true", help="also run the real hcheck and show its counts"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="every node, with its plan step by step"
+    )
+    solver_options(parser)
+    json_option(parser)
+    parser.set_defaults(pool_prefix="pool:", no_greedy=False, print_commands=False)
+
+
 def _node_line(v: NodeVerdict, width: int, verbose: bool) -> list[str]:
+    from solvers.strategies.n1 import MIP
+
     how = v.method if v.method != MIP else f"mip, {v.status}"
     what = v.reason if v.reason is not None else f"{len(v.plan.steps) if v.plan else 0} step(s)"
     lines = [f"  {v.node:<{width}}  {_yes_no(v.evacuable):<8} {how:<20} {what}"]
@@ -153,6 +193,8 @@ def hcheck_counts(where: ClusterSource | str) -> dict[str, int]:
 
 
 def answer(where: ClusterSource | str, options: GroupOptions) -> N1ProgramReport:
+    from solvers.strategies.n1 import check_cluster
+
     cluster = read(where, options)
     unique_instance_names(cluster, "exalloc n1")
     known_groups(cluster, options.groups)

@@ -5,10 +5,9 @@ read -> solve and check (solvers/strategies/partition.py) -> write documents -> 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from model.bareon.outputs import (
     allocator_document,
@@ -19,7 +18,10 @@ from model.bareon.outputs import (
 from model.bareon.schema import OVERHEADS_BY_FORMAT, read_problem
 from model.errors import InputError, about
 from model.files import write_file
-from solvers.strategies.partition import Baseline, lp_floor_baseline, solve_layout
+from programs.options import json_option, solver_options
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
+    from solvers.strategies.partition import Baseline
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,50 @@ class PartitionReport:
 
 
 def _yaml(document: Any) -> str:
+    import yaml
+
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--schema",
+        required=True,
+        metavar="SCHEMA.yaml",
+        help="bareon-allocator dynamic schema, or a fixture file with dynamic_schema/hw_info",
+    )
+    parser.add_argument(
+        "--hw-info",
+        dest="hw_info",
+        metavar="HW.yaml",
+        help="hardware information (not needed with a fixture file)",
+    )
+    parser.add_argument(
+        "--format",
+        dest="output_format",
+        choices=("allocator", "bareon", "ironic"),
+        default="allocator",
+        help="output document (default: allocator)",
+    )
+    parser.add_argument("--svg", metavar="FILE", help="also draw the layout as an SVG picture")
+    parser.add_argument(
+        "--baseline",
+        choices=("lp-floor",),
+        help="also solve as bareon-allocator does (LP, rounded down) and compare",
+    )
+    parser.add_argument(
+        "--leave-preferred-empty",
+        action="store_true",
+        help="like bareon-allocator: spaces without disk preference never use a preferred disk",
+    )
+    solver_options(parser)
+    json_option(parser)
+
+
 def run(args: Any) -> PartitionReport:
-    """The `partition` command: see cli.py for the arguments."""
+    """The `partition` command: read, solve and check, write the documents."""
+    from solvers.strategies.partition import lp_floor_baseline, solve_layout
+
     output_format = args.output_format
     if output_format not in OVERHEADS_BY_FORMAT:
         raise InputError(f"unknown format {output_format!r}")

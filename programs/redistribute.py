@@ -5,8 +5,9 @@ baseline (the design's algorithm on htools' allocation) beside it, print."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.errors import about
 from model.groups import Relocation, group_nodes
@@ -15,7 +16,9 @@ from programs import groups as shared
 from programs.execute import Executed, check_luxi
 from programs.groups import GroupOptions
 from programs.sources import ClusterSource, source_of
-from solvers.strategies import groups as strategy
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser
+    from solvers.strategies import groups as strategy
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class RedistributeReport:
 
     @property
     def relocations(self) -> tuple[Relocation, ...]:
+        from solvers.strategies import groups as strategy
+
         return strategy.relocations_of(self.result.outcome)
 
     def text(self) -> str:
@@ -86,8 +91,15 @@ class RedistributeReport:
         return out
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Super-cluster redistribution (docs/groups.md)."
+    shared.add_super_cluster_arguments(parser)
+    shared.add_exec_argument(parser)
+
+
 def answer(where: ClusterSource | str, options: GroupOptions) -> RedistributeReport:
     from model import groups_greedy
+    from solvers.strategies import groups as strategy
 
     state, storage = shared.load(where, options, "exalloc redistribute")
     kw = options.strategy_kwargs()

@@ -8,6 +8,7 @@ against cluster size for every problem and tool.
 
 from __future__ import annotations
 
+import argparse
 import html
 import io
 import os
@@ -253,6 +254,16 @@ class ReportResult:
             "series": list(self.series),
             "records": self.records,
         }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", metavar="RESULTS.jsonl", help="what exalloc batch wrote")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="REPORT.html|DIR",
+        help="an HTML file (plots inline), or a folder for PNG files",
+    )
 
 
 def run(args: Any) -> ReportResult:

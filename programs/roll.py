@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
@@ -40,8 +40,18 @@ class _Quiet(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """hroller 3.0.2's options, exalloc's `--greedy`, `--memory-aware` and `--json` (the
-    backend and solver options are added by cli.py, shared with the other programs)."""
+    """hroller 3.0.2's options (the backends and `--static-kvm-node-memory` shared with the
+    other programs), exalloc's `--greedy`, `--memory-aware`, `--json` and solver options."""
+    from programs.htools_options import add_generic_options
+    from programs.options import json_option, live_source_options, solver_options, static_kvm_option
+
+    source = p.add_mutually_exclusive_group()  # none given: hroller's own error
+    source.add_argument(
+        "-t", "--text-data", dest="text_data", metavar="FILE", help="cluster snapshot (htools text)"
+    )
+    live_source_options(source)
+    static_kvm_option(p)
+    add_generic_options(p, "hroller")
     p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hroller's own error
     p.add_argument(
         "-I",
@@ -110,7 +120,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not move non-redundant instances away",
     )
-    p.add_argument("--force", action="store_true", help="go on without a master node (a warning)")
+    p.add_argument(
+        "-f", "--force", action="store_true", help="go on without a master node (a warning)"
+    )
     p.add_argument(
         "--one-step-only",
         dest="one_step_only",
@@ -129,6 +141,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="nodes sharing a secondary may reboot together when its unallocated memory "
         "takes every instance migrating to it (docs/roll.md)",
     )
+    solver_options(p)
+    json_option(p)
 
 
 def roller_options(args: argparse.Namespace) -> RollerOptions:
@@ -178,7 +192,7 @@ class RollReport:
         return self.json
 
 
-def _answer_report(answer: RollerAnswer) -> RollReport:
+def _answer_report(answer: RollerAnswer, warning: str = "") -> RollReport:
     data: dict[str, Any] = {"groups": [list(r) for r in answer.rounds], "status": "greedy"}
     data["moves"] = [
         {"round": k + 1, "instance": i, "primary": p, "secondary": s}
@@ -187,7 +201,7 @@ def _answer_report(answer: RollerAnswer) -> RollReport:
     ]
     if answer.exit_code:
         data = {"error": answer.stderr.strip().splitlines()[-1]}
-    return RollReport(answer.stdout, answer.stderr, answer.exit_code, json=data)
+    return RollReport(answer.stdout, warning + answer.stderr, answer.exit_code, json=data)
 
 
 def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
@@ -200,11 +214,7 @@ def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
     if args.text_data is not None:
         from model.backends.text import load_text
 
-        cluster = load_text(
-            args.text_data,
-            static_kvm_node_memory=args.static_kvm_node_memory,
-            duplicate_instances=True,
-        )
+        cluster = load_text(args.text_data, static_kvm_node_memory=args.static_kvm_node_memory)
         return cluster, args.text_data
     cluster, source = cluster_of(args)
     return cluster, source.label
@@ -228,6 +238,10 @@ def run(args: argparse.Namespace) -> RollReport:
         return RollReport("", f"Error: {message}\n", 1, json={"error": message})
     cluster, source = _load(args)
     options = roller_options(args)
+    from model.htools.loader import loading_warning
+
+    # htools' loader warns first (not for -I: exalloc reads a request once, htools twice)
+    warning = loading_warning(cluster) if args.verbose > 0 and args.ialloc_src is None else ""
     saved: dict[str, str] = {}
 
     def save() -> str:
@@ -241,15 +255,16 @@ def run(args: argparse.Namespace) -> RollReport:
     start = prelude(cluster, options, save=save if args.save else None, merges=merges)
     write_files(saved)  # hroller writes it before it plans; nothing else is written
     if isinstance(start, RollerAnswer):
-        return _answer_report(start)
+        return _answer_report(start, warning)
     if args.greedy:
-        return _answer_report(rounds_of(start, options))
+        return _answer_report(rounds_of(start, options), warning)
     # hroller's rounds beside the exact ones, and a start for them; not for --memory-aware,
     # another question (its rounds are seldom a start there, and at 2,000 nodes with
     # concentrated secondaries hroller's heuristics take a third of a minute)
     greedy = None if args.memory_aware else rounds_of(start, options)
     with about(source):
-        return _exact(cluster, args, start, greedy, loaded=merges == 1)
+        report = _exact(cluster, args, start, greedy, loaded=merges == 1)
+    return replace(report, stderr=warning + report.stderr)
 
 
 def _exact(
@@ -275,6 +290,11 @@ def _exact(
     known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
     result = plan(problem, args.solver_options, known=[known] if known else [])
     check_plan(cluster, considered, rules, result.rounds, start.offline)
+    if args.print_moves or args.json:  # an answer naming an instance must say which
+        from model.validate import refuse_ambiguous
+
+        moved = [s.name for r in result.rounds for s in r.steps]
+        refuse_ambiguous(cluster.ambiguous_instances, moved, "the plan's moves")
     ordered = output_order(result.rounds, set(n.name for n in cluster.nodes if n.master))
     moves = [round_moves(cluster, r, swaps=rules.memory_aware) for r in ordered]
     out: list[str] = []

@@ -1,5 +1,6 @@
 """Where a program's cluster comes from: a text snapshot (`-t FILE`), a running cluster through
-RAPI (`-m ADDRESS`) or LUXI (`-L[SOCKET]`). cli.py adds the options; programs call this module.
+RAPI (`-m ADDRESS`) or LUXI (`-L[SOCKET]`). programs/options.py declares the options; programs
+call this module.
 
 A live source has a label, `rapi:ADDRESS` or `luxi:SOCKET`, that names it in reports and in
 `exalloc batch` results (its key there, in place of a file name; a password in the address is
@@ -69,7 +70,8 @@ class ClusterSource:
 
 
 def source_of(args: Namespace) -> ClusterSource:
-    """The one source of `info` and `squeeze`: -t, -m or -L (cli.py makes them exclusive)."""
+    """The one source of `info` and `squeeze`: -t, -m or -L (exclusive:
+    programs.options.cluster_source)."""
     if args.master is not None:
         return ClusterSource("rapi", args.master)
     if args.luxi is not None:

@@ -8,9 +8,10 @@ check), then print the plan as hsqueeze does and write the `-C` script and `-S` 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.backends.text import dump_text
 from model.cluster import Cluster
@@ -26,7 +27,71 @@ from model.squeeze import (
 )
 from model.state import node_states
 from programs.execute import Executed, check_luxi, run_plan
-from solvers.strategies.squeeze import SqueezePlan, plan
+from programs.options import (
+    cluster_source,
+    exec_option,
+    json_option,
+    print_commands_option,
+    save_option,
+    solver_options,
+    static_kvm_option,
+    version_option,
+)
+
+if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
+    from solvers.strategies.squeeze import SqueezePlan
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster_source(parser, "cluster snapshot in the htools text format")
+    parser.add_argument(
+        "--minimal-resources",
+        dest="minimal_resources",
+        type=float,
+        default=2.0,
+        metavar="F",
+        help="every node must host F x std spec, else expand (default 2.0)",
+    )
+    parser.add_argument(
+        "--target-resources",
+        dest="target_resources",
+        type=float,
+        default=2.0,
+        metavar="F",
+        help="after shrinking every node hosts F x std spec (default 2.0)",
+    )
+    parser.add_argument(
+        "--move",
+        choices=("ext", "drbd", "all"),
+        default="ext",
+        help="which instances may move (default ext: externally mirrored only)",
+    )
+    print_commands_option(parser, "print the commands (or write a script to FILE)", to_file=True)
+    save_option(parser, "write FILE.original and FILE.squeezed in the text format")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbose",
+        action="count",
+        default=1,
+        help="more output (-v shows the candidates)",
+    )
+    parser.add_argument(
+        "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
+    )
+    exec_option(
+        parser,
+        "run the plan's jobs on the cluster read with -L, job set by job set, as hsqueeze -X "
+        "(docs/squeeze.md)",
+    )
+    version_option(parser)
+    static_kvm_option(
+        parser,
+        "node memory assumed on kvm nodes (default 4096, as hsqueeze); text snapshots (-t)"
+        " name no hypervisor, so it has no effect on them",
+    )
+    solver_options(parser)
+    json_option(parser)
 
 
 @dataclass(frozen=True)
@@ -119,6 +184,7 @@ def run(args: Any) -> SqueezeReport | Executed:
     would write; with -X, print the plan, run its jobs, and only then write FILE.squeezed (the
     state the jobs reach)."""
     from programs.sources import cluster_of
+    from solvers.strategies.squeeze import plan
 
     check_luxi(args)  # hsqueeze finds out after its plan; nothing is read or solved here
     cluster, source = cluster_of(args)

@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from solvers.options import SOLVERS, SolverOptions
-from solvers.result import LexResult, Objective, SolveResult, Status, Stopwatch
+from solvers.result import LexResult, SolveResult, Status, Stopwatch
 
 __all__ = [
     "SOLVERS",
     "LexResult",
-    "Objective",
     "SolverOptions",
     "SolveResult",
     "Status",

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import pyomo.core as pyo
 
-from solvers.result import LexResult, Objective, SolveResult, Status, classify
+from formulations.objective import Objective
+from solvers.result import LexResult, SolveResult, Status, classify
 
 #: Tolerance used to fix a non-integral objective, relative to max(|v|, 1).
 FIX_TOL = 1e-6

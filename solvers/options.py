@@ -1,7 +1,8 @@
 """How a problem is to be solved: the one typed options object every solving command carries.
 
-`cli.py` builds it from `--solver`, `--time-limit`, `--gap` and `--threads`; programs and solve
-strategies pass it on; `kwargs()` maps it onto `solvers.solve` / `solve_lexicographic`.
+`programs/options.py` builds it from `--solver`, `--time-limit`, `--gap` and `--threads`;
+programs and solve strategies pass it on; `kwargs()` maps it onto `solvers.solve` /
+`solve_lexicographic`.
 """
 
 from __future__ import annotations

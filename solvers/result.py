@@ -117,27 +117,6 @@ class SolveResult:
         }
 
 
-@dataclass(frozen=True, eq=False)
-class Objective:
-    """One stage of a lexicographic run.
-
-    integral=True promises the expression takes integer values at every feasible point, which
-    lets the stage be fixed exactly (expr <= round(v)) instead of with a tolerance.
-    eq=False: comparing Pyomo expressions with == builds a constraint instead of a bool.
-    """
-
-    name: str
-    expr: Any
-    sense: str = "min"
-    integral: bool = True
-
-    def __post_init__(self) -> None:
-        if self.sense not in ("min", "max"):
-            raise ValueError(
-                f"objective {self.name!r}: sense must be 'min' or 'max', not {self.sense!r}"
-            )
-
-
 def _worst_status(stages: tuple[SolveResult, ...]) -> Status:
     if not stages:
         return Status.TIME_LIMIT

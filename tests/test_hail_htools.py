@@ -15,7 +15,7 @@ from pathlib import Path
 import htools_gen as gen
 import pytest
 
-from cli import _attached_optionals, build_parser
+from cli import build_parser
 from cli import main as cli_main
 from model.backends.iallocator import load_request
 from model.backends.text import load_text
@@ -24,6 +24,7 @@ from model.htools.global_n1 import can_evacuate, redundant
 from model.resources import add_primary
 from model.state import node_states
 from programs import hail
+from programs.options import attached_optionals
 from solvers.options import SolverOptions
 from solvers.strategies.iallocator import capacity_check
 
@@ -158,7 +159,7 @@ def exalloc_hail(args: list[str], capacity: str = "greedy") -> str:
     """`exalloc hail` in this process, on hail's own command line (its --no-capacity-checks,
     given after, wins over `capacity`)."""
     ns = build_parser().parse_args(
-        _attached_optionals(["hail", "--capacity-checks", capacity, *args])
+        attached_optionals(["hail", "--capacity-checks", capacity, *args])
     )
     ns.solver_options = SolverOptions()
     return hail.run(ns).text()
@@ -251,7 +252,7 @@ PRINT_FIELDS = (
 def _node_lists(args: list[str]) -> str:
     """What `exalloc hail --capacity-checks greedy ARGS` writes on stderr (hail's -p)."""
     ns = build_parser().parse_args(
-        _attached_optionals(["hail", "--capacity-checks", "greedy", *args])
+        attached_optionals(["hail", "--capacity-checks", "greedy", *args])
     )
     ns.solver_options = SolverOptions()
     return hail.run(ns).stderr
@@ -306,7 +307,7 @@ def _real_saved(ganeti, args: list[str], prefix: Path) -> tuple[str, str, str]:
 
 
 def _our_stderr(args: list[str]) -> str:
-    words = _attached_optionals(["hail", "--capacity-checks", "greedy", *args])
+    words = attached_optionals(["hail", "--capacity-checks", "greedy", *args])
     ns = build_parser().parse_args(words)
     ns.solver_options = SolverOptions()
     return hail.run(ns).stderr

@@ -39,6 +39,7 @@ from model.backends.rapi import RapiReplies, Reply
 from model.backends.text import dump_text, load_text, parse_text
 from model.cluster import Cluster
 from model.errors import LiveSourceError
+from programs.options import attached_optionals
 
 pytestmark = pytest.mark.reference
 
@@ -851,9 +852,9 @@ def test_compare_needs_an_input(capsys):
 def test_bare_luxi_option_never_takes_the_next_word(tmp_path):
     """htools' -L[SOCKET]: the socket is attached or absent, so inputs after it stay inputs."""
     parser = cli.build_parser()
-    args = parser.parse_args(cli._attached_optionals(["batch", "-L", str(tmp_path), "--out", "r"]))
+    args = parser.parse_args(attached_optionals(["batch", "-L", str(tmp_path), "--out", "r"]))
     assert args.luxi == [""] and args.inputs == [str(tmp_path)]
-    args = parser.parse_args(cli._attached_optionals(["info", "-L/run/q.sock"]))
+    args = parser.parse_args(attached_optionals(["info", "-L/run/q.sock"]))
     assert args.luxi == "/run/q.sock" and args.text_data is None
 
 

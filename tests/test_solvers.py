@@ -14,10 +14,10 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
+from formulations.objective import Objective
 from model.errors import SolverError
 from solvers import (
     LexResult,
-    Objective,
     SolveResult,
     Status,
     Stopwatch,

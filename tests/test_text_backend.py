@@ -23,11 +23,12 @@ from model.backends.text import (
     save_text,
     show_double,
 )
-from model.cluster import DEFAULT_IPOLICY, Disk, ISpec
+from model.check import Move, check_moves
+from model.cluster import DEFAULT_IPOLICY, Disk, ISpec, read_name
 from model.errors import InputError
+from model.score import cluster_score
 
-# htools loads these two, but each names an instance twice; exalloc rejects duplicate names
-# (model.validate, docs/reliability.md): its answers and its checker name instances.
+# each names an instance twice: htools and exalloc read them (model.cluster.OCCURRENCE_MARK)
 DUPLICATE_NAMES = {"hroller-full.data": "inst-00", "multiple-tags.data": "new-1"}
 INVALID = {"invalid-node.data", *DUPLICATE_NAMES}
 GROUP = "g|u|preferred|\n\n"
@@ -93,15 +94,27 @@ def test_hinfo_reads_our_files_identically(ganeti, tmp_path):
 
 
 @pytest.mark.reference
-def test_ganeti_files_naming_an_instance_twice_are_rejected(ganeti):
+def test_ganeti_files_naming_an_instance_twice_are_read_as_htools(ganeti, tmp_path):
+    """htools keeps every instance of a repeated name (by index): exalloc too, keyed apart.
+    The score is hinfo's, the -S snapshot hroller's byte for byte; a plan that would have to
+    name one of them is refused with one line."""
     for name, instance in DUPLICATE_NAMES.items():
         path = ganeti.data_dir / name
-        assert run("hinfo", "-t", path).returncode == 0  # htools takes them as they are
-        with pytest.raises(InputError, match=f"duplicate instance name '{instance}'") as info:
-            load_text(path)
-        lines = path.read_text().splitlines()
-        first = next(n for n, line in enumerate(lines, 1) if line.startswith(f"{instance}|"))
-        assert info.value.line > first and lines[info.value.line - 1].startswith(f"{instance}|")
+        cluster = load_text(path)
+        assert cluster.ambiguous_instances == (instance,)
+        assert [read_name(i.name) for i in cluster.instances].count(instance) == 2
+        real = run("hinfo", "-v", "-v", "-v", "-t", path).stdout
+        assert f"Cluster score: {cluster_score(cluster):.8f}" in real
+        run("hroller", "-t", path, "-S", tmp_path / name)
+        assert dump_text(cluster) == (tmp_path / f"{name}.original").read_text()
+        twin = next(
+            i for i in cluster.instances if i.name != instance and read_name(i.name) == instance
+        )
+        for key in (instance, twin.name):
+            with pytest.raises(InputError, match=f"several instances '{instance}'"):
+                check_moves(cluster, [Move(key, twin.primary)])
+    others = load_text(ganeti.data_dir / "multiple-tags.data")
+    assert check_moves(others, [Move("new-0", "node-01-003", "node-01-004")]) is not None
 
 
 @pytest.mark.reference

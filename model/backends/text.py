@@ -12,6 +12,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
@@ -30,9 +31,15 @@ from model.cluster import (
     MinMax,
     Node,
     NodeGroup,
+    read_name,
 )
 from model.errors import InputError
-from model.validate import cluster_problem, quantity_message, quantity_problem
+from model.validate import (
+    cluster_problem,
+    keyed_occurrences,
+    quantity_message,
+    quantity_problem,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Haskell `read` for Int and Double, as Ganeti's `tryRead` uses it.
@@ -480,9 +487,8 @@ def _load_section(
     return out
 
 
-def parse_text(text: str, source: str = "<text>", *, duplicate_instances: bool = False) -> Cluster:
-    """Parse the text format; errors name `source` and the offending line.
-    `duplicate_instances`: accept two instances of one name (model.validate)."""
+def parse_text(text: str, source: str = "<text>") -> Cluster:
+    """Parse the text format; errors name `source` and the offending line."""
     lines = haskell_lines(text)
     sections = _numbered_sections(lines)
     if len(sections) < 4:
@@ -497,6 +503,9 @@ def parse_text(text: str, source: str = "<text>", *, duplicate_instances: bool =
     nodes = _load_section(source, node_rows, lambda f: _parse_node(f, uuids))
     names = {n.name for n in nodes}
     instances = _load_section(source, instance_rows, lambda f: _parse_instance(f, names))
+    keys, ambiguous = keyed_occurrences(i.name for i in instances)
+    if ambiguous:  # htools keeps every instance of a repeated name: so does exalloc, keyed apart
+        instances = [replace(i, name=key) for i, key in zip(instances, keys, strict=True)]
     cluster_policy = DEFAULT_IPOLICY
     group_policies: dict[int, IPolicy] = {}
     for number, line in policy_rows:
@@ -523,21 +532,16 @@ def parse_text(text: str, source: str = "<text>", *, duplicate_instances: bool =
         instances=tuple(instances),
         cluster_tags=tuple(line for _, line in tag_rows),
         cluster_policy=cluster_policy,
+        ambiguous_instances=ambiguous,
     )
-    # duplicates and cross-references (model.validate)
-    problem = cluster_problem(cluster, duplicate_instances=duplicate_instances)
+    problem = cluster_problem(cluster)  # duplicates and cross-references (model.validate)
     if problem is not None:
         rows = {"group": group_rows, "node": node_rows, "instance": instance_rows}[problem.kind]
         raise InputError(problem.message, source=source, line=rows[problem.index][0])
     return cluster
 
 
-def load_text(
-    path: str | os.PathLike[str],
-    *,
-    static_kvm_node_memory: int = 4096,
-    duplicate_instances: bool = False,
-) -> Cluster:
+def load_text(path: str | os.PathLike[str], *, static_kvm_node_memory: int = 4096) -> Cluster:
     """Read a text-backend file (UTF-8, undecodable bytes kept as surrogates).
 
     `static_kvm_node_memory` (htools' `--static-kvm-node-memory`) replaces the node memory of
@@ -549,7 +553,7 @@ def load_text(
         text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror}", source=source) from None
-    return parse_text(text, source, duplicate_instances=duplicate_instances)
+    return parse_text(text, source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,7 +621,7 @@ def _node_line(node: Node) -> str:
 def _instance_line(inst: Instance) -> str:
     return "|".join(
         (
-            inst.name,
+            read_name(inst.name),
             str(inst.memory_mib),
             str(inst.disk_mib),
             str(inst.vcpus),

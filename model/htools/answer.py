@@ -7,6 +7,7 @@ one MIP's figures, which the exact answers append to hail's `info` text (`run_no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,21 @@ def run_note(runs: Sequence[SolverRun], note: str = "") -> str:
         return ""
     worst = next((r for r in runs if r.status != "optimal"), runs[0])
     return f" [exalloc {worst.solver}: {worst.summary()}{note}]"
+
+
+#: `run_note` at the end of the encoded info, right before the result (hail's key order).
+_ENCODED_NOTE = re.compile(r' \[exalloc ([^\]"\\]*)\](?=","result":)')
+
+
+def split_run_note(response: str) -> tuple[str, str]:
+    """hail's response line without exalloc's note, and the note without its brackets and
+    leading `exalloc ` (`highs: optimal, gap 0`; "" when none): Ganeti and
+    its shell tests read hail's own info text (issue 39); the note goes to stderr and --json.
+    The line is cut as encoded, so every other byte stays what the strategy wrote."""
+    found = _ENCODED_NOTE.search(response)
+    if found is None:
+        return response, ""
+    return response[: found.start()] + response[found.end() :], found.group(1)
 
 
 def jsonable(x: Any) -> Any:

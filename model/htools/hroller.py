@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from model.backends.text import sep_split, show_list
-from model.cluster import Cluster
+from model.cluster import Cluster, read_name
 from model.resources import (
     FailMode,
     InstanceDemand,
@@ -548,7 +548,10 @@ def moves_of(conf: Conf) -> list[tuple[str, str, str | None]]:
         if p2 == s and s2 == p:
             continue
         secondary = conf.record(s2).state.name if has_secondary else None
-        out.append((conf.base.instance_names[idx], conf.record(p2).state.name, secondary))
+        # the name as read: htools prints a repeated name as it is (model.cluster.read_name)
+        out.append(
+            (read_name(conf.base.instance_names[idx]), conf.record(p2).state.name, secondary)
+        )
     return out
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from formulations import squeeze as form
+from formulations.objective import Objective
 from model.check import Move, check_squeeze
 from model.errors import CheckFailedError, SolverError
 from model.resources import probe_demand
@@ -48,7 +49,7 @@ from model.squeeze import (
     order_moves,
 )
 from model.state import ClusterState
-from solvers import LexResult, Objective, SolveResult, Status, Stopwatch, solve_lexicographic
+from solvers import LexResult, SolveResult, Status, Stopwatch, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.result import relative_gap
 

@@ -1,0 +1,67 @@
+"""What every htools program says about a cluster it has just loaded, as htools says it.
+
+Ganeti's shell tests check these lines on the stand-ins (htools-text-backend.test):
+
+* `update_missing` follows `Loader.updateMissing`: a node whose memory or disk the loaded
+  instances do not account for (more than 512 MiB of memory, or 1024 MiB of disk) gets the
+  message `node NAME is missing N MB ram and N GB disk`; `ExtLoader.loadExternalData` shows
+  them, unless `-q`, through `CLI.maybeShowWarnings` (`inconsistent_data_warning`), on stderr,
+  before anything else the program prints.
+* `suffix_note` follows `Hinfo.commonInfo` / `Hbal.main`: with `-v -v` (verbosity above 2,
+  htools counting from 1) they print `Note: Stripping common suffix of '.SUFFIX' from names`
+  (`Loader.commonSuffix`: the longest `.`-starting suffix of every node and instance name).
+"""
+
+from __future__ import annotations
+
+from model.backends.text import cluster_suffix
+from model.cluster import Cluster
+from model.state import node_states
+
+#: htools' thresholds above which a node's unaccounted resources are reported (MiB).
+MISSING_MEMORY_LIMIT_MIB = 512
+MISSING_DISK_LIMIT_MIB = 1024
+
+
+def update_missing(cluster: Cluster) -> list[str]:
+    """`Loader.updateMissing`'s messages, in its order (its `mapAccum` prepends each node's
+    to the list: the last node's first)."""
+    states = node_states(cluster).nodes
+    used_disk_mib = {node.name: 0 for node in cluster.nodes}
+    for inst in cluster.instances:  # `nodeIdsk`: every instance's disk on its primary and secondary
+        used_disk_mib[inst.primary] += inst.disk_mib
+        if inst.secondary:
+            used_disk_mib[inst.secondary] += inst.disk_mib
+    messages = []
+    for node in cluster.nodes:
+        missing_memory_mib = states[node.name].missing_memory_mib
+        missing_disk_mib = int(node.total_disk_mib) - node.free_disk_mib - used_disk_mib[node.name]
+        if (
+            missing_memory_mib > MISSING_MEMORY_LIMIT_MIB
+            or missing_disk_mib > MISSING_DISK_LIMIT_MIB
+        ):
+            messages.append(
+                f"node {node.name} is missing {missing_memory_mib} MB ram and "
+                f"{missing_disk_mib // 1024} GB disk"
+            )
+    return messages[::-1]
+
+
+def inconsistent_data_warning(messages: list[str]) -> str:
+    """`CLI.maybeShowWarnings`'s text for stderr ("" without messages): the heading, a line per
+    message, and the empty line its `hPutStrLn . unlines` leaves."""
+    if not messages:
+        return ""
+    listed = "".join(f"  - {message}\n" for message in messages)
+    return f"Warning: cluster has inconsistent data:\n{listed}\n"
+
+
+def loading_warning(cluster: Cluster) -> str:
+    """What `loadExternalData` prints on stderr for `cluster` at the default verbosity."""
+    return inconsistent_data_warning(update_missing(cluster))
+
+
+def suffix_note(cluster: Cluster) -> str | None:
+    """hinfo's and hbal's note at `-v -v` (without its newline), None when no suffix is common."""
+    suffix = cluster_suffix(cluster)
+    return f"Note: Stripping common suffix of '{suffix}' from names" if suffix else None

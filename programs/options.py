@@ -1,0 +1,313 @@
+"""The command-line options several programs share, declared once (as htools' `CLI.hs` declares
+`oDataFile`, `oLuxiSocket`, `oPrintCommands`... for every `Program/*.hs` to pick from).
+
+Each program declares its own arguments in its `add_arguments(parser)`, next to the code that
+reads them, and takes the shared groups from here: where the cluster comes from (`-t`, `-m`,
+`-L`), the solver (`--solver --time-limit --gap --threads`), the output (`--json`, `-S`, `-C`),
+`--capacity-checks`, `--static-kvm-node-memory`, `-X`, the live service's `--socket`. The
+getopt-style optional arguments htools takes (`-L[SOCKET]`, `--mond[=CHOICE]`, `-p[FIELDS]`)
+are rewritten by `attached_optionals` before argparse sees them.
+
+`Parser` and `Commands` are the machinery `cli.py` builds its command line with. This module is
+imported on every in-process start of `exalloc-hail` (docs/hail.md, "Start-up"): it imports
+argparse and nothing heavier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: The exit code of a usage error (argparse's).
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that prints usage errors as 'exalloc: error: ...' and exits 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message}\n")
+
+
+class Commands(argparse._SubParsersAction):
+    """The commands, each program's own arguments added only once its command is chosen, by
+    `fill(name, parser)`: `exalloc --help` and an `exalloc-hail` call import no program they do
+    not run (start-up time, docs/hail.md)."""
+
+    fill: Callable[[str, argparse.ArgumentParser], None]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        chosen = self.choices.get(values[0]) if values else None
+        if chosen is not None:
+            self.fill(values[0], chosen)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class VersionAction(argparse.Action):
+    """--version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from programs.version import version
+
+        sys.stdout.write(f"exalloc {version()}\n")
+        parser.exit()
+
+
+def version_option(parser: argparse.ArgumentParser) -> None:
+    """`-V`/`--version`, as hail's and hsqueeze's."""
+    parser.add_argument("-V", "--version", action=VersionAction, help="show the version and exit")
+
+
+def number_type(low: float, *, strict: bool, integer: bool = False) -> Callable[[str], Any]:
+    """An argparse type: a finite number above `low` (or at least it), else a usage error."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        too_low = value <= low if strict else value < low
+        if not math.isfinite(value) or too_low:
+            bound = f"greater than {low:g}" if strict else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, not {text}")
+        return value
+
+    return parse
+
+
+# -- the solver and the output ------------------------------------------------------------------
+
+#: What a command that declares no solver option (or was given none) reads.
+SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
+
+
+def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+    """Solver options of the commands that solve. They are also accepted before the command
+    (older scripts put them there) but shown only on the commands that use them."""
+
+    def text(message: str) -> str:
+        return message if shown else argparse.SUPPRESS
+
+    group = parser.add_argument_group("solver") if shown else parser
+    group.add_argument(
+        "--solver",
+        choices=("highs", "cpsat"),
+        default=argparse.SUPPRESS,
+        help=text("MIP backend (default: highs; cpsat for squeeze --move drbd|all)"),
+    )
+    group.add_argument(
+        "--time-limit",
+        type=number_type(0, strict=True),
+        metavar="SECONDS",
+        default=argparse.SUPPRESS,
+        help=text("stop after SECONDS and report the best answer found with its gap"),
+    )
+    group.add_argument(
+        "--gap",
+        type=number_type(0, strict=False),
+        metavar="REL",
+        default=argparse.SUPPRESS,
+        help=text("accept a relative MIP gap of REL (default 0: prove optimality)"),
+    )
+    group.add_argument(
+        "--threads",
+        type=number_type(1, strict=False, integer=True),
+        default=argparse.SUPPRESS,
+        help=text("solver threads (default 1)"),
+    )
+
+
+def settle_solver_options(args: argparse.Namespace) -> None:
+    """Fill the solver options a command line left out and, unless the program solves nothing
+    (`no_solver`), put the typed `solvers.options.SolverOptions` programs pass on in
+    `args.solver_options`."""
+    solver_given = hasattr(args, "solver")
+    for key, default in SOLVER_DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, default)
+    if not getattr(args, "no_solver", False):  # the service's clients solve nothing
+        from solvers.options import SolverOptions
+
+        args.solver_options = SolverOptions(
+            args.solver, args.time_limit, args.gap, args.threads, solver_given
+        )
+
+
+def json_option(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print one JSON object on stdout" if shown else argparse.SUPPRESS,
+    )
+
+
+def save_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """`-S FILE`: htools' `--save`; what is written there is each program's (`text`)."""
+    parser.add_argument("-S", "--save", dest="save", metavar="FILE", help=text)
+
+
+def print_commands_option(parser: argparse.ArgumentParser, text: str, *, to_file: bool) -> None:
+    """`-C`: the plan as Ganeti commands; `to_file`: htools' `-C[FILE]` (hsqueeze, hbal)."""
+    if to_file:
+        parser.add_argument(
+            "-C",
+            "--print-commands",
+            dest="print_commands",
+            nargs="?",
+            const="-",
+            metavar="FILE",
+            help=text,
+        )
+    else:
+        parser.add_argument(
+            "-C", "--print-commands", dest="print_commands", action="store_true", help=text
+        )
+
+
+def exec_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """-X: run the plan on the live cluster through LUXI (htools' option)."""
+    parser.add_argument("-X", "--exec", dest="exec_jobs", action="store_true", help=text)
+
+
+# -- the cluster and its arithmetic -------------------------------------------------------------
+
+
+def capacity_checks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--capacity-checks",
+        dest="capacity_checks",
+        choices=("exact", "greedy", "none"),
+        default="exact",
+        help="global N+1 check of allocations on normal groups: exact = an exact packing per "
+        "node (default, docs/n1.md), greedy = hail's own, none = hail's --no-capacity-checks",
+    )
+    parser.add_argument(
+        "--no-capacity-checks",
+        dest="capacity_checks",
+        action="store_const",
+        const="none",
+        help="hail's option: --capacity-checks none",
+    )
+
+
+def static_kvm_option(
+    parser: argparse.ArgumentParser,
+    text: str = "node memory assumed on kvm nodes (default 4096, as htools)",
+) -> None:
+    parser.add_argument(
+        "--static-kvm-node-memory",
+        dest="static_kvm_node_memory",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help=text,
+    )
+
+
+LUXI_DEFAULT_HELP = "/var/run/ganeti/socket/ganeti-query"
+
+
+def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool = False) -> None:
+    """-m ADDRESS and -L[SOCKET]: read a running cluster as htools does (docs/live.md;
+    repeatable: one input per option, for compare and batch)."""
+    action = "append" if repeatable else "store"
+    target.add_argument(
+        "-m",
+        "--master",
+        dest="master",
+        action=action,
+        metavar="ADDRESS",
+        help="read the cluster through RAPI at ADDRESS (https://ADDRESS:5080 unless ADDRESS "
+        "holds a ':', e.g. http://host:8080; file://DIR reads saved answers)",
+    )
+    target.add_argument(
+        "-L",
+        "--luxi",
+        dest="luxi",
+        action=action,
+        nargs="?",
+        const="",
+        metavar="SOCKET",
+        help=f"read the cluster through LUXI, at SOCKET if attached (-L/path or --luxi=/path; "
+        f"default {LUXI_DEFAULT_HELP})",
+    )
+
+
+def cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
+    """Exactly one of -t FILE, -m ADDRESS, -L[SOCKET] (htools: only one backend at a time)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-t", "--text-data", dest="text_data", metavar="FILE", help=text_help)
+    live_source_options(source)
+
+
+def group_cluster_source(parser: argparse.ArgumentParser) -> None:
+    """n1 and the super-cluster programs: a snapshot, a request, or a running cluster."""
+    cluster_source(
+        parser, "cluster: an htools text snapshot or an IAllocator request (.json); or -m/-L"
+    )
+    static_kvm_option(parser)
+
+
+def greedy_timeout_option(parser: argparse.ArgumentParser) -> None:
+    """How long batch and compare wait for the real greedy tool."""
+    parser.add_argument(
+        "--greedy-timeout",
+        dest="greedy_timeout",
+        type=number_type(0, strict=True),
+        default=300.0,
+        metavar="SECONDS",
+        help="give up on the greedy tool after SECONDS (default 300)",
+    )
+
+
+# -- the live allocation service (docs/locking.md) ----------------------------------------------
+
+
+def service_socket_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the service's socket (default: $EXALLOC_ALLOC_SOCKET, else /run/exalloc/alloc.sock)",
+    )
+
+
+def seconds_type(text: str) -> float:
+    """An argparse type: seconds within 0..3600 (a hold, a lock time-out)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be within 0..3600 seconds, not {text}")
+    return value
+
+
+# -- getopt's optional arguments ----------------------------------------------------------------
+
+
+def attached_optionals(argv: Sequence[str]) -> list[str]:
+    """getopt's optional arguments: a bare option never takes the next word, as argparse's
+    would. htools' `-L[SOCKET]` (so `batch -L data/` reads the default socket and data/),
+    hail's `--mond[=CHOICE]` (yes when bare: `hail --mond REQUEST.json`) and `-p[FIELDS]`."""
+    bare = {
+        "-L": "--luxi=",
+        "--luxi": "--luxi=",
+        "--mond": "--mond=yes",
+        "-p": "--print-nodes=",
+        "--print-nodes": "--print-nodes=",
+    }
+    return [bare.get(arg, arg) for arg in argv]

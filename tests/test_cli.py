@@ -1,0 +1,78 @@
+"""The command line: cli.py's table of commands, each program owning its arguments, and start-up
+that imports only what the chosen command needs (docs/architecture.md, docs/hail.md)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cli
+from programs.options import attached_optionals
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("pyomo", "highspy", "ortools", "numpy", "matplotlib", "dask")
+
+
+def _modules_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running `code` in the repository."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_every_command_is_a_program_with_its_arguments_and_run() -> None:
+    for name, (module, line) in cli.COMMANDS.items():
+        program = importlib.import_module(f"programs.{module}")
+        assert callable(program.add_arguments) and callable(program.run), name
+        assert line and "\n" not in line, name
+    parser = cli.build_parser(ready=tuple(cli.COMMANDS))
+    listed = parser.format_help()
+    assert all(f"    {name}" in listed for name in cli.COMMANDS)
+
+
+def test_building_every_command_line_imports_no_solver() -> None:
+    """Pyomo, the solvers and numpy are the program's to import when it runs, never the
+    parser's: a usage error or --help answers at once."""
+    loaded = _modules_after(f"import cli\ncli.build_parser(ready={tuple(cli.COMMANDS)!r})")
+    heavy = [m for m in loaded if m.split(".")[0] in HEAVY]
+    assert heavy == []
+    assert not [m for m in loaded if m.startswith(("solvers.strategies", "formulations"))]
+
+
+def test_top_level_help_imports_no_program() -> None:
+    loaded = _modules_after("import cli\ncli.build_parser().format_help()")
+    programs = [m for m in loaded if m.startswith("programs.")]
+    assert programs == ["programs.options"]
+
+
+def test_exalloc_hail_in_process_imports_only_hail() -> None:
+    loaded = _modules_after("import cli\ncli.hail_parser()")
+    programs = {m for m in loaded if m.startswith("programs.")}
+    assert programs == {"programs.options", "programs.hail", "programs.hail_client"}
+
+
+def test_a_chosen_command_gets_its_arguments_when_parsed() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        attached_optionals(["--time-limit", "5", "squeeze", "-L", "--move", "drbd"])
+    )
+    assert (args.command, args.luxi, args.move, args.time_limit) == ("squeeze", "", "drbd", 5.0)
+    assert args.run is importlib.import_module("programs.squeeze").run
+    again = parser.parse_args(["squeeze", "-t", "x.data"])  # filled once, parsed again
+    assert (again.text_data, again.move) == ("x.data", "ext")
+
+
+def test_exalloc_hail_is_named_so_in_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.hail_main([])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: exalloc-hail ")
+    assert "\nexalloc-hail: error: the following arguments are required: REQUEST.json" in err

@@ -1,0 +1,167 @@
+"""The layers only look down (docs/architecture.md): model <- formulations <- solvers <- service
+<- programs <- cli. Every import of every module, at its top or inside a function, is read from
+the source (ast), so that a lazy import counts as much as any other."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LAYERS = ("model", "formulations", "solvers", "service", "programs", "cli")
+RANK = {name: rank for rank, name in enumerate(LAYERS)}
+#: Only the formulations build Pyomo models and only the solvers run them.
+SOLVER_PACKAGES = ("pyomo", "highspy", "ortools")
+MAY_IMPORT_SOLVER_PACKAGES = ("formulations", "solvers")
+
+
+def _modules() -> dict[str, Path]:
+    found = {"cli": REPO / "cli.py"}
+    for package in LAYERS[:-1]:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for every import statement in the module."""
+    source = path.read_text(encoding="utf-8")
+    return _imports_in(source, name, is_package=path.name == "__init__.py")
+
+
+def _imports_in(source: str, name: str, *, is_package: bool) -> Iterator[tuple[str, int]]:
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .x import y
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:  # `from model import errors` imports model.errors
+                full = f"{base}.{alias.name}"
+                yield (full if full in MODULES else base), node.lineno
+
+
+def _project_module(imported: str) -> str | None:
+    """The project module an import names (`model.errors.printable` -> model.errors)."""
+    while imported and imported not in MODULES:
+        imported = imported.rpartition(".")[0]
+    return imported or None
+
+
+def _layer(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_every_layer_is_found() -> None:
+    assert {_layer(m) for m in MODULES} == set(LAYERS) - {"service"}
+    assert len(MODULES) > 100
+
+
+def test_every_form_of_import_is_read() -> None:
+    source = (
+        "import model.cluster\n"
+        "from solvers import options\n"
+        "from . import hail\n"
+        "from .sources import source_of\n"
+        "def later():\n"
+        "    from service.locking import LockManager\n"
+    )
+    found = sorted(_imports_in(source, "programs.info", is_package=False))
+    assert found == [
+        ("model.cluster", 1),
+        ("programs.hail", 3),
+        ("programs.sources", 4),
+        ("service.locking", 6),
+        ("solvers.options", 2),
+    ]
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = [
+        f"{MODULES[name].relative_to(REPO)}:{line}: {name} imports {imported}"
+        for name in MODULES
+        for imported, line in _imports(name, MODULES[name])
+        if imported.split(".")[0] in RANK and RANK[imported.split(".")[0]] > RANK[_layer(name)]
+    ]
+    assert upward == []
+
+
+def test_pyomo_and_the_solvers_only_under_formulations_and_solvers() -> None:
+    outside = [
+        f"{MODULES[name].relative_to(REPO)}:{line}: {name} imports {imported}"
+        for name in MODULES
+        if _layer(name) not in MAY_IMPORT_SOLVER_PACKAGES
+        for imported, line in _imports(name, MODULES[name])
+        if imported.split(".")[0] in SOLVER_PACKAGES
+    ]
+    assert outside == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _graph(key: Callable[[str], str]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in MODULES.items():
+        for imported, _ in _imports(name, path):
+            target = _project_module(imported)
+            if target is not None and target != name and key(target) != key(name):
+                graph[key(name)].add(key(target))
+    return graph
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert _cycles(_graph(lambda name: name)) == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    assert _cycles(_graph(_layer)) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -301,12 +301,10 @@ def define_fairness(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
     weight = {(f, s): w for f, s, w in p.fair_members}
     m.F = pyo.Set(initialize=range(len(groups)), ordered=True)
     m.FS = pyo.Set(initialize=[(f, s) for f, s, _ in p.fair_members], dimen=2, ordered=True)
-    # k_f <= capacity // W_f, as T_f = W_f k_f + r_f fits the disks: w_s k_f stays below the
-    # capacity however far apart the weights are (solvers/strategies/partition.py, weight limits)
     m.share_unit = pyo.Var(
         m.F,
         domain=pyo.NonNegativeIntegers,
-        bounds=lambda _m, f: (0, p.capacity_mib // groups[f].weight_sum),
+        bounds=(0, p.capacity_mib // min(min(g.weights) for g in groups) if groups else 0),
     )
     m.group_rest = pyo.Var(
         m.F, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f: (0, groups[f].weight_sum - 1)

@@ -4,7 +4,6 @@ key, within its bound; and the memory quota covers parsing (docs/reliability.md,
 
 from __future__ import annotations
 
-import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -30,10 +29,8 @@ HOSTILE = [
     ("huge range", "range(0, 1000000000).len()", "time limit"),
     # 10^8 elements, ~25 s unbounded: 3000 x 3000 took 2.3 s, a coin toss against the 2 s limit
     ("huge range", "range(0, 10000).select(range(0, 10000)).flatten().len()", "time limit"),
-    ("huge power", "pow(7, 100000000)", "memory quota"),
+    ("huge power", "pow(7, 100000000)", "time limit"),
     ("huge power", "pow(2, 100000000) + 1", "memory quota"),
-    # 2 GB and 6.3 s before yaql's quota saw the result (issue 40, item 6)
-    ("huge shift", "shiftBitsLeft(1, 16000000000)", "memory quota"),
     ("regex", "regex('(a+)+$').matches('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!')",
      'Unknown function "regex"'),
     ("regex", "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!' =~ '(a+)+$'", "Unknown function"),
@@ -79,7 +76,6 @@ def test_memory_quota_covers_parsing() -> None:
     """A 1 MB string literal took 392 MB and 3.4 s to parse; it is now refused unparsed, and
     the longest expression accepted parses within the quota."""
     sandbox = YaqlSandbox()
-    sandbox.evaluate("1", {})  # the engine is built at the first expression: not measured
     longest = LIMITS.max_expression_chars
     assert longest == LIMITS.memory_quota_bytes // PARSE_BYTES_PER_CHAR == 2500
     for size, accepted in ((1_000_000, False), (longest - 2, True)):
@@ -110,70 +106,6 @@ def test_all_expressions_of_a_schema_share_one_time_bound() -> None:
         except YaqlError as err:
             reasons.append(err.reason)
     assert time.perf_counter() - start < 2
-    assert reasons[:2] == ["stopped after 0.3 s (time limit of one expression)"] * 2
+    assert reasons[:2] == ["stopped after 0.3 s (time limit)"] * 2
     assert reasons[2].startswith(("stopped after 0.", "the expressions together"))  # what is left
     assert reasons[-1].startswith("the expressions together used up their 0.7 s")
-
-
-@pytest.mark.parametrize("in_thread", [False, True])
-def test_the_file_s_budget_is_named_when_it_stops_an_expression(in_thread: bool) -> None:
-    """Stopped by what was left of the schema's budget, not by its own 2 s: the message says
-    so (it said "stopped after 0.32 s (time limit)" after 31 s; issue 40, item 7). Off the
-    main thread the expression runs in a child process, whose time-out is named alike."""
-    sandbox = YaqlSandbox(YaqlLimits(time_limit_s=60.0, total_time_s=0.3))
-    burn = "range(0, 9000).select(range(0, 9000).sum()).sum()"
-    reasons: list[str] = []
-
-    def run() -> None:
-        try:
-            sandbox.evaluate(burn, {})
-        except YaqlError as err:
-            reasons.append(err.reason)
-
-    if in_thread:
-        worker = threading.Thread(target=run)
-        worker.start()
-        worker.join()
-    else:
-        run()
-    (reason,) = reasons
-    assert reason.startswith("stopped after 0.3 s, when the 0.3 s for all yaql expressions of "
-                             "the file ran out"), reason  # fmt: skip
-    assert reason.endswith("time limit of all expressions)"), reason
-
-
-@pytest.mark.parametrize(
-    "expression",
-    ["shiftBitsLeft(1, 80000000)", "pow(2, 80000000)", "pow(-3, 50000000)", "pow(7, 3000000)"],
-)
-def test_integer_results_are_held_to_the_quota_before_they_exist(expression: str) -> None:
-    """yaql checks a value against the quota once it is made: these made 10 MB (and
-    `shiftBitsLeft(1, 16000000000)` 2 GB) first. Now the size is computed from the arguments
-    and the result is never made."""
-    sandbox = YaqlSandbox()
-    sandbox.evaluate("1 + 1", {})  # the engine and its parser tables, outside the measure
-    tracemalloc.start()
-    try:
-        with pytest.raises(YaqlError, match="more than the memory quota of 1000000 bytes"):
-            sandbox.evaluate(expression, {})
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak <= LIMITS.memory_quota_bytes, peak
-
-
-@pytest.mark.parametrize(
-    ("expression", "value"),
-    [
-        ("shiftBitsLeft(1, 7000000) = pow(2, 7000000)", True),
-        ("shiftBitsLeft(3, 4)", 48),
-        ("shiftBitsLeft(0, 16000000000)", 0),
-        ("pow(3, 2, 5)", 4),
-        ("pow(2, 100000000, 7)", 2),
-        ("pow(2, -1)", 0.5),
-        ("pow(1, 16000000000)", 1),
-        ("pow(-1, 16000000001)", -1),
-    ],
-)
-def test_bounded_functions_answer_as_yaql_does_below_the_quota(expression: str, value) -> None:
-    assert YaqlSandbox().evaluate(expression, {}) == value

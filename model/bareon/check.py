@@ -13,18 +13,10 @@ from model.bareon.schema import (
     Layout,
     Overheads,
     PartitionProblem,
-    exact_weight,
-    fair_group_members,
     fairness_groups,
     order_coefficients,
-    shown_weight,
     space_order_weights,
 )
-
-#: Totals of a fairness group the infeasibility diagnosis tries one by one at most; past them
-#: it keeps the lower bound it has and leaves the rest to the solver (weights far apart, as
-#: 1 : 10^12, need up to twice their sum of steps: hours).
-GROUP_SCAN_STEPS = 100_000
 
 
 @dataclass(frozen=True)
@@ -86,20 +78,15 @@ def check_layout(
         if space.max_mib is not None and totals[s] > space.max_mib:
             bad.append(f"space {space.space_id}: {totals[s]} MiB > max {space.max_given:g} MiB")
 
-    # each share from the weights as the user wrote them, in exact rationals: never from the
-    # whole-number weights the model is built with (FairGroup), nor from Space.weight
-    for members in fair_group_members(problem):
-        weights = {i: exact_weight(spaces[i].weight_given) for i in members}
-        group_total = sum(totals[i] for i in members)
-        weight_sum = sum(weights.values())
-        for i in members:
-            share = group_total * weights[i] / weight_sum
-            if abs(totals[i] - share) >= 1:
-                written = " + ".join(shown_weight(spaces[k].weight_given) for k in members)
+    for group in fairness_groups(problem):
+        group_total = sum(totals[i] for i in group.space_indexes)
+        for i, w in zip(group.space_indexes, group.weights, strict=True):
+            # |T_s - share| < 1  <=>  |W * T_s - w * T_group| < W
+            if abs(group.weight_sum * totals[i] - w * group_total) >= group.weight_sum:
+                share = w * group_total / group.weight_sum
                 bad.append(
                     f"space {spaces[i].space_id}: {totals[i]} MiB is not within 1 MiB of its "
-                    f"weighted share {float(share):.2f} (weight "
-                    f"{shown_weight(spaces[i].weight_given)} of {written})"
+                    f"weighted share {share:.2f}"
                 )
 
     preferred = problem.preferred_disks
@@ -241,23 +228,8 @@ def _group_total_feasible(
     return low_sum <= total <= high_sum
 
 
-@dataclass(frozen=True)
-class GroupNeed:
-    """The least total a fairness group can have: exact, a lower bound only (the scan stopped
-    past the capacity or after GROUP_SCAN_STEPS), or None when no total honours its weights
-    inside its min/max."""
-
-    mib: int | None
-    exact: bool = True
-
-
-def group_minimum_mib(
-    problem: PartitionProblem, space_indexes, weights, capacity_mib: int | None = None
-) -> GroupNeed:
-    """Smallest total of a fairness group whose members can each be within 1 MiB of their
-    shares inside their common min/max, scanned from the least total that gives every member
-    a share above min - 1; past `capacity_mib` (no layout holds more) or GROUP_SCAN_STEPS,
-    the total reached is only a lower bound."""
+def group_minimum_mib(problem: PartitionProblem, space_indexes, weights) -> int | None:
+    """Smallest feasible total of a fairness group, None if its weights cannot fit min/max."""
     space = problem.spaces[space_indexes[0]]
     big = sum(weights)
     start = len(weights) * space.min_mib
@@ -266,51 +238,33 @@ def group_minimum_mib(
     end = start + 2 * big + len(weights)
     if space.max_mib is not None:
         end = min(end, len(weights) * space.max_mib)
-    if start > end:
-        return GroupNeed(None)
-    last = min(end, start + GROUP_SCAN_STEPS)
-    if capacity_mib is not None:
-        last = min(last, max(start, capacity_mib + 1))
-    for total in range(start, last + 1):
+    for total in range(start, end + 1):
         if _group_total_feasible(space.min_mib, space.max_mib, weights, total):
-            return GroupNeed(total)
-    if last == end:
-        return GroupNeed(None)
-    return GroupNeed(last + 1, exact=False)
+            return total
+    return None
 
 
 def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str | None:
     """One line naming the requirements that cannot hold together, computed from the data."""
-    capacity = sum(max(0, d.size_mib - overheads.disk_mib) for d in problem.disks)
     grouped: set[int] = set()
     minimum = 0
-    exact = True
-    # fairness groups whose weights ask more than their minimum sizes: (who, what they need)
-    raised: list[tuple[str, GroupNeed]] = []
     for group in fairness_groups(problem):
         grouped |= set(group.space_indexes)
-        need = group_minimum_mib(problem, group.space_indexes, group.weights, capacity)
+        need = group_minimum_mib(problem, group.space_indexes, group.weights)
         names = ", ".join(problem.spaces[i].space_id for i in group.space_indexes)
-        written = ", ".join(
-            shown_weight(problem.spaces[i].weight_given) for i in group.space_indexes
-        )
-        if need.mib is None:
+        if need is None:
+            shown = ", ".join(str(w) for w in group.weights)
             return (
-                f"the weights ({written}) of spaces {names} cannot be honoured within 1 MiB "
+                f"the weights ({shown}) of spaces {names} cannot be honoured within 1 MiB "
                 "inside their common min_size/max_size"
             )
-        minimum += need.mib
-        exact = exact and need.exact
-        if need.mib > sum(problem.spaces[i].min_mib for i in group.space_indexes):
-            weighted = " : ".join(
-                shown_weight(problem.spaces[i].weight_given) for i in group.space_indexes
-            )
-            raised.append((f"{names} weighted {weighted}", need))
+        minimum += need
     minimum += sum(s.min_mib for i, s in enumerate(problem.spaces) if i not in grouped)
     needing = [s.space_id for s in problem.spaces if s.min_mib > 0]
     lvs_needed = {s.space_id for s in problem.spaces if s.min_mib > 0}
     pvs = sum(1 for vg in problem.vgs if lvs_needed & set(vg.lv_ids))
     overhead = overheads.pv_mib * pvs
+    capacity = sum(max(0, d.size_mib - overheads.disk_mib) for d in problem.disks)
     if minimum + overhead > capacity:
         extra = ""
         if overheads.disk_mib or overheads.pv_mib:
@@ -319,26 +273,8 @@ def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str 
                 "per LVM physical volume)"
             )
         names = ", ".join(needing) if len(needing) <= 8 else ", ".join(needing[:8]) + ", ..."
-        at_least = "" if exact else "at least "
-        short = f"{at_least}{minimum + overhead - capacity} MiB{extra}"
-        if not raised:
-            return (
-                f"the minimum sizes of spaces {names} ({minimum} MiB) exceed the disks' "
-                f"capacity ({capacity} MiB) by {short}"
-            )
-        # each member within 1 MiB of its share: a small weight at its min_size asks its
-        # group for about min_size times the weights' sum over that weight
-        if len(raised) == 1 and raised[0][1].mib == minimum:
-            groups = raised[0][0]
-        else:
-            groups = "; ".join(
-                f"{who} need {'' if need.exact else 'at least '}{need.mib} MiB"
-                for who, need in raised
-            )
-        sizes = sum(s.min_mib for s in problem.spaces)
         return (
-            f"the minimum sizes of spaces {names} ({sizes} MiB) need {at_least}{minimum} MiB "
-            f"once their weights hold, each space within 1 MiB of its weighted share "
-            f"({groups}): more than the disks' capacity ({capacity} MiB) by {short}"
+            f"the minimum sizes of spaces {names} ({minimum} MiB) exceed the disks' capacity "
+            f"({capacity} MiB) by {minimum + overhead - capacity} MiB{extra}"
         )
     return None

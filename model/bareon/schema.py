@@ -7,9 +7,6 @@ spaces; ``size: 0`` means zero (the original ignored it); a non-integer size fro
 rounded to whole MiB in the direction that keeps the requirement (min and size up, max
 down); ``best_with_disks`` may also list disk ids, and an empty list means no preference;
 spaces with ``min_size == max_size`` are not tied by fairness (their size is fixed).
-
-A weight is the exact rational the number stands for (``exact_weight``: 0.1 is 1/10, a yaql
-``2 / 3.0`` is 2/3), never rounded: a weight of 1e-9 beside 1e6 is a ratio of 10^15, kept.
 """
 
 from __future__ import annotations
@@ -59,7 +56,7 @@ class Space:
     kind: str  # "lv" or "partition"
     min_mib: int
     max_mib: int | None
-    weight: Fraction  # exact_weight(weight_given): the ratio the user asked for, unrounded
+    weight: Fraction
     best_disks: frozenset[str]  # empty: no preference
     none_order: bool = False
     mount: str | None = None
@@ -67,7 +64,6 @@ class Space:
     # The values as written (after yaql), for the LP-floor baseline that mimics the original.
     min_given: float = 0.0
     max_given: float | None = None
-    weight_given: int | float = 1
 
     @property
     def has_preference(self) -> bool:
@@ -402,9 +398,11 @@ def _read_schema(
             )
         weight_raw = item.get("weight", 1)
         weight_raw = 1 if weight_raw is None else weight_raw
-        weight_given = _number(
-            weight_raw, f"space {space_id!r}: weight", source, key_lines.get("weight", line)
-        )
+        weight = Fraction(
+            _number(
+                weight_raw, f"space {space_id!r}: weight", source, key_lines.get("weight", line)
+            )
+        ).limit_denominator(1_000_000)
         best = _best_disks(
             item.get("best_with_disks"),
             disk_ids,
@@ -418,14 +416,13 @@ def _read_schema(
                 kind=ELASTIC_TYPES[kind],
                 min_mib=min_mib,
                 max_mib=max_mib,
-                weight=exact_weight(weight_given),
+                weight=weight,
                 best_disks=best,
                 none_order=bool(item.get("none_order", False)),
                 mount=_opt_str(item.get("mount")),
                 fs_type=_opt_str(item.get("fs_type")),
                 min_given=float(min_size),
                 max_given=None if max_size is None else float(max_size),
-                weight_given=weight_given,
             )
         )
     vgs = _volume_groups(containers, spaces, source, notes)
@@ -436,39 +433,6 @@ def _read_schema(
         "notes": tuple(notes),
         "source": source,
     }
-
-
-def exact_weight(value: int | float) -> Fraction:
-    """The simplest fraction the number stands for: an int as it is; a float as the fraction
-    with the smallest denominator that reads back as that float (0.1 is 1/10, 1e-9 is
-    1/10^9, 0.3333333333333333 is 1/3), so a weight written in decimal, or computed by yaql
-    as a quotient, keeps the ratio the user meant, with nothing rounded away.
-    """
-    if isinstance(value, int) or value == 0:
-        return Fraction(value)
-    exact = Fraction(value)
-    below = Fraction(math.nextafter(value, -math.inf))
-    above = Fraction(math.nextafter(value, math.inf))
-    # every number strictly between the midpoints to the neighbouring floats reads as `value`
-    return _simplest_between((below + exact) / 2, (exact + above) / 2)
-
-
-def _simplest_between(low: Fraction, high: Fraction) -> Fraction:
-    """The fraction with the smallest denominator strictly between 0 <= low < high (Stern-Brocot:
-    take the integer part, then the simplest reciprocal of what is left)."""
-    whole = math.floor(low)
-    if whole + 1 < high:
-        return Fraction(whole + 1)
-    if low == whole:  # (whole, high): whole + 1/y for the smallest y > 1/(high - whole)
-        return whole + Fraction(1, math.floor(1 / (high - whole)) + 1)
-    return whole + 1 / _simplest_between(1 / (high - whole), 1 / (low - whole))
-
-
-def shown_weight(value: int | float) -> str:
-    """A weight as the user wrote it (a float that is a whole number without its '.0')."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return repr(value)
 
 
 def _optional_number(
@@ -625,22 +589,18 @@ class FairGroup:
         return sum(self.weights)
 
 
-def fair_group_members(problem: PartitionProblem) -> tuple[tuple[int, ...], ...]:
-    """The spaces tied by weight, group by group: bareon-allocator's grouping (equal min, max
-    and preferred disks), minus fixed-size spaces (nothing to share) and weight 0."""
+def fairness_groups(problem: PartitionProblem) -> tuple[FairGroup, ...]:
+    """bareon-allocator's grouping, minus fixed-size spaces (nothing to share) and weight 0."""
     groups: dict[tuple, list[int]] = {}
     for index, space in enumerate(problem.spaces):
-        if space.fixed or space.weight_given == 0:  # the number as written: the checker's too
+        if space.fixed or space.weight == 0:
             continue
         key = (space.min_mib, space.max_mib, space.best_disks)
         groups.setdefault(key, []).append(index)
-    return tuple(tuple(members) for members in groups.values() if len(members) >= 2)
-
-
-def fairness_groups(problem: PartitionProblem) -> tuple[FairGroup, ...]:
-    """Each group of fair_group_members with its exact weights scaled to coprime integers."""
     out = []
-    for members in fair_group_members(problem):
+    for members in groups.values():
+        if len(members) < 2:
+            continue
         fractions = [problem.spaces[i].weight for i in members]
         scale = math.lcm(*(f.denominator for f in fractions))
         ints = [int(f * scale) for f in fractions]

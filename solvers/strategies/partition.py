@@ -24,30 +24,10 @@ from formulations import partition as form
 from formulations.partition import LayoutProblem, LayoutValues, Stage
 from model.bareon.check import CheckReport, check_layout, diagnose_infeasible
 from model.bareon.outputs import allocator_document
-from model.bareon.schema import (
-    ALLOCATOR_OVERHEADS,
-    Layout,
-    Overheads,
-    PartitionProblem,
-    shown_weight,
-)
-from model.errors import CheckFailedError, InfeasibleError, InputError, SolverError
+from model.bareon.schema import ALLOCATOR_OVERHEADS, Layout, Overheads, PartitionProblem
+from model.errors import CheckFailedError, InfeasibleError, SolverError
 from solvers import Status, Stopwatch, solve, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-
-#: The largest sum of a fairness group's whole-number weights (FairGroup.weight_sum: the
-#: exact weights scaled to coprime integers) each solver is given. The fairness rows
-#: W y_s - w_s r <= W - 1 (formulations/partition.py, define_fairness) tell a share within
-#: 1 MiB from one a MiB further by 1 in a row of terms up to W^2.
-#: HiGHS takes integers within its integrality tolerance (1e-6, solvers/highs_backend.py):
-#: y_s and r that far off move the row by (W + w_s) 1e-6, which must stay well below 1, so
-#: 10^5 (at most 0.2). Far beyond it HiGHS fails on valid schemas: with weights 10^12 and
-#: 239912936683 it called a schema infeasible that has a layout, and with 1e-9 and 1e6
-#: (10^15 + 1) it returned a layout twice the disk's size (the checker refused it).
-#: CP-SAT is exact in int64 and refuses a row whose terms may overflow: 2 W^2 < 2^63 holds
-#: up to W = 2.1e9, so 10^9.
-FAIR_WEIGHT_SUM_LIMIT = {"highs": 10**5, "cpsat": 10**9}
-SOLVER_NAMES = {"highs": "HiGHS", "cpsat": "CP-SAT"}
 
 
 @dataclass(frozen=True)
@@ -103,7 +83,6 @@ def solve_layout(
     if not problem.spaces:  # nothing to place: the empty layout is the only one
         return _empty_layout(lp)
     solver, time_limit, threads = options.solver, options.time_limit, options.threads
-    _weights_within_limit(lp, solver)
     lex_stages, placement = lp.stages[:-1], lp.stages[-1]
     if solver == "highs":
         attempts = [(aggregate, 0), (aggregate, 1), (False, 0), (False, 1)]
@@ -226,30 +205,6 @@ def solve_layout(
         build_s=build_s,
         solve_s=solve_s,
     )
-
-
-def _weights_within_limit(lp: LayoutProblem, solver: str) -> None:
-    """Refuse, in one line naming the weights and the limit, a fairness group whose exact
-    whole-number weights the solver cannot hold (FAIR_WEIGHT_SUM_LIMIT): never round them."""
-    limit = FAIR_WEIGHT_SUM_LIMIT[solver]
-    for group in lp.fair_groups:
-        if group.weight_sum <= limit:
-            continue
-        spaces = [lp.problem.spaces[i] for i in group.space_indexes]
-        others = [
-            f"{SOLVER_NAMES[other]} (--solver {other}) up to {bigger}"
-            for other, bigger in FAIR_WEIGHT_SUM_LIMIT.items()
-            if bigger >= group.weight_sum
-        ]
-        instead = f"; {', '.join(others)}" if others else ""
-        raise InputError(
-            f"spaces {', '.join(s.space_id for s in spaces)}: weights "
-            f"{', '.join(shown_weight(s.weight_given) for s in spaces)} are "
-            f"{' : '.join(str(w) for w in group.weights)} in whole numbers, whose sum "
-            f"{group.weight_sum} is more than the {limit} {SOLVER_NAMES[solver]} holds exactly "
-            f"in a fairness tie{instead}: write weights closer together or with fewer digits",
-            source=lp.problem.source or None,
-        )
 
 
 def _checked(lp: LayoutProblem, layout: Layout) -> CheckReport:

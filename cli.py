@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "keep exalloc loaded and answer exalloc-hail calls over a Unix socket",
     ),
     "squeeze": ("squeeze", "power nodes down (or standby nodes up), like hsqueeze"),
+    "roll": ("roll", "rolling reboots in the fewest rounds, proven, like hroller"),
     "n1": ("n1", "exact N+1 health: can every node's failure be absorbed by its group?"),
     "redistribute": (
         "redistribute",

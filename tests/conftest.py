@@ -28,13 +28,15 @@ class Ganeti:
     hbal: Path
     hspace: Path
     hsqueeze: Path
+    hroller: Path
     data_dir: Path  # test/data/htools: *.data snapshots and hail-*.json requests
     shelltests_dir: Path  # test/hs/shelltests: htools-*.test
 
 
 def _find() -> Ganeti | None:
     hail = Path("/usr/lib/ganeti/iallocators/hail")
-    tools = {name: shutil.which(name) for name in ("hinfo", "hbal", "hspace", "hsqueeze")}
+    names = ("hinfo", "hbal", "hspace", "hsqueeze", "hroller")
+    tools = {name: shutil.which(name) for name in names}
     data_dir = TESTSUITE / "test/data/htools"
     if not hail.exists() or None in tools.values() or not data_dir.is_dir():
         return None

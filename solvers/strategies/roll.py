@@ -1,0 +1,373 @@
+"""The fewest reboot rounds, proven (docs/roll.md, "How it is solved").
+
+1. Every node must be able to reboot on its own (a round of one): a node that cannot makes
+   the question impossible, said as hroller says it, with the reason.
+2. Lower bounds: the largest clique of conflicting nodes found, and the rounds a receiving
+   node's memory forces (`model.roll.memory_bound`).
+3. Plans: a first-fit colouring under the round rules (`greedy_rounds`) and the plans the
+   caller knows (hroller's rounds, restricted to the considered nodes), each round packed
+   exactly; the fewest rounds among them is the start.
+4. When the start does not meet the bound, the colouring model (formulations/roll.py) is
+   solved (CP-SAT unless `--solver` says otherwise), hinted with the start; each round of its
+   answer is packed (first fit, else the exact packing model) and a round that cannot be
+   packed is cut off and the model solved again.
+
+A plan is proven optimal when its rounds meet a bound: the combinatorial one, or the solver's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from formulations import roll as form
+from model.roll import (
+    PRIMARY,
+    RollProblem,
+    RoundPlan,
+    Step,
+    first_fit_round,
+    infeasible,
+    largest_clique,
+    memory_bound,
+    rooms_after_migrations,
+    round_items,
+)
+from solvers import Status, Stopwatch, solve_lexicographic
+from solvers.lexicographic import open_session
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+BOUND = "bound"  # the start meets the lower bound: no model needed
+MODEL = "model"
+
+
+@dataclass(frozen=True)
+class RollPlan:
+    """The rounds (each packed), how good they are and how that was shown."""
+
+    rounds: tuple[RoundPlan, ...]  # in the order found (the program orders them for output)
+    status: str
+    bound: int
+    clique: tuple[str, ...]
+    memory_bound: int
+    memory_node: str | None
+    start_rounds: int  # the best plan before the model
+    method: str
+    solver: str | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    cuts: int = 0
+    packings: int = 0  # rounds packed by the exact packing model (first fit stuck)
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def objective(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def gap(self) -> float:
+        return (self.objective - self.bound) / max(self.objective, 1)
+
+
+@dataclass
+class _Packer:
+    """Packs rounds: first fit, else the exact packing model; counts what it did."""
+
+    problem: RollProblem
+    options: SolverOptions
+    exact: int = 0
+    unproven: int = 0  # packings the time limit stopped undecided (taken as impossible)
+
+    def pack(self, members: Sequence[str]) -> RoundPlan | None:
+        plan = first_fit_round(self.problem, members)
+        if plan is not None:
+            return plan
+        return self._exact(members)
+
+    def _exact(self, members: Sequence[str]) -> RoundPlan | None:
+        after = rooms_after_migrations(self.problem, members)
+        if after is None:
+            return None
+        rooms, steps = after
+        rooms = rooms.all()
+        items = round_items(self.problem, members)
+        self.exact += 1
+        with Stopwatch() as sw:
+            m, shapes = form.build_packing(items, rooms, self.problem.groups)
+        lex = solve_lexicographic(
+            m, form.packing_objectives(m), **_kwargs(self.options), build_s=sw.seconds
+        )
+        placed_all = lex.has_solution and round(lex.objective[0]) == len(items)
+        if not placed_all:
+            if lex.status is not Status.OPTIMAL and lex.status is not Status.INFEASIBLE:
+                self.unproven += 1
+            return None
+        placed = form.packing_solution(m, shapes)
+        order = {id(i): k for k, i in enumerate(items)}
+        placed.sort(key=lambda p: order[id(p[0])])
+        steps += [Step(i.kind, i.index, i.name, i.source, t) for i, t in placed]
+        return RoundPlan(tuple(members), tuple(steps))
+
+
+def _kwargs(options: SolverOptions) -> dict:
+    kw = options.kwargs()
+    if not options.solver_given:
+        kw["solver"] = "cpsat"
+    return kw
+
+
+def greedy_rounds(
+    problem: RollProblem, packer: _Packer, target: int | None = None
+) -> list[RoundPlan]:
+    """A DSatur colouring under the round rules: next the node whose conflicting nodes are
+    in the most rounds (then the most conflicts, the most migration memory), into the first
+    round it conflicts with nobody in and whose receiving nodes and groups still have the
+    room, or, with `target` rounds open from the start, into the one that leaves its
+    receiving nodes the most room (a balanced colouring, which meets tight memory bounds
+    first fit misses). Each round is then packed, a round that cannot be packed giving up
+    its last nodes to later rounds."""
+    adj = problem.neighbours()
+    loads = problem.loads() if problem.rules.migrations else {}
+    by_primary: dict[str, list[tuple[str, int]]] = {}
+    for s, per in loads.items():
+        for p, w in per.items():
+            by_primary.setdefault(p, []).append((s, w))
+    need: dict[str, tuple[str, int, int]] = {}
+    for v in problem.nodes:
+        items = problem.items.get(v, ())
+        mem = sum(i.memory_mib for i in items if i.kind == PRIMARY)
+        dsk = sum(i.disk_mib for i in items)
+        need[v] = (problem.rooms[v].group, mem, dsk)
+    totals: dict[str, list[int]] = {}
+    for g, ns in problem.groups.items():
+        totals[g] = [
+            sum(max(0, problem.rooms[n].memory_mib) for n in ns),
+            sum(max(0, problem.rooms[n].disk_mib) for n in ns),
+        ]
+    position = {v: k for k, v in enumerate(problem.nodes)}
+    order = sorted(
+        problem.nodes,
+        key=lambda v: (-len(adj[v]), -sum(w for _, w in by_primary.get(v, ())), position[v]),
+    )
+
+    @dataclass
+    class Round:
+        members: list[str] = field(default_factory=list)
+        used: dict[str, int] = field(default_factory=dict)
+        room: dict[str, list[int]] = field(default_factory=dict)
+
+    def fits_in(r: Round, v: str) -> bool:
+        if adj[v] & set(r.members):
+            return False
+        for s, w in by_primary.get(v, ()):
+            if r.used.get(s, 0) + w > problem.rooms[s].memory_mib:
+                return False
+        g, mem, dsk = need[v]
+        room = r.room.get(g, totals.get(g, [0, 0]))
+        own = problem.rooms[v]
+        return mem + max(0, own.memory_mib) <= room[0] and dsk + max(0, own.disk_mib) <= room[1]
+
+    def add(r: Round, v: str) -> None:
+        r.members.append(v)
+        for s, w in by_primary.get(v, ()):
+            r.used[s] = r.used.get(s, 0) + w
+            gs = problem.rooms[s].group
+            r.room.setdefault(gs, list(totals.get(gs, [0, 0])))[0] -= w
+        g, mem, dsk = need[v]
+        own = problem.rooms[v]
+        room = r.room.setdefault(g, list(totals.get(g, [0, 0])))
+        room[0] -= mem + max(0, own.memory_mib)
+        room[1] -= dsk + max(0, own.disk_mib)
+
+    def slack(r: Round, v: str) -> float:
+        rooms = [
+            (problem.rooms[s].memory_mib - r.used.get(s, 0) - w)
+            / max(problem.rooms[s].memory_mib, 1)
+            for s, w in by_primary.get(v, ())
+        ]
+        return min(rooms, default=0.0) - len(r.members) * 1e-9
+
+    def place(rounds: list[Round], v: str, start: int = 0) -> None:
+        fitting = [r for r in rounds[start:] if fits_in(r, v)]
+        if fitting:
+            add(max(fitting, key=lambda r: slack(r, v)) if target else fitting[0], v)
+            return
+        r = Round()
+        add(r, v)
+        rounds.append(r)
+
+    rounds: list[Round] = [Round() for _ in range(target or 0)]
+    round_of: dict[str, int] = {}
+    seen: dict[str, set[int]] = {v: set() for v in problem.nodes}
+    rank = {v: k for k, v in enumerate(order)}
+    heap = [(0, rank[v], v) for v in order]  # DSatur: most distinct neighbour rounds first
+    while heap:
+        neg, _, v = heapq.heappop(heap)
+        if v in round_of or -neg != len(seen[v]):
+            continue
+        place(rounds, v)
+        k = next(i for i, r in enumerate(rounds) if r.members and r.members[-1] == v)
+        round_of[v] = k
+        for w in adj[v]:
+            if w not in round_of and k not in seen[w]:
+                seen[w].add(k)
+                heapq.heappush(heap, (-len(seen[w]), rank[w], w))
+    plans: list[RoundPlan] = []
+    k = 0
+    rounds = [r for r in rounds if r.members]
+    while k < len(rounds):
+        r = rounds[k]
+        members = sorted(r.members, key=position.__getitem__)
+        plan = packer.pack(members)
+        spill: list[str] = []
+        kept = list(r.members)
+        while plan is None:
+            spill.append(kept.pop())
+            members = sorted(kept, key=position.__getitem__)
+            plan = packer.pack(members)
+        plans.append(plan)
+        for v in spill:  # into a later round (rounds after k were not packed yet)
+            place(rounds, v, start=k + 1)
+        k += 1
+    return plans
+
+
+def _packed(packer: _Packer, rounds: Sequence[Sequence[str]]) -> list[RoundPlan] | None:
+    out = []
+    for r in rounds:
+        plan = packer.pack(r)
+        if plan is None:
+            return None
+        out.append(plan)
+    return out
+
+
+def plan(
+    problem: RollProblem,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    known: Sequence[Sequence[Sequence[str]]] = (),
+) -> RollPlan:
+    """The fewest rounds for `problem`, proven when the bound is met; `known` are plans
+    to start from (rounds of considered nodes), used when every round of one can be packed."""
+    started = time.perf_counter()
+    deadline = options.deadline()
+    packer = _Packer(problem, options)
+    blocked = [v for v in problem.nodes if packer.pack([v]) is None]
+    if blocked:
+        raise infeasible(problem, blocked)
+    clique = largest_clique(problem)
+    mem_rounds, mem_node = memory_bound(problem)
+    bound = max(len(clique), mem_rounds, 1 if problem.nodes else 0)
+    best = greedy_rounds(problem, packer)
+    for target in range(bound, len(best)):
+        balanced = greedy_rounds(problem, packer, target)
+        if len(balanced) < len(best):
+            best = balanced
+            break
+    for rounds in known:
+        if sorted(v for r in rounds for v in r) != sorted(problem.nodes):
+            continue  # not a plan of these nodes (hroller gave up, or rounds of others)
+        packed = _packed(packer, [r for r in rounds if r])
+        if packed is not None and len(packed) < len(best):
+            best = packed
+    common = dict(
+        bound=bound,
+        clique=clique,
+        memory_bound=mem_rounds,
+        memory_node=mem_node,
+        start_rounds=len(best),
+    )
+    if len(best) <= bound:
+        return RollPlan(
+            tuple(best),
+            str(Status.OPTIMAL),
+            method=BOUND,
+            packings=packer.exact,
+            seconds=time.perf_counter() - started,
+            **common,
+        )
+    return _solve(problem, options, packer, best, deadline, started, common)
+
+
+def _solve(
+    problem: RollProblem,
+    options: SolverOptions,
+    packer: _Packer,
+    best: list[RoundPlan],
+    deadline: float | None,
+    started: float,
+    common: dict,
+) -> RollPlan:
+    """Is there a plan of k rounds, for k from the bound up to one less than the best plan
+    known? The first k with one is the optimum; each k without one raises the bound. (A
+    feasibility question per k was measured faster than minimising over the best plan's
+    rounds: docs/roll.md, "How it is solved".)"""
+    kw = _kwargs(options)
+    build_s, solve_s, cuts = 0.0, 0.0, 0
+    status, bound = Status.FEASIBLE, common["bound"]
+    stopped = False
+    for k in range(bound, len(best)):
+        layout = form.layout_of(problem, common["clique"], k, k)
+        with Stopwatch() as sw:
+            m = form.build(problem, layout)
+            objective = form.objectives(m, problem)[0]
+        build_s += sw.seconds
+        session = open_session(kw["solver"], m, kw["mip_gap"], kw["threads"], 0)
+        try:
+            session.set_objective(objective.expr, objective.sense)
+            found = None
+            while True:
+                left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+                res = session.solve(time_limit=left, build_s=0.0)
+                solve_s += res.solve_s
+                if res.status is Status.INFEASIBLE:
+                    bound = k + 1  # no plan of k rounds
+                    break
+                if not res.has_solution:
+                    stopped = True
+                    break
+                rounds = form.solution(m, problem)
+                packed, failed = [], None
+                for r in rounds:
+                    p = packer.pack(r)
+                    if p is None:
+                        failed = r
+                        break
+                    packed.append(p)
+                if failed is None:
+                    found = packed
+                    break
+                for expr, lb, ub in form.cut_rows(m, failed):
+                    session.add_bound(expr, lb, ub)
+                cuts += 1
+                if deadline is not None and time.perf_counter() >= deadline:
+                    stopped = True
+                    break
+        finally:
+            session.close()
+        if found is not None:
+            best = found
+            break
+        if stopped:
+            break
+    if len(best) <= bound and not packer.unproven:
+        status = Status.OPTIMAL
+    elif packer.unproven:
+        status, bound = Status.FEASIBLE, common["bound"]  # a cut may rest on an undecided packing
+    common = {**common, "bound": min(bound, len(best))}
+    return RollPlan(
+        tuple(best),
+        str(status),
+        method=MODEL,
+        solver=kw["solver"],
+        build_s=build_s,
+        solve_s=solve_s,
+        cuts=cuts,
+        packings=packer.exact,
+        seconds=time.perf_counter() - started,
+        **common,
+    )

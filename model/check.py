@@ -9,7 +9,9 @@ Entry points:
   multi-allocate, dedicated or not), objectives include the dedicated lost-allocation
   vectors (docs/htools-facts.md §3);
 * `check_moves(cluster, moves, powered_off=..., powered_on=..., probe=...)`: a rebalancing or
-  squeeze plan; `check_squeeze` is its hsqueeze-shaped wrapper.
+  squeeze plan; `check_squeeze` is its hsqueeze-shaped wrapper;
+* `check_space(problem, answer, n1_plans)`: hspace's new instances of one spec (model/space.py),
+  replayed one by one, with global N+1 by evacuation plans replayed on the final state.
 
 Placements and moves are applied in order; moved instances first leave their old nodes, so
 the check is on the final configuration, with htools' strict `addPri` / `addSec` semantics.
@@ -18,13 +20,14 @@ the check is on the final configuration, with htools' strict `addPri` / `addSec`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import Any
 
 from model.cluster import Cluster, Instance, ISpec
 from model.dedicated import allocation_vector
 from model.errors import CheckFailedError
+from model.n1 import EvacuationPlan, replay
 from model.resources import (
     InstanceDemand,
     Shortfall,
@@ -34,6 +37,7 @@ from model.resources import (
     probe_demand,
 )
 from model.score import cluster_score
+from model.space import SpaceAnswer, SpaceProblem, new_instance
 from model.state import (
     PRIMARY,
     SECONDARY,
@@ -592,3 +596,106 @@ def check_squeeze(
     objectives = dict(report.objectives)
     objectives["nodes_freed"] = objectives["nodes_powered_off"]
     return CheckReport(report.violations, objectives)
+
+
+# --- hspace's standard allocation (model/space.py) --------------------------------------------
+
+
+def check_space(
+    problem: SpaceProblem,
+    answer: SpaceAnswer,
+    n1_plans: Mapping[str, EvacuationPlan] | None = None,
+) -> CheckReport:
+    """Check new instances of one spec on top of a cluster, as hspace would add them.
+
+    From the input alone: every instance is new and named once; its primary is an online node
+    of a group hspace allocates in (not unallocable, not closed by the N+1 gate), passing the
+    group's policy; a drbd secondary is another online node of the same group; each instance
+    is added in order with htools' strict adds (`Node.addPriEx` / `addSecExEx`), every failed
+    check listed; at most `-l` instances, none when hspace stops for N+1. Under global N+1
+    (templates other than drbd with capacity checks), every node of each group that received
+    instances must have an evacuation plan that replays on the final state
+    (`model.n1.replay`). Objectives: `instances`, `by_group` and `final_state` (the cluster
+    the replay ends in).
+    """
+    state = problem.state
+    opts = problem.options
+    cluster = state.cluster
+    closed = {name for name, _ in problem.unallocatable}
+    violations: list[Violation] = []
+    if problem.stopped and answer.placements:
+        violations.append(
+            Violation("n1", "hspace allocates nothing while a node fails N+1 already")
+        )
+    if opts.limit is not None and answer.count > opts.limit:
+        violations.append(Violation("limit", f"{answer.count} instances exceed -l {opts.limit}"))
+    seen = set(state.demands)
+    edit = StateEdit(state)
+    touched: set[str] = set()
+    # every new instance asks the same of its nodes: its demand read once, renamed
+    shape = state.demand(new_instance(answer.spec, opts.disk_template, opts.spindle_use))
+    for pl in answer.placements:
+        inst = new_instance(answer.spec, opts.disk_template, opts.spindle_use, pl.name)
+        d = replace(shape, name=pl.name)
+        if pl.name in seen:
+            violations.append(Violation("duplicate_instance", "name already in use", None, pl.name))
+        seen.add(pl.name)
+        roles = [("primary", pl.primary)]
+        if d.has_secondary:
+            if pl.secondary is None or pl.secondary == pl.primary:
+                violations.append(
+                    Violation("secondary", "drbd needs another node", pl.primary, pl.name)
+                )
+                continue
+            roles.append(("secondary", pl.secondary))
+        elif pl.secondary is not None:
+            violations.append(
+                Violation("secondary", f"{d.disk_template} has none", pl.secondary, pl.name)
+            )
+        bad = False
+        for role, node in roles:
+            if node not in state.nodes:
+                violations.append(Violation("unknown_node", f"no {role} node", node, pl.name))
+                bad = True
+                continue
+            st = edit.nodes[node]
+            group = cluster.group(st.group_uuid)
+            if st.offline:
+                violations.append(Violation("offline_node", f"{role} is offline", node, pl.name))
+            if group.name in closed:
+                violations.append(
+                    Violation("unallocable_group", f"group {group.name} is closed", node, pl.name)
+                )
+        if bad:
+            continue
+        if len(roles) == 2:
+            gp = edit.nodes[pl.primary].group_uuid
+            if edit.nodes[pl.secondary].group_uuid != gp:  # type: ignore[index]
+                violations.append(
+                    Violation("group", "secondary in another group", pl.secondary, pl.name)
+                )
+        violations += _policy_violations(state, d, pl.primary)
+        touched.add(edit.nodes[pl.primary].group_uuid)
+        # htools' strict adds; only a refused one is listed check by check
+        if edit.place(d, pl.primary, pl.secondary) is not None:
+            _, found = _place(edit, d, pl.primary, pl.secondary, True)
+            violations += found
+        # the record, so that the final state's snapshot (-S) lists the instance
+        edit.added[pl.name] = replace(inst, primary=pl.primary, secondary=pl.secondary)
+    final = edit.state()
+    if problem.global_n1:
+        plans = n1_plans or {}
+        for g in sorted(touched):
+            for node in problem.n1_scope.get(g, ()):
+                plan = plans.get(node)
+                why = "no evacuation plan" if plan is None else replay(final, plan)
+                if why is not None:
+                    violations.append(
+                        Violation("global_n1", f"its failure is not absorbed: {why}", node)
+                    )
+    objectives = {
+        "instances": answer.count,
+        "by_group": answer.by_group(state),
+        "final_state": final,
+    }
+    return CheckReport(tuple(violations), objectives)

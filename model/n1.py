@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from model.capacity import DISK, MEMORY, SPINDLES, hard_rows, max_total_vcpus
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES
 from model.resources import FailMode, MoveKind, check_migration, policy_shortfall
-from model.state import ClusterState
+from model.state import ClusterState, StateEdit
 
 HARD = "hard"
 STRICT = "strict"
@@ -101,7 +101,7 @@ class Packing:
     failover_failure: str | None = None  # why, when it fails
 
 
-def _strict_vcpu_cap(state: ClusterState, name: str) -> int | None:
+def _strict_vcpu_cap(state: ClusterState | StateEdit, name: str) -> int | None:
     st = state.nodes[name]
     vmax = max_total_vcpus(st.total_cpus, st.vcpu_ratio)
     return None if vmax is None else vmax - st.used_vcpus
@@ -182,19 +182,19 @@ def packing_of(
             failovers.append(Step(inst, FAILOVER, secondary))
         else:
             others.append(inst)
-    after = state
+    edit = StateEdit(state)  # one working copy for all failovers
     for step in failovers:
-        moved = after.move(step.instance, MoveKind.FAILOVER, force=True)
-        if isinstance(moved, FailMode):
+        moved = edit.move(step.instance, MoveKind.FAILOVER, force=True)
+        if moved is not None:
             why = f"drbd instance {step.instance} cannot fail over to {step.target} ({moved}"
             if moved is FailMode.MEM:
-                need = after.demands[step.instance].memory_mib
-                free = after.nodes[step.target].unallocated_memory_mib
+                need = edit.demands[step.instance].memory_mib
+                free = edit.nodes[step.target].unallocated_memory_mib
                 why += f": needs {need} MiB, {free} MiB unallocated there"
             return Packing(node, group, mode, tuple(failovers), (), (), None, why + ")")
-        after = moved
-        if mode == STRICT and (why := _strict_violation(after, step.instance, step.target)):
+        if mode == STRICT and (why := _strict_violation(edit, step.instance, step.target)):
             return Packing(node, group, mode, tuple(failovers), (), (), None, why)
+    after = edit.state()
     names = targets_of(after, node, offline_targets=offline_targets)
     bins = tuple(_bin(after, n, mode) for n in names)
     by_name = {b.name: b for b in bins}
@@ -215,21 +215,27 @@ def packing_of(
             targets=(),
         )
         allowed = []
+        refused: dict[tuple[int, bool], bool] = {}  # the policy's verdict, per policy
         for n in names:
             target = after.nodes[n]
             if action == MIGRATE and check_migration(source, target) is not None:
                 continue
-            if action == RECREATE and policy_shortfall(
-                d, after.ipolicy_of(n), target.exclusive_storage
-            ):
-                continue
+            if action == RECREATE:
+                ipolicy = after.ipolicy_of(n)
+                key = (id(ipolicy), target.exclusive_storage)
+                if key not in refused:
+                    refused[key] = (
+                        policy_shortfall(d, ipolicy, target.exclusive_storage) is not None
+                    )
+                if refused[key]:
+                    continue
             if _admits(by_name[n], item):
                 allowed.append(n)
         items.append(replace(item, targets=tuple(allowed)))
     return Packing(node, group, mode, tuple(failovers), tuple(items), bins, after)
 
 
-def _strict_violation(state: ClusterState, instance: str, target: str) -> str | None:
+def _strict_violation(state: ClusterState | StateEdit, instance: str, target: str) -> str | None:
     """STRICT mode's extra checks on a node that just received a primary."""
     st = state.nodes[target]
     cap = _strict_vcpu_cap(state, target)
@@ -335,19 +341,19 @@ def replay(state: ClusterState, plan: EvacuationPlan, *, mode: str = HARD) -> st
     """The independent check of a plan: every step applied with htools' own moves and adds
     (soft errors ignored, as in htools' simulation; STRICT adds the vCPU and tag checks).
     None when every step passes and the node is left without primaries, else what failed."""
-    after = local_state(state, plan.node)
+    after = StateEdit(local_state(state, plan.node))  # one working copy for the whole plan
     for step in plan.steps:
         if step.target not in after.nodes:
             return f"{step.target} is not in the group of {plan.node}"
         inst = step.instance
-        if inst not in after.locations or after.location(inst)[0] != plan.node:
+        if inst not in after.locations or after.locations[inst][0] != plan.node:
             return f"{inst} is not a primary of {plan.node}"
         same_group = after.nodes[step.target].group_uuid == after.nodes[plan.node].group_uuid
         if step.action != FAILOVER and not same_group:
             return f"{step.target} is not in the group of {plan.node}"
         d = after.demands[inst]
         if step.action == FAILOVER:
-            if after.location(inst)[1] != step.target:
+            if after.locations[inst][1] != step.target:
                 return f"{inst} has no secondary on {step.target}"
             moved = after.move(inst, MoveKind.FAILOVER, force=True)
         elif step.action == MIGRATE:
@@ -356,15 +362,15 @@ def replay(state: ClusterState, plan: EvacuationPlan, *, mode: str = HARD) -> st
             moved = after.move(inst, MoveKind.FAILOVER_TO_ANY, step.target, force=True)
         elif step.action == RECREATE:
             target = after.nodes[step.target]
-            fail = policy_shortfall(d, after.ipolicy_of(step.target), target.exclusive_storage)
+            ipolicy = state.ipolicy_of(step.target)
+            fail = policy_shortfall(d, ipolicy, target.exclusive_storage)
             if fail is not None:
                 return f"{inst} on {step.target}: the group policy refuses it ({fail})"
             moved = after.relocate(inst, step.target, None, strict=False)
         else:
             return f"unknown action {step.action!r}"
-        if isinstance(moved, FailMode):
+        if moved is not None:
             return f"{inst} to {step.target}: {moved}"
-        after = moved
         if mode == STRICT and (why := _strict_violation(after, inst, step.target)):
             return why
     left = after.nodes[plan.node].primaries

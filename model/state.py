@@ -374,6 +374,20 @@ class StateEdit:
         self._forget(instance)
         return self
 
+    def move(
+        self, instance: str, kind: MoveKind, target: str | None = None, *, force: bool = False
+    ) -> FailMode | None:
+        """ClusterState.move, here: None when done, else its failure (nothing done)."""
+        primary, secondary = self.locations[instance]
+        d = self.demands[instance]
+        result = apply_move(self.nodes, d, primary, secondary, kind, target, force=force)
+        if isinstance(result, FailMode):
+            return result
+        self._own()
+        self.nodes.update(result.nodes)
+        self.locations[instance] = (result.primary, result.secondary)
+        return None
+
     def remove_and_place(
         self, instance: str, primary: str, secondary: str | None, strict: bool | None
     ) -> StateEdit | FailMode:

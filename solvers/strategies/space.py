@@ -1,0 +1,733 @@
+"""hspace's question answered exactly: the most new instances of one spec (docs/space.md).
+
+`standard(state, spec, options)` is the one call a program makes: it poses the problem
+(`model.space.space_problem`, the exact N+1 gate of `--independent-groups` decided here), solves
+the count model (formulations/space.py) and turns the counts into named instances:
+
+* drbd: the pairs come from a flow on each group (`model.space.pair_matrix`); when the counts
+  admit none, the flow's min cut becomes a row and the model is solved again;
+* other templates with capacity checks: the final state's global N+1 is decided exactly
+  (solvers/strategies/n1.py); a group that is not redundant before takes nothing (adding load
+  never restores redundancy), and each failure the final state does not survive is added to the
+  model as its exact re-placement (`add_failure`) before solving again. The model only ever
+  gains rows that every valid answer meets, so its optimum stays a bound and the first answer
+  that survives every failure is optimal.
+
+Every answer is replayed by the independent checker (`model.check.check_space`) before it is
+returned; the reason no further instance fits is read off the final state (`model.space.binding`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from formulations import space as form
+from model.check import check_space
+from model.errors import CheckFailedError
+from model.n1 import EvacuationPlan, Packing, packing_of
+from model.space import (
+    Binding,
+    SpaceAnswer,
+    SpaceOptions,
+    SpaceProblem,
+    Spec,
+    binding,
+    binding_text,
+    final_state,
+    greedy_counts,
+    pair_matrix,
+    placements_of,
+    space_problem,
+    with_node_status,
+)
+from model.state import ClusterState
+from solvers import Status, Stopwatch, solve_lexicographic
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.strategies.n1 import decide, decide_packing
+
+
+@dataclass(frozen=True)
+class SpaceResult:
+    """One phase's answer with its proof: status, bound, gap, times, and why no more fit."""
+
+    problem: SpaceProblem
+    answer: SpaceAnswer
+    final: ClusterState
+    status: str
+    bound: int | None
+    gap: float | None
+    build_s: float
+    solve_s: float
+    seconds: float
+    solves: int = 1
+    flow_cuts: int = 0
+    failures_added: int = 0
+    binding: tuple[Binding, ...] = ()
+    n1_plans: Mapping[str, EvacuationPlan] = field(default_factory=dict)
+    closed: Mapping[str, str] = field(default_factory=dict)  # group name -> why (global N+1)
+    reason: str | None = None  # why nothing could be tried (hspace's FailN1 stop)
+
+    @property
+    def count(self) -> int:
+        return self.answer.count
+
+    @property
+    def by_group(self) -> dict[str, int]:
+        return self.answer.by_group(self.problem.state)
+
+    def binding_text(self) -> str:
+        if self.reason is not None:
+            return self.reason
+        return binding_text(self.binding)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.answer.spec
+        return {
+            "spec": {
+                "memory_mib": s.memory_mib,
+                "disk_mib": s.disk_mib,
+                "vcpus": s.vcpus,
+                "spindles": s.spindles,
+                "disk_template": self.problem.options.disk_template,
+            },
+            "instances": self.count,
+            "status": self.status,
+            "bound": self.bound,
+            "gap": self.gap,
+            "build_s": round(self.build_s, 4),
+            "solve_s": round(self.solve_s, 4),
+            "seconds": round(self.seconds, 4),
+            "by_group": self.by_group,
+            "binding": self.binding_text(),
+            "binding_nodes": {b.kind: list(b.nodes) for b in self.binding},
+            "unallocatable": dict(self.problem.unallocatable) | dict(self.closed),
+            "placements": [
+                {"name": p.name, "primary": p.primary, "secondary": p.secondary}
+                for p in self.answer.placements
+            ],
+        }
+
+
+def group_redundancy(
+    state: ClusterState,
+    *,
+    online_only: bool,
+    offline_targets: bool = False,
+    options: SolverOptions = DEFAULT_OPTIONS,
+) -> dict[str, str]:
+    """The groups that are not globally N+1 redundant, decided exactly, with the first node
+    whose failure is not absorbed (`online_only`: offline nodes' failures are not asked, as
+    htools with `--accept-existing-errors`). An undecided node counts as not absorbed."""
+    out: dict[str, str] = {}
+    for g in state.cluster.groups:
+        for n, st in state.nodes.items():
+            if st.group_uuid != g.uuid or (online_only and st.offline):
+                continue
+            v = decide(state, n, offline_targets=offline_targets, options=options)
+            if v.evacuable is not True:
+                out[g.uuid] = f"node {n} cannot be evacuated: {v.reason}"
+                break
+    return out
+
+
+def problem_of(
+    state: ClusterState,
+    spec: Spec,
+    options: SpaceOptions,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+) -> SpaceProblem:
+    """The problem, the `--independent-groups` gate decided exactly."""
+    non_redundant = None
+    if options.independent_groups:
+        ns = with_node_status(state, options.offline, options.max_cpu, options.min_disk)
+        non_redundant = group_redundancy(
+            ns,
+            online_only=options.accept_existing_errors,
+            offline_targets=options.offline_targets,
+            options=solver,
+        )
+    return space_problem(state, spec, options, non_redundant)
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+
+
+def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS) -> SpaceResult:
+    """The largest count of new instances the problem admits, proven (or the bound and gap at
+    the time limit), checked; instances are named new-`problem.first_index` onwards."""
+    first_index = problem.first_index
+    start = time.perf_counter()
+    deadline = solver.deadline()
+    empty = SpaceAnswer(problem.spec, ())
+    if problem.stopped or not problem.rooms:
+        reason = "FailN1: a node fails N+1 already" if problem.stopped else problem.no_candidates
+        return SpaceResult(
+            problem, empty, problem.state, str(Status.OPTIMAL), 0, 0.0, 0.0, 0.0,
+            time.perf_counter() - start, solves=0, reason=reason,
+        )  # fmt: skip
+    targets = problem.options.offline_targets
+    closed: dict[str, str] = {}
+    packings: list[Packing] = []
+    if problem.global_n1:
+        for g, nodes in problem.n1_scope.items():
+            group_packings = []
+            for n in nodes:
+                pk = packing_of(problem.state, n, offline_targets=targets)
+                v = decide_packing(problem.state, pk, solver)
+                if v.evacuable is not True:
+                    closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
+                    break
+                group_packings.append(pk)
+            else:
+                packings += group_packings
+    closed_uuids = [g for g in problem.groups if problem.group_name(g) in closed]
+    with Stopwatch() as sw:
+        m = form.build(problem, packings, closed_uuids)
+    build_s, solve_s = sw.seconds, 0.0
+    solves = cuts = added = 0
+    order = list(problem.state.nodes)
+    quick = _quick_drbd(problem, m, solver, deadline, first_index) if problem.drbd else None
+    if quick is not None:
+        answer, lp_bound, lp_s = quick
+        solve_s += lp_s
+        if answer.count >= lp_bound:  # the relaxation's bound is met: optimal, no MIP
+            return _finish(
+                problem, answer, {}, str(Status.OPTIMAL), lp_bound, 0.0,
+                build_s, solve_s, start, 1, 0, 0, closed,
+            )  # fmt: skip
+    failures_in: set[str] = set()
+    while True:
+        lex = solve_lexicographic(
+            m,
+            form.objectives(m, problem),
+            **solver.within(_left(deadline)).kwargs(),
+            build_s=0.0,
+        )
+        solves += 1
+        solve_s += lex.solve_s
+        if not lex.has_solution:
+            return SpaceResult(
+                problem, empty, problem.state, str(lex.status), _bound(lex), None,
+                build_s, solve_s, time.perf_counter() - start, solves, cuts, added,
+                closed=closed,
+            )  # fmt: skip
+        x, z, _ = form.solution(m, problem)
+        pairs = None
+        if problem.drbd:
+            pairs, cut_groups = _pairs(problem, x, z)
+            if cut_groups:
+                with sw:
+                    for g, side in cut_groups:
+                        form.add_flow_cut(m, problem, side, g)
+                build_s = sw.seconds
+                cuts += len(cut_groups)
+                continue
+        answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order, first_index))
+        plans: dict[str, EvacuationPlan] = {}
+        if problem.global_n1:
+            final = final_state(problem, answer)
+            if isinstance(final, str):
+                raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
+            failing = _failures(problem, final, answer, plans, solver)
+            new = [f for f in failing if f not in failures_in]
+            if new:
+                with sw:
+                    for f in new:
+                        pk = packing_of(problem.state, f, offline_targets=targets)
+                        form.add_failure(m, problem, pk)
+                build_s = sw.seconds
+                failures_in.update(new)
+                added += len(new)
+                continue
+            if failing:
+                raise CheckFailedError(
+                    f"space: node {failing[0]} fails although its failure is in the model"
+                )
+        break
+    status, bound, gap = str(lex.status), _bound(lex), lex.gap[0]
+    if quick is not None and quick[0].count > answer.count:  # stopped short of the quick count
+        answer, bound = quick[0], min(v for v in (bound, quick[1]) if v is not None)
+        gap = (bound - answer.count) / max(answer.count, 1)
+    return _finish(
+        problem, answer, plans, status, bound, gap,
+        build_s, solve_s, start, solves, cuts, added, closed,
+    )  # fmt: skip
+
+
+def _finish(
+    problem: SpaceProblem,
+    answer: SpaceAnswer,
+    plans: dict[str, EvacuationPlan],
+    status: str,
+    bound: int | None,
+    gap: float | None,
+    build_s: float,
+    solve_s: float,
+    start: float,
+    solves: int,
+    cuts: int,
+    added: int,
+    closed: dict[str, str],
+) -> SpaceResult:
+    """The checked result: the independent checker replays the answer (it must pass), its
+    final state says why no more fit."""
+    report = check_space(problem, answer, plans)
+    report.raise_if_failed()
+    final = report.objectives["final_state"]
+    limited = problem.options.limit is not None and answer.count >= problem.options.limit
+    return SpaceResult(
+        problem, answer, final, status, bound, gap, build_s, solve_s,
+        time.perf_counter() - start, solves, cuts, added,
+        binding(problem, final, limited=limited), plans, closed,
+    )  # fmt: skip
+
+
+def _quick_drbd(
+    problem: SpaceProblem, m: Any, solver: SolverOptions, deadline: float | None, first: int
+) -> tuple[SpaceAnswer, int, float] | None:
+    """drbd: the model's linear relaxation bounds the count; a quick count per node
+    (`model.space.greedy_counts`) whose pairs a flow finds often meets it, and is then proven
+    optimal without branching (on 1,000 nodes HiGHS takes tens of seconds to find an integer
+    solution of a model whose root bound is already the optimum). None when the relaxation
+    has no solution."""
+    with relaxed(m):
+        lex = solve_lexicographic(
+            m, form.objectives(m, problem), **solver.within(_left(deadline)).kwargs()
+        )
+    if not lex.has_solution or lex.status is not Status.OPTIMAL:
+        return None
+    bound = int(lex.objective[0] + 1e-6)
+    if problem.options.limit is not None:
+        bound = min(bound, problem.options.limit)
+    x, z = greedy_counts(problem)
+    if problem.options.limit is not None:
+        x, z = _capped(x, z, problem.options.limit)
+    pairs, failed = _pairs(problem, x, z)
+    if failed:
+        return SpaceAnswer(problem.spec, ()), bound, lex.solve_s
+    order = list(problem.state.nodes)
+    return SpaceAnswer(problem.spec, placements_of(x, pairs, order, first)), bound, lex.solve_s
+
+
+def _capped(
+    x: dict[str, int], z: dict[str, int], limit: int
+) -> tuple[dict[str, int], dict[str, int]]:
+    """At most `limit` primaries (the first nodes' counts kept) and as many secondaries."""
+    out_x: dict[str, int] = {}
+    left = limit
+    for n, k in x.items():
+        if left <= 0:
+            break
+        out_x[n] = min(k, left)
+        left -= out_x[n]
+    extra = sum(z.values()) - sum(out_x.values())
+    out_z = dict(z)
+    for n in reversed(list(out_z)):
+        if extra <= 0:
+            break
+        cut = min(extra, out_z[n])
+        out_z[n] -= cut
+        extra -= cut
+    return out_x, {n: k for n, k in out_z.items() if k}
+
+
+@contextmanager
+def relaxed(m: Any) -> Iterator[None]:
+    """The model's integer variables made continuous (binaries within [0, 1]) for the span."""
+    import pyomo.core as pyo
+
+    saved = []
+    for v in m.component_data_objects(pyo.Var, descend_into=True):
+        if v.is_integer() or v.is_binary():
+            saved.append((v, v.domain))
+            v.domain = pyo.UnitInterval if v.is_binary() else pyo.NonNegativeReals
+    try:
+        yield
+    finally:
+        for v, domain in saved:
+            v.domain = domain
+
+
+def _bound(lex: Any) -> int | None:
+    b = lex.bound[0] if lex.bound else None
+    return None if b is None else int(b + 1e-6)
+
+
+def _pairs(
+    problem: SpaceProblem, x: Mapping[str, int], z: Mapping[str, int]
+) -> tuple[dict[tuple[str, str], int], list[tuple[str, set]]]:
+    """Every group's pair matrix, or the groups whose flow fails with their cut's side."""
+    generic, special = form.pair_caps(problem, x, z)
+    pairs: dict[tuple[str, str], int] = {}
+    failed = []
+    for g in problem.groups:
+        members = [room.name for room in problem.group_nodes(g)]
+        if not any(x.get(n) for n in members):
+            continue
+        flow = pair_matrix(members, x, z, generic, special)
+        if flow.pairs is None:
+            failed.append((g, set(flow.source_side)))
+        else:
+            pairs.update(flow.pairs)
+    return pairs, failed
+
+
+def _failures(
+    problem: SpaceProblem,
+    final: ClusterState,
+    answer: SpaceAnswer,
+    plans: dict[str, EvacuationPlan],
+    solver: SolverOptions,
+) -> list[str]:
+    """The nodes of groups that received instances whose failure the final state does not
+    absorb (exact, docs/n1.md); the plans of the others go into `plans`."""
+    touched = {final.nodes[p.primary].group_uuid for p in answer.placements}
+    failing = []
+    for g in problem.groups:
+        if g not in touched:
+            continue
+        for n in problem.n1_scope.get(g, ()):
+            v = decide(final, n, offline_targets=problem.options.offline_targets, options=solver)
+            if v.evacuable is True and v.plan is not None:
+                plans[n] = v.plan
+            else:
+                failing.append(n)
+    return failing
+
+
+def standard(
+    state: ClusterState,
+    spec: Spec,
+    options: SpaceOptions,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+) -> SpaceResult:
+    """hspace's standard allocation, exactly: the program's one call for it."""
+    return solve_problem(problem_of(state, spec, options, solver), solver)
+
+
+# --- tiered allocation ---------------------------------------------------------------------
+
+#: hspace's shrink units (`Instance.shrinkByType`): memory 64 MiB, disk 256 MiB, one vCPU.
+SHRINK = {"memory_mib": 64, "disk_mib": 256, "vcpus": 1, "spindles": 1}
+#: Which spec field a binding check shrinks (the others, e.g. the policy, shrink memory).
+SHRINKS = {
+    "memory": "memory_mib",
+    "n1": "memory_mib",
+    "global_n1": "memory_mib",
+    "secondary": "memory_mib",
+    "disk": "disk_mib",
+    "disk_reserve": "disk_mib",
+    "vcpu": "vcpus",
+    "spindles": "spindles",
+    "spindle_ratio": "spindles",
+}
+
+
+@dataclass(frozen=True)
+class TieredResult:
+    """Tiered allocation: each tier's spec and its proven-largest count on top of the tiers
+    before it (a ladder of standard allocations, docs/space.md "Tiered")."""
+
+    stages: tuple[SpaceResult, ...]
+    seconds: float
+    # why the ladder ended early: "time limit", "-l", "tiers" (max_tiers); None when no
+    # smaller spec fits any more
+    stopped: str | None = None
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.stages)
+
+    @property
+    def final(self) -> ClusterState | None:
+        return self.stages[-1].final if self.stages else None
+
+    def spec_counts(self) -> list[tuple[Spec, int]]:
+        """hspace's `tieredSpecMap`: consecutive equal specs merged."""
+        out: list[tuple[Spec, int]] = []
+        for s in self.stages:
+            if not s.count:
+                continue
+            if out and out[-1][0] == s.answer.spec:
+                out[-1] = (s.answer.spec, out[-1][1] + s.count)
+            else:
+                out.append((s.answer.spec, s.count))
+        return out
+
+    def handed_out(self) -> dict[str, int]:
+        """Memory, disk and vCPUs of all tiered instances."""
+        totals = {"memory_mib": 0, "disk_mib": 0, "vcpus": 0}
+        for spec, k in self.spec_counts():
+            for f in totals:
+                totals[f] += getattr(spec, f) * k
+        return totals
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "instances": self.count,
+            "specs": [
+                {"memory_mib": s.memory_mib, "disk_mib": s.disk_mib, "vcpus": s.vcpus,
+                 "spindles": s.spindles, "count": k}
+                for s, k in self.spec_counts()
+            ],
+            "handed_out": self.handed_out(),
+            "status": "optimal" if all(s.status == "optimal" for s in self.stages) else "feasible",
+            "seconds": round(self.seconds, 4),
+            "stopped": self.stopped,
+            "stages": [s.to_json() | {"placements": None} for s in self.stages],
+        }  # fmt: skip
+
+
+def _one_more_fits(problem: SpaceProblem) -> bool:
+    """Whether htools' node checks let one instance of the problem's spec onto its state
+    (global N+1 aside: the stage's solve decides that)."""
+    from model.resources import primary_shortfalls, secondary_shortfalls
+
+    if problem.stopped:
+        return False
+    d, nodes = problem.demand, problem.state.nodes
+    for room in problem.rooms:
+        if not room.primary_ok or primary_shortfalls(nodes[room.name], d):
+            continue
+        if not problem.drbd:
+            return True
+        for peer in problem.group_nodes(room.group):
+            if peer.name != room.name and not secondary_shortfalls(nodes[peer.name], d, room.name):
+                return True
+    return False
+
+
+def _shrunk(spec: Spec, field_name: str, units: int) -> Spec | None:
+    """The spec with one field `units` shrink units smaller; None below hspace's floors."""
+    from dataclasses import replace as evolve
+
+    value = getattr(spec, field_name) - units * SHRINK[field_name]
+    if value < SHRINK[field_name]:
+        return None
+    return evolve(spec, **{field_name: value})
+
+
+def tiered(
+    state: ClusterState,
+    specs: tuple[Spec, ...],
+    options: SpaceOptions,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    max_tiers: int = 40,
+) -> TieredResult:
+    """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
+    spec in order, the largest count of it on top of what earlier tiers placed (proven); then
+    the spec shrunk, in hspace's units, along the check that stopped most nodes (the largest
+    shrink found by bisection after which one more instance passes htools' node checks), and
+    so on; a field that cannot shrink further hands over to the next (memory, disk, vCPUs);
+    `-l` caps the total; the solver's time limit (and `max_tiers`) ends the ladder early,
+    said in `stopped`. Each stage is checked like a standard answer."""
+    start = time.perf_counter()
+    deadline = solver.deadline()
+    first = problem_of(state, specs[0], options, solver)
+    gate = {g: why for g, why in first.unallocatable}
+    stages: list[SpaceResult] = []
+    current = state
+    placed = 0
+
+    def stage_problem(spec: Spec) -> SpaceProblem:
+        left = None if options.limit is None else options.limit - placed
+        opts = options if left is None else _with_limit(options, left)
+        return space_problem(current, spec, opts, _non_redundant(first, gate), placed)
+
+    stopped = None
+    for tier in specs:
+        spec: Spec | None = tier
+        while spec is not None and stopped is None:
+            if options.limit is not None and placed >= options.limit:
+                stopped = "-l"
+            elif deadline is not None and time.perf_counter() > deadline:
+                stopped = "time limit"
+            elif len(stages) >= max_tiers:
+                stopped = "tiers"
+            if stopped is not None:
+                break
+            problem = stage_problem(spec)
+            result = solve_problem(problem, solver.within(_left(deadline)))
+            stages.append(result)
+            placed += result.count
+            if result.count:
+                current = _without_status(result.final, state)
+            spec = _next_spec(spec, result, stage_problem, solver)
+    return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
+
+
+def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
+    """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
+    memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
+    along the check most candidates fail first at each step, then, as hspace's big step, along
+    one field alone at a time; None when the policy or hspace's floors stop every walk."""
+    base = pose(spec)
+    for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
+        walk = _walk(spec, base, pose, solver, only)
+        if walk is not None:
+            return walk
+    return None
+
+
+def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
+    """The stage's problem for another spec, as far as the node-check probes read it: the
+    demand and which candidates the policy admits as primaries (rows are not recomputed)."""
+    from dataclasses import replace as evolve
+
+    from model.resources import policy_shortfall
+    from model.space import demand_of_spec
+
+    opts = base.options
+    d = demand_of_spec(spec, opts.disk_template, opts.spindle_use)
+    state = base.state
+    sizes = Counter(r.group for r in base.rooms)
+    rooms = tuple(
+        evolve(
+            r,
+            primary_ok=policy_shortfall(
+                d, state.ipolicy_of(r.name), state.nodes[r.name].exclusive_storage
+            )
+            is None
+            and (not base.drbd or sizes[r.group] > 1),
+        )
+        for r in base.rooms
+    )
+    return evolve(base, spec=spec, demand=d, rooms=rooms)
+
+
+def _walk(
+    spec: Spec,
+    base: SpaceProblem,
+    pose: Any,
+    solver: SolverOptions,
+    only: str | None,
+    steps: int = 4096,
+) -> Spec | None:
+    """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
+    one more instance fits. Where the node checks pass and global N+1 refuses, memory and
+    local disk (what re-placing a failed node's instances needs) shrink in proportion to
+    their room above the policy's minimum."""
+    current = spec
+    problem = base
+    refused = 0  # steps global N+1 refused after the node checks passed
+    for _ in range(steps):
+        shrunk = None
+        if only is not None:
+            shrunk = _shrunk(current, only, 1)
+        else:
+            fields = _blocking_fields(problem)
+            if refused:
+                fields = _in_proportion(spec, current, problem)
+            for field_name in fields:
+                shrunk = _shrunk(current, field_name, 1)
+                if shrunk is not None:
+                    break
+        if shrunk is None:
+            return None
+        current = shrunk
+        problem = _light(base, current)
+        if not any(r.primary_ok for r in problem.rooms):
+            return None
+        if _one_more_fits(problem):
+            if not base.global_n1 or _n1_admits_one(pose(current), solver):
+                return current
+            refused += 1
+    return None
+
+
+def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str]:
+    """Memory and disk, the one with the larger share of its room (tier spec down to the
+    policy's minimum, of the min/max pair holding the tier spec) still left first."""
+    ipolicy = problem.state.ipolicy_of(problem.rooms[0].name) if problem.rooms else None
+    low = {"memory_mib": SHRINK["memory_mib"], "disk_mib": SHRINK["disk_mib"]}
+    if ipolicy is not None:
+        for mm in ipolicy.minmax:
+            if mm.min.memory_size <= tier.memory_mib <= mm.max.memory_size:
+                low = {"memory_mib": mm.min.memory_size, "disk_mib": mm.min.disk_size}
+                break
+
+    def share(f: str) -> float:
+        room = getattr(tier, f) - low[f]
+        return (getattr(current, f) - low[f]) / room if room > 0 else -1.0
+
+    return sorted(low, key=share, reverse=True)
+
+
+def _n1_admits_one(problem: SpaceProblem, solver: SolverOptions) -> bool:
+    """Under global N+1, whether one instance is placeable at all (an exact solve capped at
+    one); always true where the node checks are all there is."""
+    if not problem.global_n1:
+        return True
+    from dataclasses import replace as evolve
+
+    one = evolve(problem, options=evolve(problem.options, limit=1))
+    return solve_problem(one, solver).count >= 1
+
+
+def _blocking_fields(problem: SpaceProblem) -> list[str]:
+    """Spec fields by how many candidates fail first on a check they feed (most first; on a
+    tie, the later in hspace's order)."""
+    from model.resources import primary_shortfalls, secondary_shortfalls
+
+    d, nodes = problem.demand, problem.state.nodes
+    counts: Counter[str] = Counter()
+    for room in problem.rooms:
+        if not room.primary_ok:
+            continue
+        first = primary_shortfalls(nodes[room.name], d)
+        if not first and problem.drbd:
+            for peer in problem.group_nodes(room.group):
+                if peer.name != room.name:
+                    first = secondary_shortfalls(nodes[peer.name], d, room.name)
+                    if first:
+                        break
+        if first and (f := SHRINKS.get(first[0].kind)):
+            counts[f] += 1
+    # hspace's order of failure modes (Mem, Disk, CPU, ..., Spindles); on a tie the later
+    # one is shrunk, as `Cluster.tieredAlloc` sorts the counts stably and takes the last
+    order = ("memory_mib", "disk_mib", "vcpus", "spindles")
+    ranked = sorted(counts, key=lambda f: (counts[f], order.index(f)), reverse=True)
+    return ranked + [f for f in order if f not in ranked]
+
+
+def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
+    from dataclasses import replace as evolve
+
+    return evolve(options, limit=max(left, 0))
+
+
+def _non_redundant(first: SpaceProblem, gate: dict[str, str]) -> dict[str, str] | None:
+    """The first tier's --independent-groups verdicts, kept for every later tier (the gate
+    is hspace's, judged once on the cluster as loaded)."""
+    if not first.options.independent_groups:
+        return None
+    by_name = {g.name: g.uuid for g in first.state.cluster.groups}
+    prefix = "not N+1 redundant: "
+    return {
+        by_name[name]: why[len(prefix) :] for name, why in gate.items() if why.startswith(prefix)
+    }
+
+
+def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
+    """A stage's final state as the next stage's input: node status (-O, --max-cpu,
+    --min-disk) is applied again by `space_problem`, so the loaded values come back; the
+    load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
+    from dataclasses import replace as evolve
+
+    nodes = {
+        n: evolve(
+            st,
+            offline=loaded.nodes[n].offline,
+            vcpu_ratio=loaded.nodes[n].vcpu_ratio,
+            lo_disk_mib=loaded.nodes[n].lo_disk_mib,
+        )
+        for n, st in final.nodes.items()
+    }
+    return final.with_nodes(nodes)

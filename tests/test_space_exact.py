@@ -1,0 +1,325 @@
+"""The exact standard allocation of `exalloc space` (docs/space.md): brute force on small
+clusters, the real hspace and hinfo on generated ones, and the checker's own verdicts."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+from dataclasses import replace
+from itertools import permutations
+
+import htools_gen as gen
+import pytest
+import space_cases as sc
+
+from model.backends.text import dump_text, load_text
+from model.check import check_space
+from model.space import (
+    NewPlacement,
+    SpaceAnswer,
+    Spec,
+    default_options,
+    pair_matrix,
+    space_problem,
+    standard_spec,
+)
+from model.state import node_states
+from solvers.strategies.n1 import decide
+from solvers.strategies.space import problem_of, solve_problem, standard
+
+# --- brute force ---------------------------------------------------------------------------
+
+
+def _n1_plans(problem, answer):  # noqa: ANN001, ANN202
+    """Exact N+1 plans of every node of the touched groups on the answer's final state
+    (solvers/strategies/n1.py, independent of the space model), for the checker."""
+    report = check_space(problem, answer, {})
+    final = report.objectives["final_state"]
+    plans = {}
+    for nodes in problem.n1_scope.values():
+        for n in nodes:
+            v = decide(final, n, offline_targets=problem.options.offline_targets)
+            if v.plan is not None:
+                plans[n] = v.plan
+    return plans
+
+
+def _valid(problem, placements) -> bool:  # noqa: ANN001
+    answer = SpaceAnswer(
+        problem.spec,
+        tuple(replace(p, name=f"new-{i}") for i, p in enumerate(placements)),
+    )
+    plans = _n1_plans(problem, answer) if problem.global_n1 else {}
+    return check_space(problem, answer, plans).ok
+
+
+def brute_force(problem, cap: int = 40) -> int:  # noqa: ANN001
+    """The largest number of new instances the checker accepts, over every multiset of
+    primaries (or ordered pairs of distinct nodes, for drbd) of ALL nodes of the cluster,
+    offline and unallocatable ones too. Adding instances never repairs a failed check, so
+    only valid multisets are extended."""
+    names = list(problem.state.nodes)
+    if problem.drbd:
+        choices = [NewPlacement("", p, s) for p, s in permutations(names, 2)]
+    else:
+        choices = [NewPlacement("", p) for p in names]
+    best = 0
+
+    def extend(current: list, start: int) -> None:
+        nonlocal best
+        best = max(best, len(current))
+        if len(current) >= cap:
+            return
+        for i in range(start, len(choices)):
+            nxt = [*current, choices[i]]
+            if _valid(problem, nxt):
+                extend(nxt, i)
+
+    extend([], 0)
+    return best
+
+
+def _small_case(seed: int, family: str):  # noqa: ANN202
+    """A tiny cluster (2-4 small nodes, at most 3 for drbd, whose pairs grow as n², 1-2
+    groups) and a large spec: few instances fit."""
+    rng = random.Random(seed)
+    groups = rng.choice((1, 1, 2))
+    most = 3 if family == "drbd" and groups == 1 else 4
+    data = gen.cluster(
+        rng,
+        rng.randint(max(2, 2 * groups), most),
+        groups=groups,
+        templates=rng.choice((("drbd",), ("plain", "drbd"), ("ext", "plain"))),
+        shapes=(gen.Shape(16384, 1048576, 4), gen.Shape(24576, 2097152, 8)),
+        fill=rng.choice((0.05, 0.15, 0.3)),
+    )
+    cluster = sc.parse_text(
+        dump_text(sc.parse_request(gen.dumps(gen.allocate(rng, data, "plain"))).cluster), "small"
+    )
+    template = family if family != "shared" else rng.choice(sc.SHARED)
+    spec = Spec(rng.choice((4096, 6144, 8192)), rng.choice((51200, 102400)), rng.choice((1, 2)), 1)
+    given = {"disk_template": template, "offline_targets": rng.random() < 0.5}
+    if rng.random() < 0.3:
+        given["capacity_checks"] = False
+    if rng.random() < 0.3:
+        given["accept_existing_errors"] = True
+    if rng.random() < 0.2:
+        given["independent_groups"] = True
+    return cluster, spec, default_options(cluster, **given)
+
+
+@pytest.mark.parametrize("family", sc.FAMILIES)
+@pytest.mark.parametrize("seed", range(10))
+def test_standard_equals_brute_force(seed: int, family: str) -> None:
+    cluster, spec, options = _small_case(seed, family)
+    state = node_states(cluster)
+    result = standard(state, spec, options)
+    assert result.status == "optimal"
+    assert result.count == brute_force(result.problem)
+
+
+# --- the real hspace and hinfo -------------------------------------------------------------
+
+LOADED = re.compile(r"Loaded (\d+) nodes, (\d+) instances")
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("seed", range(12))
+def test_never_fewer_than_hspace_and_hinfo_loads_the_result(seed, ganeti, tmp_path) -> None:  # noqa: ANN001
+    c = sc.case(seed)
+    path = tmp_path / "cluster.data"
+    path.write_text(dump_text(c.cluster))
+    greedy = sc.hspace_count(path, c)
+    result = standard(node_states(c.cluster), c.spec, c.options)
+    if greedy is None:  # hspace: "No online nodes" / "Not enough online nodes"
+        assert result.count == 0 and result.problem.no_candidates
+        return
+    assert result.status == "optimal"
+    assert result.count >= greedy
+    final = tmp_path / "final.data"
+    final.write_text(dump_text(result.final.snapshot()))
+    before = subprocess.run([ganeti.hinfo, "-t", path], capture_output=True, text=True)
+    after = subprocess.run([ganeti.hinfo, "-t", final], capture_output=True, text=True)
+    assert after.returncode == 0, after.stderr
+    n_before = int(LOADED.search(before.stdout).group(2))
+    assert int(LOADED.search(after.stdout).group(2)) == n_before + result.count
+    if "Cluster is N+1 happy" in before.stdout:
+        assert "Cluster is N+1 happy" in after.stdout
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    ("data", "flags", "count"),
+    [  # the real hspace's counts (htools-hspace.test inputs)
+        ("hspace-tiered.data", {"capacity_checks": False}, 6),
+        ("hspace-tiered.data", {}, 4),
+        ("hspace-tiered-dualspec.data", {"capacity_checks": False}, 14),
+        ("hspace-tiered-vcpu.data", {}, 10),
+        ("hspace-tiered-mixed.data", {}, 3),
+        ("hspace-groups-one.data", {"accept_existing_errors": True}, 2),
+        ("hspace-groups-two.data", {"independent_groups": True}, 2),
+        ("hspace-existing.data", {"accept_existing_errors": True}, 124),
+    ],
+)
+def test_ganeti_test_data(data: str, flags: dict, count: int, ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / data)
+    result = standard(
+        node_states(cluster), standard_spec(cluster), default_options(cluster, **flags)
+    )
+    assert result.status == "optimal"
+    assert result.count == count
+
+
+def test_a_node_failing_n1_stops_hspace(ganeti) -> None:  # noqa: ANN001
+    """hspace-groups-one.data: a node fails N+1, so nothing is allocated (FailN1), as
+    hspace; with --accept-existing-errors two fit."""
+    cluster = load_text(ganeti.data_dir / "hspace-groups-one.data")
+    result = standard(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    assert result.count == 0 and result.problem.stopped
+    assert result.binding_text().startswith("FailN1")
+
+
+def test_bad_group_judged_alone(ganeti) -> None:  # noqa: ANN001
+    """hspace-bad-group.data: hspace allocates nothing because one group is not N+1
+    redundant; exact judges only the groups that receive instances (docs/space.md)."""
+    cluster = load_text(ganeti.data_dir / "hspace-bad-group.data")
+    result = standard(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    assert result.count == 124
+    assert result.by_group == {"group-01": 124, "group-bad": 0}
+
+
+# --- the checker and the pieces ------------------------------------------------------------
+
+
+def test_checker_refuses_what_htools_refuses(ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / "hspace-tiered.data")
+    opts = default_options(cluster, capacity_checks=False)
+    result = standard(node_states(cluster), standard_spec(cluster), opts)
+    problem = result.problem
+    assert check_space(problem, result.answer).ok
+    one_more = SpaceAnswer(
+        problem.spec,
+        (*result.answer.placements, NewPlacement("new-99", result.answer.placements[0].primary)),
+    )
+    kinds = check_space(problem, one_more).kinds
+    assert "memory" in kinds
+    limited = replace(problem, options=replace(opts, limit=2))
+    assert "limit" in check_space(limited, result.answer).kinds
+
+
+def test_binding_names_the_nodes(ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / "hspace-tiered.data")
+    result = standard(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    text = result.binding_text()
+    assert text.startswith("no more fit because: ")
+    assert "memory on node-01-001" in text
+    assert "global N+1 on node-01-003" in text
+
+
+def test_binding_as_hspace_failure_mode() -> None:
+    from model.resources import FailMode
+    from model.space import failure_mode
+
+    assert failure_mode("n1") is FailMode.MEM
+    assert failure_mode("disk_reserve") is FailMode.DISK
+    assert failure_mode("vcpu") is FailMode.CPU
+    assert failure_mode("global_n1") is FailMode.N1
+
+
+def test_limit_caps_the_count(ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / "hspace-tiered.data")
+    opts = default_options(cluster, capacity_checks=False, limit=3)
+    result = standard(node_states(cluster), standard_spec(cluster), opts)
+    assert result.count == 3 and result.status == "optimal"
+    assert result.binding[0].kind == "limit"
+
+
+def test_pair_matrix_finds_pairs_or_a_cut() -> None:
+    members = ["a", "b", "c"]
+    flow = pair_matrix(members, {"a": 2, "b": 1}, {"b": 1, "c": 2}, {"a": 1, "b": 1, "c": 1}, {})
+    assert flow.pairs is not None
+    rows = {q: sum(k for (p, _), k in flow.pairs.items() if p == q) for q in members}
+    cols = {s: sum(k for (_, t), k in flow.pairs.items() if t == s) for s in members}
+    assert rows == {"a": 2, "b": 1, "c": 0} and cols == {"a": 0, "b": 1, "c": 2}
+    assert all(k <= 1 and p != s for (p, s), k in flow.pairs.items())
+    # a's two instances need two secondaries other than a, each backing one: only c is left
+    none = pair_matrix(members, {"a": 2}, {"c": 2}, {"a": 1, "b": 1, "c": 1}, {})
+    assert none.pairs is None and ("p", "a") in none.source_side
+
+
+def test_problem_of_independent_groups_reads_exact_redundancy(ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / "hspace-bad-group.data")
+    opts = default_options(cluster, independent_groups=True)
+    problem = problem_of(node_states(cluster), standard_spec(cluster), opts)
+    closed = dict(problem.unallocatable)
+    assert "group-bad" in closed and "group-01" not in closed
+    plain = space_problem(node_states(cluster), standard_spec(cluster), opts)
+    assert "group-bad" not in dict(plain.unallocatable)  # nobody told it
+
+
+def test_solve_problem_stopped_is_proven_empty(ganeti) -> None:  # noqa: ANN001
+    cluster = load_text(ganeti.data_dir / "hspace-groups-two.data")
+    problem = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    result = solve_problem(problem)
+    assert result.count == 0 and result.reason and result.solves == 0
+
+
+# --- tiered ----------------------------------------------------------------------------------
+
+TIERED = [  # htools-hspace.test's tiered inputs; the real hspace's HTS_TSPEC
+    (
+        "hspace-tiered.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=4 129984,1048320,4,12=2",
+    ),
+    (
+        "hspace-tiered-dualspec.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=4 129984,1048320,4,12=2 65472,524288,2,12=2",
+    ),
+    (
+        "hspace-tiered-exclusive.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,10=1 131072,1048576,4,9=1 131072,1048576,4,8=2",
+    ),
+    ("hspace-tiered-vcpu.data", {}, "32768,65536,4,12=4 32768,65536,2,12=2"),
+    (
+        "hspace-tiered-mixed.data",
+        {"capacity_checks": False},
+        "131072,1048576,4,12=2 131072,1048576,4,10=2 129984,1048320,4,10=2",
+    ),
+    (
+        "hspace-tiered-resourcetypes.data",
+        {"capacity_checks": False},
+        "1000,2600,4,12=4 936,2344,4,12=2 936,2088,4,12=1",
+    ),
+    ("hspace-tiered.data", {}, "131072,1048576,4,12=3 129984,1048320,4,12=1"),
+]
+
+
+def _tspec(text: str) -> list[tuple[int, int, int, int, int]]:
+    out = []
+    for part in text.split():
+        spec, count = part.split("=")
+        mem, dsk, cpu, spn = map(int, spec.split(","))
+        out.append((mem, dsk, cpu, spn, int(count)))
+    return out
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(("data", "flags", "tspec"), TIERED)
+def test_tiered_hands_out_what_hspace_does(data, flags, tspec, ganeti) -> None:  # noqa: ANN001
+    """As many tiered instances and as much memory as the real hspace's tiered phase, every
+    tier's count proven."""
+    from model.space import tier_specs
+    from solvers.strategies.space import tiered
+
+    cluster = load_text(ganeti.data_dir / data)
+    result = tiered(node_states(cluster), tier_specs(cluster), default_options(cluster, **flags))
+    theirs = _tspec(tspec)
+    assert result.count >= sum(k for *_, k in theirs)
+    assert result.handed_out()["memory_mib"] >= sum(m * k for m, *_, k in theirs)
+    assert all(s.status == "optimal" for s in result.stages)
+    names = [p.name for s in result.stages for p in s.answer.placements]
+    assert names == [f"new-{i}" for i in range(result.count)]

@@ -65,7 +65,6 @@ def stand_ins() -> dict[str, list[str]]:
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
 PENDING = {
     "hspace": "exalloc space --greedy (hspace's port, issue 36) has not landed",
-    "hbal": "exalloc balance --greedy (hbal's port, issue 37) has not landed",
     "hcheck": "exalloc n1 --greedy with hcheck's report needs hbal's search (issues 37, 39)",
 }
 
@@ -99,6 +98,7 @@ STAND_IN_GAPS = {
     "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
     "htools-rapi:9": "exalloc scan",
+    "htools-rapi:5": "the file's preparation runs exalloc info -p --print-instances, which fails",
     "htools-balancing:4": "exalloc info -v -p --print-instances",
     "htools-balancing:61": "exalloc info -v -p --print-instances",
     "htools-basic:26": "exalloc info --version",

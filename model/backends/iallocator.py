@@ -1109,23 +1109,27 @@ def _show_ispec(spec: ISpec) -> str:
     )
 
 
-def show_group(group: NodeGroup, index: int) -> str:
-    """Haskell `show` of htools' Group record (hail prints it in one change-group error)."""
+def show_ipolicy(policy: IPolicy) -> str:
+    """Haskell `show` of htools' IPolicy record (hbal prints the cluster's at -v -v)."""
     from model.backends.text import show_double
 
-    policy = group.ipolicy
     minmax = ",".join(
         f"MinMaxISpecs {{minMaxISpecsMinSpec = {_show_ispec(mm.min)}, "
         f"minMaxISpecsMaxSpec = {_show_ispec(mm.max)}}}"
         for mm in policy.minmax
     )
     templates = ",".join(_HASKELL_TEMPLATE[t] for t in policy.disk_templates)
-    ipolicy = (
+    return (
         f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], iPolicyStdSpec = {_show_ispec(policy.std)}, "
         f"iPolicyDiskTemplates = [{templates}], "
         f"iPolicyVcpuRatio = {show_double(policy.vcpu_ratio)}, "
         f"iPolicySpindleRatio = {show_double(policy.spindle_ratio)}}}"
     )
+
+
+def show_group(group: NodeGroup, index: int) -> str:
+    """Haskell `show` of htools' Group record (hail prints it in one change-group error)."""
+    ipolicy = show_ipolicy(group.ipolicy)
     return (
         f"Group {{name = {show_string(group.name)}, uuid = {show_string(group.uuid)}, "
         f"idx = {index}, allocPolicy = {_HASKELL_POLICY[group.alloc_policy]}, "

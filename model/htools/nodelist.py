@@ -190,6 +190,12 @@ _HEADERS: Mapping[str, tuple[str, bool]] = {
 
 def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
     """Utils.printTable "": every line a space and the padded cells joined by spaces."""
+    return print_table("", header, rows, numeric)
+
+
+def print_table(prefix: str, header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
+    """Utils.printTable: every line `prefix`, a space and the padded cells joined by spaces
+    (numbers to the right, text to the left)."""
     table = [header, *rows]
     widths = [max(len(row[c]) for row in table) for c in range(len(header))]
     lines = []
@@ -198,7 +204,7 @@ def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str
             cell.rjust(w) if num else cell.ljust(w)
             for cell, w, num in zip(row, widths, numeric, strict=True)
         ]
-        lines.append(" " + " ".join(cells) + "\n")
+        lines.append(prefix + " " + " ".join(cells) + "\n")
     return "".join(lines)
 
 

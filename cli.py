@@ -205,9 +205,9 @@ def hail_main(argv: Sequence[str] | None = None) -> int:
 
 def hail_console() -> int:
     """The `exalloc-hail` script (scripts/exalloc-hail): the answer of a running `exalloc
-    hail-server` (programs.hail_client.forward, which imports almost nothing), else this
+    hail-server` (service.hail_client.forward, which imports almost nothing), else this
     process's own (argparse and the rest imported only then)."""
-    from programs.hail_client import forward
+    from service.hail_client import forward
 
     args = sys.argv[1:]
     code = forward(args)

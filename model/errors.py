@@ -78,7 +78,7 @@ class JobError(ExallocError):
 
 
 class LockError(ExallocError):
-    """A lock that does not exist (any more), or a name added twice (model.locking)."""
+    """A lock that does not exist (any more), or a name added twice (service.locking)."""
 
 
 class BadRequestError(InputError):

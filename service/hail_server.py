@@ -1,10 +1,11 @@
-"""`exalloc hail-server`: answer `exalloc-hail` calls from a process that imported everything once.
+"""The hail server: answer `exalloc-hail` calls from a process that imported everything once
+(the command line is programs/hail_service.py, `exalloc hail-server`).
 
-The server imports the CLI, Pyomo and the solver backends, then keeps a few pre-forked
-workers waiting on a Unix socket. A worker answers exactly one call and exits, and the parent
-forks a fresh one: every call runs in a clean copy of the warm process (no state carried
-from one request to the next, a crash costs one worker), and the fork happens before the call
-arrives, not while Ganeti waits.
+The server imports what its program names (the CLI, Pyomo and the solver backends), then keeps a
+few pre-forked workers waiting on a Unix socket. A worker answers exactly one call and exits,
+and the parent forks a fresh one: every call runs in a clean copy of the warm process (no state
+carried from one request to the next, a crash costs one worker), and the fork happens before the
+call arrives, not while Ganeti waits.
 
 A worker runs the call exactly as `exalloc-hail` would in process: same arguments, the
 client's working directory and EXALLOC_* environment, its stdin; stdout, stderr and the
@@ -20,7 +21,6 @@ lines quote arguments and messages escaped, so no input can forge a line
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import io
@@ -28,8 +28,6 @@ import math
 import os
 import signal
 import socket
-import stat
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -37,10 +35,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from model import errors
-from model.errors import ExallocError
-from programs.hail_client import (
+from service.hail_client import (
     ACK,
-    DEFAULT_SOCKET,
     FORWARDED_ENV_PREFIX,
     MAX_MESSAGE_BYTES,
     REPLY_MARGIN_S,
@@ -48,10 +44,9 @@ from programs.hail_client import (
     ProtocolError,
     Reply,
     read_all,
-    socket_path,
     time_bound,
 )
-from programs.options import solver_options
+from service.sockets import listen, peer_uid
 
 #: Exit code of a worker that could not serve (the parent logs it and forks another).
 WORKER_FAILED = 70
@@ -64,19 +59,6 @@ WORKER_BAD_CALL = 4
 READ_TIMEOUT_S = 5.0
 #: Characters of one argument or message a log line quotes.
 LOG_QUOTE_CHARS = 200
-#: Modules a call needs, imported before the workers are forked.
-WARM_MODULES = (
-    "pyomo.core",
-    "programs.hail",
-    "solvers.strategies.iallocator",  # programs.hail imports it only when it answers
-    "formulations.dedicated",
-    "solvers.highs_backend",
-    "solvers.cpsat_backend",
-)
-
-
-class ServerError(ExallocError):
-    """The server cannot start (socket in use, directory missing, ...)."""
 
 
 @dataclass(frozen=True)
@@ -94,51 +76,6 @@ class ServerReport:
         return {"socket": self.socket, "served": self.served, "worker_failures": self.failed}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Answer exalloc-hail calls from a warm process (see docs/hail.md). "
-        "Stops on SIGTERM or SIGINT."
-    )
-    parser.add_argument(
-        "--socket",
-        metavar="PATH",
-        help="socket to listen on (default: $EXALLOC_HAIL_SOCKET, else /run/exalloc/hail.sock)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=2,
-        metavar="N",
-        help="calls answered at the same time (default 2)",
-    )
-    solver_options(parser)
-
-
-def run(args: Any) -> ServerReport:
-    """CLI entry: `exalloc hail-server [--socket PATH] [--workers N]`."""
-    path = args.socket or socket_path() or DEFAULT_SOCKET
-    if args.workers < 1:
-        raise ServerError(f"--workers must be at least 1, not {args.workers}")
-    return serve(path, args.workers, log=sys.stderr, make_main=args.make_main)
-
-
-def warm_up() -> list[str]:
-    """Import what a call needs, so that workers start with it loaded; return small
-    requests a fresh worker answers once before its call (see `rehearse`)."""
-    import importlib
-    import json
-
-    for name in WARM_MODULES:
-        importlib.import_module(name)
-    from model.generate import DEDICATED_IPOLICY, ClusterSpec, generate_cluster, generate_request
-
-    spec = ClusterSpec(
-        nodes=6, exclusive_storage=True, ipolicy=DEDICATED_IPOLICY, templates=("plain", "drbd")
-    )
-    cluster = generate_cluster(spec, seed=1)
-    return [json.dumps(generate_request(cluster, seed)) for seed in range(4)]
-
-
 def rehearse(requests: list[str]) -> None:
     """Answer the warm-up requests in a fresh worker: the first request in a forked process
     pays for copying the pages it touches (about 10 ms at 1,000 nodes); this moves that
@@ -149,37 +86,6 @@ def rehearse(requests: list[str]) -> None:
     for text in requests:
         with contextlib.suppress(Exception):
             answer(parse_request(text))
-
-
-def listen(path: str) -> socket.socket:
-    """A listening socket at `path`, mode 0600; a stale socket file is replaced."""
-    if os.path.lexists(path):
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise ServerError(f"{path}: exists and is not a socket")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(path)
-            except OSError:
-                os.unlink(path)  # nobody listens: left over from a server that died
-            else:
-                raise ServerError(f"{path}: another server is listening there")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        sock.bind(path)
-    except OSError as exc:
-        sock.close()
-        raise ServerError(f"{path}: cannot listen: {exc.strerror}") from None
-    finally:
-        os.umask(old_umask)
-    sock.listen(128)
-    return sock
-
-
-def peer_uid(conn: socket.socket) -> int:
-    """The connecting process's user id (Linux SO_PEERCRED: pid, uid, gid)."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
 
 
 def run_call(call: Call, main: Callable[[list[str]], int]) -> Reply:
@@ -215,7 +121,7 @@ def _log(log: TextIO, message: str) -> None:
 
 
 #: Builds the command line's `main` (its parser made ahead of the call); cli.py hands it over
-#: (programs never import cli).
+#: through the program (nothing below cli imports it).
 MainFactory = Callable[[], Callable[[list[str]], int]]
 
 
@@ -296,8 +202,15 @@ def _raise_stop(signum: int, _frame: Any) -> None:
     raise _Stop(signum)
 
 
-def serve(path: str, workers: int, log: TextIO, make_main: MainFactory) -> ServerReport:
-    """Serve until SIGTERM or SIGINT; the socket file is removed on the way out."""
+def serve(
+    path: str,
+    workers: int,
+    log: TextIO,
+    make_main: MainFactory,
+    warm_up: Callable[[], list[str]],
+) -> ServerReport:
+    """Serve until SIGTERM or SIGINT; the socket file is removed on the way out. `warm_up`
+    imports what a call needs and returns the requests a fresh worker rehearses."""
     stops = {signal.SIGTERM, signal.SIGINT}
     previous = {s: signal.signal(s, _raise_stop) for s in stops}
     children: set[int] = set()

@@ -1,45 +1,37 @@
-"""`exalloc alloc-server`: the live allocation service on a Unix socket (docs/locking.md).
+"""The live allocation service on a Unix socket (docs/locking.md); the command line is
+programs/alloc_server.py, `exalloc alloc-server`.
 
-Parse -> open the state directory (replaying its journal) -> serve until SIGTERM/SIGINT.
-Each connection is answered in its own thread (the lock owner) by
-`model.alloc_service.AllocationService`; the allocator is exalloc's iallocator through
-`programs.alloc_adapter`. Only the server's own user may connect (socket mode 0600, peer
-credentials checked, as `exalloc hail-server`). A client that closes its connection before
-the answer withdraws its request: its waits stop and its locks are released.
+The server warms the allocator up, then serves until SIGTERM/SIGINT. Each connection is answered
+in its own thread (the lock owner) by `service.allocation.AllocationService`; the allocator is
+exalloc's iallocator through `service.iallocator`. Only the server's own user may connect
+(socket mode 0600, peer credentials checked, as `exalloc hail-server`). A client that closes its
+connection before the answer withdraws its request: its waits stop and its locks are released.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
-from model.alloc_service import AcquireCancelled, AllocationService, CreateOptions
-from model.alloc_state import CREATE_KEYS as INSTANCE_KEYS
-from model.alloc_state import CreateSpec, seconds
-from model.backends.text import parse_text
 from model.errors import BadRequestError, ExallocError, InputError
-from model.journal import Journal
-from programs.alloc_adapter import iallocator_answer
-from programs.alloc_client import (
+from service.allocation import AcquireCancelled, AllocationService, CreateOptions
+from service.client import (
     MAX_REQUEST_BYTES,
     ProtocolError,
     decode_line,
     encode,
     read_line,
-    socket_path,
 )
-from programs.hail_service import listen, peer_uid
-from programs.options import capacity_checks_option, service_socket_option, solver_options
+from service.sockets import listen, peer_uid
+from service.state import CREATE_KEYS as INSTANCE_KEYS
+from service.state import CreateSpec, seconds
 
 #: Connections answered at the same time; more are refused with a one-line error.
 MAX_CONNECTIONS = 256
@@ -67,50 +59,6 @@ class ServerReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"socket": self.socket, "served": self.served, "refused": self.refused}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Keep a cluster in memory and create instances for concurrent clients "
-        "(exalloc create / verify / state / loadtest) with Ganeti's node and node-allocation "
-        "locks, a journal in the state directory, and exalloc's iallocator. Stops on SIGTERM or "
-        "SIGINT. See docs/locking.md."
-    )
-    parser.add_argument(
-        "-t",
-        "--text-data",
-        dest="text_data",
-        metavar="FILE",
-        help="cluster snapshot (htools text); may be left out on a restart",
-    )
-    service_socket_option(parser)
-    parser.add_argument(
-        "--state-dir",
-        dest="state_dir",
-        required=True,
-        metavar="DIR",
-        help="where the snapshot and the journal of creations are kept",
-    )
-    capacity_checks_option(parser)
-    solver_options(parser)
-
-
-def run(args: Any) -> ServerReport:
-    """CLI entry: `exalloc alloc-server -t FILE --socket PATH --state-dir DIR`."""
-    text = None
-    if args.text_data:
-        try:
-            text = Path(args.text_data).read_text(encoding="utf-8", errors="surrogateescape")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", source=args.text_data) from None
-        parse_text(text, args.text_data)  # errors name the file given, not the stored copy
-    journal = Journal.open(args.state_dir, text)
-    options, checks = args.solver_options, args.capacity_checks
-    service = AllocationService(journal, lambda c, r: iallocator_answer(c, r, options, checks))
-    try:
-        return Server(service, socket_path(args.socket), sys.stderr).serve()
-    finally:
-        journal.close()
 
 
 def _check_keys(obj: dict[str, Any], allowed: frozenset[str]) -> None:

@@ -29,12 +29,13 @@ from model.errors import about
 from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
+    ArgumentKind,
     capacity_checks_option,
     json_option,
     save_option,
     solver_options,
+    standard_options,
     static_kvm_option,
-    version_option,
 )
 from service import hail_client
 
@@ -141,7 +142,7 @@ def _hail_only_options(parser: argparse.ArgumentParser) -> None:
     """The rest of hail 3.0's options, so that any hail command line, and any parameters
     `gnt-cluster modify --default-iallocator-params` has Ganeti pass (as `--key=value` after
     the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
-    version_option(parser)
+    standard_options(parser, "hail", (ArgumentKind("file", 1, 1),))
     parser.add_argument(
         "--simulate",
         dest="simulate",

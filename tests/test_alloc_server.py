@@ -25,8 +25,8 @@ from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
 
 from model.backends.text import load_text, parse_text
 from model.check import check_allocation
-from model.journal import JOURNAL_FILE
 from model.state import node_states
+from service.journal import JOURNAL_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 

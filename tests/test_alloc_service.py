@@ -1,4 +1,4 @@
-"""model.alloc_service with exalloc's iallocator: locks, TEMP_NORES decided exactly, verify.
+"""service.allocation with exalloc's iallocator: locks, TEMP_NORES decided exactly, verify.
 
 Each test runs the service in process on a cluster built so that the answer under test must
 occur (tests/live_clusters.py); requests run in threads, as the server runs them.
@@ -17,20 +17,20 @@ from pathlib import Path
 import pytest
 from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
 
-from model.alloc_service import (
+from model.backends.text import dump_text, parse_text
+from model.errors import BadRequestError
+from model.generate import ClusterSpec, cluster_json, generate_cluster
+from model.n1 import replay
+from model.state import node_states
+from service.allocation import (
     AcquireCancelled,
     AllocationService,
     CreateOptions,
     CreateResult,
 )
-from model.backends.text import dump_text, parse_text
-from model.errors import BadRequestError
-from model.generate import ClusterSpec, cluster_json, generate_cluster
-from model.journal import Journal
-from model.locking import BGL, Level
-from model.n1 import replay
-from model.state import node_states
-from programs.alloc_adapter import iallocator_answer
+from service.iallocator import iallocator_answer
+from service.journal import Journal
+from service.locking import BGL, Level
 from solvers.options import SolverOptions
 
 

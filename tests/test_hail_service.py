@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from programs.hail_client import Call, ProtocolError, Reply, pack, unpack
+from service.hail_client import Call, ProtocolError, Reply, pack, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"

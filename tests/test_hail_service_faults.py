@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from test_hail_service import REQUESTS, Server, client, same
 
-from programs.hail_client import ACCEPT_TIMEOUT_S, ACK, MAX_MESSAGE_BYTES, Call, Reply
-from programs.hail_service import READ_TIMEOUT_S, printable
+from service.hail_client import ACCEPT_TIMEOUT_S, ACK, MAX_MESSAGE_BYTES, Call, Reply
+from service.hail_server import READ_TIMEOUT_S, printable
 
 ALLOCATE = REQUESTS / "dedicated-12-nodes-allocate.json"
 MULTI = REQUESTS / "dedicated-12-nodes-multi.json"

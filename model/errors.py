@@ -55,6 +55,15 @@ class InputError(ExallocError):
     """Malformed or inconsistent input (text backend, JSON, YAML, yaql, schema)."""
 
 
+class HtoolsError(InputError):
+    """An input error a stand-in reports in the htools program's own words, as `CLI.exitErr`
+    prints them (`Error: MESSAGE` on stderr, exit 1): Ganeti's shell tests and the scripts
+    that call htools match the line (htools-invalid.test, htools-no-backend.test)."""
+
+    def __str__(self) -> str:
+        return f"Error: {self.message}"
+
+
 class InfeasibleError(ExallocError):
     """The question has no answer; the message says which requirements conflict."""
 
@@ -78,7 +87,7 @@ class JobError(ExallocError):
 
 
 class LockError(ExallocError):
-    """A lock that does not exist (any more), or a name added twice (model.locking)."""
+    """A lock that does not exist (any more), or a name added twice (service.locking)."""
 
 
 class BadRequestError(InputError):

@@ -517,7 +517,7 @@ def test_n1_where_hcheck_crashes(ganeti, capsys) -> None:
 
 
 @pytest.mark.reference
-def test_n1_disagreements_with_hcheck_are_exact(ganeti, tmp_path, capsys) -> None:
+def test_n1_disagreements_with_hcheck_are_exact(htools, tmp_path, capsys) -> None:
     """On small random groups, hcheck's count equals the port's, and every node hcheck's
     walk gives up on while exalloc has a plan is confirmed by brute force."""
     from test_n1 import GREEDY_N1, _random_group
@@ -533,7 +533,7 @@ def test_n1_disagreements_with_hcheck_are_exact(ganeti, tmp_path, capsys) -> Non
 
 
 @pytest.mark.reference
-def test_compress_beside_hail_change_group(ganeti, tmp_path, capsys) -> None:
+def test_compress_beside_hail_change_group(htools, tmp_path, capsys) -> None:
     """hail's change-group checks the N+1 of the whole cluster: an unhealthy group blocks it,
     exactly where exalloc empties that group into its peer."""
     path = tmp_path / "roomy.data"

@@ -51,6 +51,13 @@ def about(source: str | None) -> Iterator[None]:
         raise
 
 
+class UsageError(ExallocError):
+    """A command line that cannot be run (an option out of range, no inputs): exit 2, with the
+    command's usage line, before anything is read or written."""
+
+    exit_code = 2
+
+
 class InputError(ExallocError):
     """Malformed or inconsistent input (text backend, JSON, YAML, yaql, schema)."""
 

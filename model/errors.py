@@ -46,7 +46,7 @@ def about(source: str | None) -> Iterator[None]:
     try:
         yield
     except ExallocError as err:
-        if err.source is None and source is not None:
+        if err.source is None and source is not None and not isinstance(err, UsageError):
             err.source = str(source)
         raise
 

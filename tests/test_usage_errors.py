@@ -50,3 +50,41 @@ def test_named_inputs_that_hold_none_are_an_input_error(tmp_path, capsys):
     code = cli.main(["compare", str(tmp_path / "empty")])
     err = capsys.readouterr().err
     assert code == 1 and "no inputs" in err and not err.startswith("usage:")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["redistribute", "-t", "{missing}"],
+        ["compress", "-t", "{missing}"],
+        ["evacuate", "-t", "{missing}", "--nodes", "node-a1"],
+    ],
+)
+def test_cpsat_on_the_relocation_models_is_refused_before_reading(tmp_path, capsys, argv):
+    """Their N+1 reserves are continuous: CP-SAT's refusal came as an error about the file
+    (issue 40, item 3); a missing file shows that nothing was read."""
+    words = [a.replace("{missing}", str(tmp_path / "missing.data")) for a in argv]
+    code = _exit_code([*words, "--solver", "cpsat"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"usage: exalloc {words[0]} ")
+    assert err.rstrip("\n").splitlines()[-1] == (
+        f"exalloc: error: --solver cpsat cannot solve {words[0]}'s model (its N+1 reserves are "
+        "continuous variables): use --solver highs, the default"
+    )
+
+
+def test_cpsat_on_a_continuous_hail_model_is_a_usage_error_not_the_requests(capsys):
+    request = ROOT / "data" / "requests" / "normal-node-evacuate.json"
+    code = _exit_code(["hail", "--solver", "cpsat", str(request)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    last = err.rstrip("\n").splitlines()[-1]
+    assert last.startswith("exalloc: error: --solver cpsat cannot solve this question's model")
+    assert str(request) not in last and last.endswith("use --solver highs")
+
+
+def test_cpsat_still_answers_what_it_can(capsys):
+    request = ROOT / "data" / "requests" / "dedicated-12-nodes-multi.json"
+    assert cli.main(["hail", "--solver", "cpsat", str(request)]) == 0
+    assert '"success":true' in capsys.readouterr().out

@@ -411,7 +411,7 @@ def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     assert record["greedy"]["answer"]["status"] == "infeasible"
 
 
-def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
+def test_main_job_on_the_bundled_data(htools, tmp_path: Path) -> None:
     """The README's main job: every bundled input answered, exalloc never worse than greedy."""
     out = tmp_path / "results.jsonl"
     done = subprocess.run(

@@ -8,8 +8,6 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-import pytest
-
 from model.backends.text import dump_text
 from model.generate import ClusterSpec, generate_cluster, generate_request
 from programs import compare, judging, tasks
@@ -55,9 +53,8 @@ def test_partition_against_lp_floor() -> None:
     assert report.exit_code == 0
 
 
-def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
+def test_squeeze_against_real_hsqueeze(htools, tmp_path: Path) -> None:
     """On ext clusters exalloc frees at least as many nodes, both plans pass the checker."""
-    pytest.importorskip("programs.squeeze")
     paths = _snapshots(tmp_path, range(4), nodes=6, templates=("ext",), fill=0.3)
     report = compare.run(_args(*paths))
     for r in report.records:
@@ -70,9 +67,8 @@ def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
     assert "hsqueeze" in report.text()
 
 
-def test_hsqueeze_short_names_are_resolved(ganeti) -> None:
+def test_hsqueeze_short_names_are_resolved(htools) -> None:
     """hsqueeze prints names without the common domain suffix; the checker needs them whole."""
-    pytest.importorskip("programs.squeeze")
     records = compare.run(_args(REPO / "data" / "clusters" / "mixed-two-groups.data")).records
     record = next(r for r in records if r["problem"] == "squeeze")  # two groups: n1 etc. too
     greedy = record["greedy"]
@@ -95,7 +91,7 @@ def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> N
     assert text.count("scripts/get-ganeti-reference") == 1
 
 
-def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
+def test_requests_are_answered_by_real_hail(htools, tmp_path: Path) -> None:
     cluster = generate_cluster(ClusterSpec(nodes=5, fill=0.3), 4)
     request = tmp_path / "r.allocate.json"
     request.write_text(json.dumps(generate_request(cluster, 4)))
@@ -147,7 +143,6 @@ def test_response_placements(tmp_path: Path) -> None:
 
 def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
     """Both answers judged by the checker: placed count and lost-allocation vector."""
-    pytest.importorskip("programs.hail")
     paths = [
         ganeti.data_dir / "hail-alloc-dedicated-1.json",
         ganeti.data_dir / "hail-multialloc-dedicated.json",

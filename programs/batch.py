@@ -33,24 +33,23 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ExallocError, InputError
+from programs.judging import metric_value, verdict
 from programs.options import (
     greedy_timeout_option,
     live_source_options,
     number_type,
     solver_options,
 )
+from programs.runners import solve_task
 from programs.tasks import (
     Options,
     Task,
     discover,
     freeze,
     live_tasks,
-    metric_value,
     options_from,
     plan,
     require_inputs,
-    solve_task,
-    verdict,
 )
 
 CONNECT_TIMEOUT = "10s"  # how long to wait for a Dask scheduler before giving up

@@ -7,22 +7,19 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from programs.judging import answer_text, format_value, value_cell, verdict
 from programs.options import greedy_timeout_option, json_option, live_source_options, solver_options
+from programs.runners import solve_task
 from programs.tasks import (
     INSTALL_HINT,
     METRICS,
-    answer_text,
     discover,
-    format_value,
     freeze,
     input_name,
     live_tasks,
     options_from,
     plan,
     require_inputs,
-    solve_task,
-    value_cell,
-    verdict,
 )
 
 

@@ -255,12 +255,24 @@ def _tiny(rng: random.Random) -> str:
     return _text(specs, nodes, insts, rows)
 
 
-@pytest.mark.parametrize("seed", range(25))
+# Seeds by what the brute force finds (of the first 200, most are already healthy or
+# infeasible): most need moves, so the optimality claim is met on each of those.
+REDISTRIBUTE_SEEDS = {
+    **dict.fromkeys((2, 26, 27, 29, 32, 53, 58, 62, 64, 69, 88, 97, 100, 104), "moves"),
+    **dict.fromkeys((140, 145, 197), "moves"),  # the brute force's optimum is 2 there
+    **dict.fromkeys((1, 5, 8, 13), "infeasible"),
+    **dict.fromkeys((0, 3, 4, 6), "healthy"),
+}
+
+
+@pytest.mark.parametrize("seed", sorted(REDISTRIBUTE_SEEDS))
 def test_redistribute_equals_brute_force(seed: int) -> None:
     state = _state(_tiny(random.Random(seed)))
     storage = storage_of(state)
     result = S.redistribute(state, storage)
     truth = _brute_redistribute(state)
+    kind = "infeasible" if truth is None else "healthy" if truth == 0 else "moves"
+    assert kind == REDISTRIBUTE_SEEDS[seed], (seed, truth)  # the case still exercises its claim
     outcome = result.outcome
     if outcome is None:
         assert (truth == 0) == (result.reason.startswith("every group")), (seed, result.reason)

@@ -229,7 +229,35 @@ def test_greedy_trap_exalloc_keeps_a_full_slot(htools) -> None:
     assert after_mine[0] == after_hail[0] + 1
 
 
-@pytest.mark.parametrize("seed", range(24))
+# Seeds where hail answers the batch (it fails most random ones, 43 of the first 150 answered),
+# drbd ones (seed % 4 == 0) among them, so "no worse than hail" is compared on each; and four
+# hail fails, where exalloc's answer is still proven and checked.
+MULTI_HAIL_ANSWERS = (
+    2,
+    5,
+    9,
+    13,
+    17,
+    19,
+    25,
+    29,
+    31,
+    33,
+    36,
+    37,
+    43,
+    52,
+    64,
+    76,
+    116,
+    120,
+    136,
+    148,
+)
+MULTI_HAIL_FAILS = (0, 1, 3, 4)
+
+
+@pytest.mark.parametrize("seed", MULTI_HAIL_ANSWERS + MULTI_HAIL_FAILS)
 def test_random_multi_allocate_at_least_as_good_as_hail(htools, tmp_path, seed) -> None:
     rng = random.Random(5000 + seed)
     data = gen.multi_allocate(
@@ -249,6 +277,7 @@ def test_random_multi_allocate_at_least_as_good_as_hail(htools, tmp_path, seed) 
     mine = json.loads(report.response)
     assert report.runs == () or report.runs[0].status == "optimal"
     theirs = real_hail(htools, path)
+    assert theirs["success"] == (seed in MULTI_HAIL_ANSWERS), seed  # the case is what it was
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
 
@@ -493,15 +522,29 @@ def test_multi_allocate_drbd_200_nodes_optimal_and_no_worse(ganeti, tmp_path) ->
     assert quality(inp, mine) <= quality(inp, real_hail(ganeti, path))
 
 
-def test_time_limit_without_any_answer_is_one_line(capsys) -> None:
+def test_time_limit_without_any_answer_is_one_line(capsys, monkeypatch) -> None:
+    """The solver stops without a batch (made so: the real one is given at least 0.5 s and
+    solves this request within it) and hail's one-by-one batch places none: one line, exit 1."""
+    import solvers.strategies.dedicated as hail_mod
+    from solvers import Status
+    from solvers.result import LexResult, SolveResult
+
+    real = hail_mod.solve_lexicographic
+
+    def nothing_for_batches(m, objs, **kw):
+        if m.name == "dedicated_single":
+            return real(m, objs, **kw)
+        stop = SolveResult(Status.TIME_LIMIT, None, None, None, 0.0, 0.0, "highs")
+        return LexResult.from_stages(tuple(o.name for o in objs), (stop,), 0.0)
+
+    monkeypatch.setattr(hail_mod, "solve_lexicographic", nothing_for_batches)
+    monkeypatch.setattr(hail_mod, "greedy_batch", lambda *args: {})
     code = cli.main(
         ["--time-limit", "0.000001", "hail", str(REQUESTS / "dedicated-12-nodes-multi.json")]
     )
     out, err = capsys.readouterr()
-    if code == 0:  # the solver was quicker than the limit: a valid answer
-        assert json.loads(out)["success"] is True
-    else:
-        assert code == 1 and out == "" and err.count("\n") == 1 and "time-limit" in err
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "stopped with time_limit before finding any batch" in err and "--time-limit" in err
 
 
 @pytest.mark.parametrize("seed", [20, 40, 132])
@@ -584,7 +627,12 @@ def _perturbed_batch(seed: int) -> dict:
     return data
 
 
-@pytest.mark.parametrize("seed", [48, 379, *range(0, 60, 3)])
+# Seeds whose batch hail answers with a plan the checker passes (33 of the first 400), so
+# "no worse" is compared on each; and 48, which hail does not answer so.
+PERTURBED_COMPARED = (7, 10, 26, 53, 56, 58, 69, 103, 123, 141, 143, 153, 157, 172, 185, 197, 379)
+
+
+@pytest.mark.parametrize("seed", [48, *PERTURBED_COMPARED])
 def test_perturbed_batches_check_and_are_no_worse(htools, tmp_path, seed) -> None:
     """Forthcoming drbd instances reserve no failover memory (seed 48); a forthcoming
     instance is not checked against exclusion tags, so it may join a tagged one (379)."""
@@ -594,10 +642,12 @@ def test_perturbed_batches_check_and_are_no_worse(htools, tmp_path, seed) -> Non
     inp = parse_request(path.read_text())
     mine = json.loads(answer(inp, IAllocatorOptions()).response)  # raises if the checker disagrees
     theirs = real_hail(htools, path)
-    if theirs["success"]:
-        hail_check = check_allocation(node_states(inp.cluster), hail_placements(inp, theirs))
-        if hail_check.ok:
-            assert quality(inp, mine) <= quality(inp, theirs)
+    compared = theirs["success"] and (
+        check_allocation(node_states(inp.cluster), hail_placements(inp, theirs)).ok
+    )
+    assert compared == (seed in PERTURBED_COMPARED), seed  # the case is what it was
+    if compared:
+        assert quality(inp, mine) <= quality(inp, theirs)
 
 
 def test_instance_names_must_be_new(capsys, tmp_path) -> None:

@@ -28,15 +28,16 @@ from model.backends.text import save_text
 from model.errors import about
 from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
-from programs import hail_client
 from programs.options import (
+    ArgumentKind,
     capacity_checks_option,
     json_option,
     save_option,
     solver_options,
+    standard_options,
     static_kvm_option,
-    version_option,
 )
+from service import hail_client
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
     from solvers.strategies.iallocator import IAllocatorOptions
@@ -141,7 +142,7 @@ def _hail_only_options(parser: argparse.ArgumentParser) -> None:
     """The rest of hail 3.0's options, so that any hail command line, and any parameters
     `gnt-cluster modify --default-iallocator-params` has Ganeti pass (as `--key=value` after
     the request file), work unchanged (docs/hail.md, "Use as Ganeti's iallocator")."""
-    version_option(parser)
+    standard_options(parser, "hail", (ArgumentKind("file", 1, 1),))
     parser.add_argument(
         "--simulate",
         dest="simulate",
@@ -213,7 +214,7 @@ def options_of(args: Any) -> IAllocatorOptions:
 
 #: Every request is answered within a bound, even without --time-limit: Ganeti waits for its
 #: iallocator, and no input may keep it waiting (docs/reliability.md, "Time"). The client and
-#: the server share the number (programs.hail_client, which imports nothing heavy).
+#: the server share the number (service.hail_client, which imports nothing heavy).
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 

@@ -42,8 +42,13 @@ class _Quiet(argparse.Action):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hroller 3.0.2's options (the backends and `--static-kvm-node-memory` shared with the
     other programs), exalloc's `--greedy`, `--memory-aware`, `--json` and solver options."""
-    from programs.htools_options import add_generic_options
-    from programs.options import json_option, live_source_options, solver_options, static_kvm_option
+    from programs.options import (
+        json_option,
+        live_source_options,
+        solver_options,
+        standard_options,
+        static_kvm_option,
+    )
 
     source = p.add_mutually_exclusive_group()  # none given: hroller's own error
     source.add_argument(
@@ -51,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     live_source_options(source)
     static_kvm_option(p)
-    add_generic_options(p, "hroller")
+    standard_options(p, "hroller", ())
     p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hroller's own error
     p.add_argument(
         "-I",

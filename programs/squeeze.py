@@ -34,8 +34,8 @@ from programs.options import (
     print_commands_option,
     save_option,
     solver_options,
+    standard_options,
     static_kvm_option,
-    version_option,
 )
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run the plan's jobs on the cluster read with -L, job set by job set, as hsqueeze -X "
         "(docs/squeeze.md)",
     )
-    version_option(parser)
+    standard_options(parser, "hsqueeze", ())
     static_kvm_option(
         parser,
         "node memory assumed on kvm nodes (default 4096, as hsqueeze); text snapshots (-t)"

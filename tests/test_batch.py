@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from programs import batch, tasks
-from programs.tasks import Options, Task, classify, solve_task
+from programs.runners import solve_task
+from programs.tasks import Options, Task, classify
 from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -410,7 +411,7 @@ def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     assert record["greedy"]["answer"]["status"] == "infeasible"
 
 
-def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
+def test_main_job_on_the_bundled_data(htools, tmp_path: Path) -> None:
     """The README's main job: every bundled input answered, exalloc never worse than greedy."""
     out = tmp_path / "results.jsonl"
     done = subprocess.run(
@@ -423,6 +424,6 @@ def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
         assert f"\n{problem} " in done.stdout
     lines = _lines(out)
     assert not any(r.get("error") or (r.get("greedy") or {}).get("error") for r in lines)
-    from programs.tasks import verdict
+    from programs.judging import verdict
 
     assert "greedy better" not in {verdict(r) for r in lines}

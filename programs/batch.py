@@ -29,7 +29,12 @@ from typing import Any
 from model.errors import InputError
 from programs.executors import run_dask, run_local
 from programs.judging import metric_value, verdict
-from programs.options import greedy_timeout_option, live_source_options, solver_options
+from programs.options import (
+    greedy_timeout_option,
+    live_source_options,
+    number_type,
+    solver_options,
+)
 from programs.tasks import (
     discover,
     freeze,
@@ -285,7 +290,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="*", metavar="DIR_OR_GLOB", help="folders, globs or files")
     live_source_options(parser, repeatable=True)
     parser.add_argument("--out", required=True, metavar="RESULTS.jsonl", help="results (appended)")
-    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=number_type(1, strict=False, integer=True),
+        default=2,
+        help="local worker processes (default 2)",
+    )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -303,14 +313,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: Any) -> BatchReport:
     start = time.perf_counter()
-    if args.workers < 1:
-        raise InputError(f"--workers must be at least 1, not {args.workers}")
     out = os.path.realpath(args.out)
     inputs: list[str] = []
     for spec in args.inputs:  # the results file itself is never an input
         inputs.extend(p for p in discover(spec) if p not in inputs and os.path.realpath(p) != out)
     live = live_tasks(args)
-    require_inputs(inputs, live)
+    require_inputs(inputs, live, args.inputs)
     tasks = plan(inputs) + live
     options = options_from(args, compare=args.compare)
     results = ResultsFile(args.out)

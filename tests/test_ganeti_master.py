@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -270,3 +271,104 @@ def test_ganeti_calls_go_through_the_hail_server(master, hail_server):
         assert re.search(r": hail /\S+ --no-capacity-checks: exit 0 in ", served.pop())
     finally:
         remove("exl-served")
+
+
+# -- reading the live cluster as htools reads it -------------------------------------------------
+
+#: Node fields of the text format that are the machine's own free memory and disk (the fake
+#: hypervisor reports /proc/meminfo, file storage the file system's free space): they move
+#: between any two reads, whoever reads. Everything else must be byte for byte htools'.
+VOLATILE = {"mnode": 2, "mfree": 3, "dfree": 5}
+
+
+def steady(snapshot: str) -> str:
+    """The snapshot with the volatile node fields blanked (nodes are its second section)."""
+    sections = snapshot.split("\n\n")
+    nodes = []
+    for line in sections[1].splitlines():
+        fields = line.split("|")
+        for index in VOLATILE.values():
+            assert 0 <= int(fields[index]), line
+            fields[index] = "*"
+        nodes.append("|".join(fields))
+    return "\n\n".join([sections[0], "\n".join(nodes), *sections[2:]])
+
+
+def exalloc_read(source: str, folder: Path) -> tuple[str, str]:
+    """`exalloc info SOURCE -S FILE`: its output and the snapshot it wrote."""
+    path = folder / "exalloc.data"
+    path.unlink(missing_ok=True)
+    done = run(str(BIN / "exalloc"), "info", source, "-S", str(path))
+    assert done.returncode == 0, done.stderr
+    return done.stdout, path.read_text()
+
+
+def hscan_read(source: str, folder: Path) -> str:
+    """What `hscan SOURCE` writes (`-L`: LOCAL.data; an address: a file named after it)."""
+    out = folder / "hscan"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    done = run("hscan", "-d", str(out), source)
+    assert done.returncode == 0, done.stderr
+    [written] = list(out.iterdir())
+    return written.read_text()
+
+
+def bracketed(source: str, address: str, folder: Path) -> tuple[str, str, str] | None:
+    """exalloc, hscan, exalloc again: when both exalloc reads show the same cluster, hscan read
+    that cluster too (nothing changed in between); None when an instance came in meanwhile."""
+    _, first = exalloc_read(source, folder)
+    theirs = hscan_read(address, folder)
+    out, second = exalloc_read(source, folder)
+    if steady(first) != steady(second):
+        return None
+    return out, second, theirs
+
+
+@pytest.mark.parametrize("kind", ["luxi", "rapi"])
+def test_info_reads_the_live_cluster_as_hscan_while_instances_are_added(
+    master, exalloc_hail, tmp_path, kind
+):
+    source = "-L" if kind == "luxi" else f"-m{master.rapi}"
+    address = "-L" if kind == "luxi" else master.rapi
+    names = [f"exl-read-{kind}-{i}" for i in range(4)]
+    added: list[subprocess.CompletedProcess] = []
+
+    def adds() -> None:
+        added.extend(add(master, name, "-I", "exalloc-hail") for name in names)
+
+    adder = threading.Thread(target=adds)
+    adder.start()
+    compared_during = 0
+    try:
+        while adder.is_alive():
+            found = bracketed(source, address, tmp_path)
+            if found is not None and adder.is_alive():
+                _, ours, theirs = found
+                assert steady(ours) == steady(theirs)
+                compared_during += 1
+        adder.join()
+        assert [done.returncode for done in added] == [0] * len(names), added[0].stderr
+        assert compared_during >= 1, "no read while the instances were being added"
+        for _ in range(5):
+            found = bracketed(source, address, tmp_path)
+            if found is not None:
+                break
+        assert found is not None, "the cluster kept changing after the adds"
+        out, ours, theirs = found
+        assert steady(ours) == steady(theirs)
+        assert all(f"\n{name}|128|0|1|running|Y|{master.node}||diskless|" in ours for name in names)
+        # The score exalloc gives the cluster it read is hinfo's on that same snapshot.
+        snapshot = tmp_path / "exalloc.data"
+        hinfo = run("hinfo", "-t", str(snapshot))
+        assert hinfo.returncode == 0, hinfo.stderr
+        assert score_line(out) == score_line(hinfo.stdout)
+    finally:
+        adder.join()
+        remove(*names)
+
+
+def score_line(text: str) -> str:
+    found = re.search(r"^Cluster score: \S+$", text, re.M)
+    assert found, text
+    return found.group(0)

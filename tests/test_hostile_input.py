@@ -390,7 +390,7 @@ def test_squeeze_plan_without_enough_capacity_is_judged_as_the_program_checks_it
     the batch judge (and the fuzzing test) must see it that way, not count a broken probe."""
     import fuzz_inputs
 
-    from programs.tasks import judge_squeeze
+    from programs.judging import judge_squeeze
 
     seed = next(s for s in fuzz_inputs.text_seeds() if s.startswith("group-01|d95bafc8"))
     lines = seed.split("\n")

@@ -28,7 +28,6 @@ from model.backends.text import save_text
 from model.errors import about
 from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
-from programs import hail_client
 from programs.options import (
     ArgumentKind,
     capacity_checks_option,
@@ -38,6 +37,7 @@ from programs.options import (
     standard_options,
     static_kvm_option,
 )
+from service import hail_client
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
     from solvers.strategies.iallocator import IAllocatorOptions
@@ -214,7 +214,7 @@ def options_of(args: Any) -> IAllocatorOptions:
 
 #: Every request is answered within a bound, even without --time-limit: Ganeti waits for its
 #: iallocator, and no input may keep it waiting (docs/reliability.md, "Time"). The client and
-#: the server share the number (programs.hail_client, which imports nothing heavy).
+#: the server share the number (service.hail_client, which imports nothing heavy).
 DEFAULT_TIME_LIMIT_S = hail_client.DEFAULT_TIME_LIMIT_S  # 60 s
 
 

@@ -25,8 +25,8 @@ from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
 
 from model.backends.text import load_text, parse_text
 from model.check import check_allocation
-from model.journal import JOURNAL_FILE
 from model.state import node_states
+from service.journal import JOURNAL_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -349,7 +349,7 @@ def test_sigkill_during_load_test_then_restart(workdir: Path) -> None:
 
 
 @pytest.mark.reference
-def test_state_snapshot_loads_in_real_hinfo(small: Server, ganeti, workdir: Path) -> None:
+def test_state_snapshot_loads_in_real_hinfo(small: Server, htools, workdir: Path) -> None:
     for name, memory in (("a", 6144), ("b", 2048)):
         assert exalloc(*create_args(small, name, memory)).returncode == 0
     drbd = ["--template", "drbd"]
@@ -360,7 +360,7 @@ def test_state_snapshot_loads_in_real_hinfo(small: Server, ganeti, workdir: Path
     ours = json.loads(result.stdout)
     assert ours["creations"] == 3 and ours["check_ok"]
     hinfo = subprocess.run(
-        [str(ganeti.hinfo), "-t", str(saved)], capture_output=True, text=True, check=False
+        [str(htools.hinfo), "-t", str(saved)], capture_output=True, text=True, check=False
     )
     assert hinfo.returncode == 0, hinfo.stderr
     assert "Loaded 3 nodes, 3 instances" in hinfo.stdout

@@ -131,7 +131,7 @@ def _write(folder: Path, name: str, text: str) -> Path:
 
 def snapshot_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     """A text snapshot: `info`, and when it loads, `squeeze`, whose plan the checker judges."""
-    from programs.tasks import judge_squeeze
+    from programs.judging import judge_squeeze
 
     text = fi.mutate_snapshot(data, data.draw(st.sampled_from(TEXT_SEEDS), label="seed"))
     path = _write(folder, "snapshot.data", text)
@@ -152,7 +152,8 @@ def snapshot_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
 def request_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     """An IAllocator request: `hail`; a successful placement or move plan is judged by the
     checker."""
-    from programs.tasks import MOVE_PROBLEMS, judge_allocation, judge_moves, response_placements
+    from programs.judging import judge_allocation, judge_moves, response_placements
+    from programs.tasks import MOVE_PROBLEMS
 
     tree = data.draw(st.sampled_from(REQUEST_SEEDS), label="seed")
     text = fi.dump_json(data, fi.mutate_tree(data, tree, fi.JSON_VALUES))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from programs.hail_client import Call, ProtocolError, Reply, pack, unpack
+from service.hail_client import Call, ProtocolError, Reply, pack, unpack
 
 REPO = Path(__file__).resolve().parent.parent
 REQUESTS = REPO / "data" / "requests"
@@ -146,7 +146,7 @@ def test_options_stdin_relative_paths_and_environment(server: Server, workdir: P
     assert "FailN1: 8" in json.loads(served.stdout)["info"]
 
 
-def test_client_environment_travels_with_the_call(server: Server, workdir: Path, ganeti) -> None:
+def test_client_environment_travels_with_the_call(server: Server, workdir: Path, htools) -> None:
     """EXALLOC_REAL_HAIL set in the client's environment (not the server's) is the hail that
     --compare runs."""
     path = REQUESTS / "dedicated-12-nodes-allocate.json"
@@ -155,7 +155,7 @@ def test_client_environment_travels_with_the_call(server: Server, workdir: Path,
     same(served, local)
     assert served.returncode == 1 and "no-such-hail" in served.stderr
     without = client(["--compare", str(path)], server.socket)  # the server's own has no say
-    assert without.returncode == 0 and str(ganeti.hail) in without.stdout
+    assert without.returncode == 0 and str(htools.hail) in without.stdout
 
 
 def test_errors_are_the_in_process_errors(server: Server, workdir: Path) -> None:

@@ -390,7 +390,7 @@ def test_squeeze_plan_without_enough_capacity_is_judged_as_the_program_checks_it
     the batch judge (and the fuzzing test) must see it that way, not count a broken probe."""
     import fuzz_inputs
 
-    from programs.tasks import judge_squeeze
+    from programs.judging import judge_squeeze
 
     seed = next(s for s in fuzz_inputs.text_seeds() if s.startswith("group-01|d95bafc8"))
     lines = seed.split("\n")
@@ -411,7 +411,7 @@ def test_squeeze_plan_without_enough_capacity_is_judged_as_the_program_checks_it
     assert judged["violations"] == 0
 
 
-def test_node_evacuate_with_a_nan_score_keeps_hails_plan(ganeti, capsys, tmp_path: Path) -> None:
+def test_node_evacuate_with_a_nan_score_keeps_hails_plan(htools, capsys, tmp_path: Path) -> None:
     """A spindle count of 0 on a non-exclusive node makes a metric 0/0 (NaN, as in htools):
     the joint score model is not built, and the answer is hail's own plan, not an error."""
     doc = json.loads((REPO / "data" / "requests" / "normal-node-evacuate.json").read_text())
@@ -424,7 +424,7 @@ def test_node_evacuate_with_a_nan_score_keeps_hails_plan(ganeti, capsys, tmp_pat
     ours = json.loads(out)
     theirs = json.loads(
         subprocess.run(
-            [str(ganeti.hail), str(path)], capture_output=True, text=True, check=True
+            [str(htools.hail), str(path)], capture_output=True, text=True, check=True
         ).stdout
     )
     assert ours["success"] and ours["result"] == theirs["result"]

@@ -51,13 +51,13 @@ def valid_requests(ganeti) -> list[Path]:
     return [p for p in requests(ganeti) if p.name not in INVALID]
 
 
-def hail(ganeti, *args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [str(ganeti.hail), *(str(a) for a in args)]
+def hail(htools, *args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(htools.hail), *(str(a) for a in args)]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
 
 
-def hail_error(ganeti, text: str) -> str | None:
-    out = hail(ganeti, "-", stdin=text)
+def hail_error(htools, text: str) -> str | None:
+    out = hail(htools, "-", stdin=text)
     if out.returncode == 0:
         return None
     return out.stderr.strip().splitlines()[0].removeprefix("Error: ")

@@ -31,8 +31,8 @@ from solvers.strategies.iallocator import IAllocatorOptions, answer, one_by_one_
 from solvers.strategies.n1 import check_cluster
 
 
-def real_hail(ganeti, path: Path) -> dict:
-    proc = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
+def real_hail(htools, path: Path) -> dict:
+    proc = subprocess.run([str(htools.hail), str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -105,10 +105,10 @@ def _moves_ok(state: ClusterState, moved: list) -> None:
 
 
 @pytest.mark.parametrize("mode", ["primary-only", "all"])
-def test_node_evacuate_moves_what_hail_strands(ganeti, tmp_path, mode):
+def test_node_evacuate_moves_what_hail_strands(htools, tmp_path, mode):
     path = tmp_path / "evacuate.json"
     path.write_text(evacuation_request(mode))
-    hail = real_hail(ganeti, path)
+    hail = real_hail(htools, path)
     ours = json.loads(answer(load_request(path), IAllocatorOptions()).response)
     state = node_states(load_request(path).cluster)
     assert hail["success"] and len(hail["result"][0]) == 4 and len(hail["result"][1]) == 1
@@ -127,12 +127,12 @@ def test_node_evacuate_moves_what_hail_strands(ganeti, tmp_path, mode):
     assert where["big1"] == where["big2"] != where["small1"] == where["small2"] == where["small3"]
 
 
-def test_node_evacuate_greedy_mode_is_hail(ganeti, tmp_path):
+def test_node_evacuate_greedy_mode_is_hail(htools, tmp_path):
     """`--capacity-checks greedy` stays hail's answer, byte for byte."""
     path = tmp_path / "evacuate.json"
     path.write_text(evacuation_request("primary-only"))
     greedy = answer(load_request(path), IAllocatorOptions(capacity_checks="greedy"))
-    assert json.loads(greedy.response) == real_hail(ganeti, path)
+    assert json.loads(greedy.response) == real_hail(htools, path)
 
 
 # --- multi-allocate -----------------------------------------------------------------------
@@ -142,11 +142,11 @@ def test_node_evacuate_greedy_mode_is_hail(ganeti, tmp_path):
 MULTI_SEED = 1054
 
 
-def test_multi_allocate_places_what_hail_leaves(ganeti, tmp_path):
+def test_multi_allocate_places_what_hail_leaves(htools, tmp_path):
     path = tmp_path / "multi.json"
     path.write_text(gen.dumps(gen.for_seed(MULTI_SEED)))
     inp = load_request(path)
-    hail = real_hail(ganeti, path)
+    hail = real_hail(htools, path)
     ours = json.loads(answer(inp, IAllocatorOptions()).response)
     wanted = len(inp.request.instances)
     assert hail["success"] and 0 < len(hail["result"][0]) < wanted

@@ -1,4 +1,4 @@
-"""model.locking: Ganeti's lock semantics, ported opportunistic scenarios, many-thread properties.
+"""service.locking: Ganeti's lock semantics, ported opportunistic scenarios, many-thread properties.
 
 The `Ganeti*` tests port the opportunistic scenarios of Ganeti 2.11's
 test/py/ganeti.locking_unittest.py (docs/locking.md lists them) with the same situations and
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.errors import LockError
-from model.locking import (
+from service.locking import (
     ALL_SET,
     BGL,
     NAL,

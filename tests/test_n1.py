@@ -85,7 +85,7 @@ def _brute_force(state, node: str, mode: str = HARD) -> bool:
 
 
 @pytest.mark.reference
-def test_greedy_example_hcheck_refuses_exact_plans(ganeti, tmp_path: Path) -> None:
+def test_greedy_example_hcheck_refuses_exact_plans(htools, tmp_path: Path) -> None:
     path = tmp_path / "greedy-n1.data"
     path.write_text(GREEDY_N1)
     out = subprocess.run(
@@ -238,7 +238,7 @@ def test_incremental_check_matches_a_fresh_one() -> None:
         assert checker.redundant_after(placed, [target]) == fresh
 
 
-def test_cli_json_and_compare(ganeti, tmp_path: Path, capsys) -> None:
+def test_cli_json_and_compare(htools, tmp_path: Path, capsys) -> None:
     path = tmp_path / "greedy-n1.data"
     path.write_text(GREEDY_N1)
     assert cli.main(["n1", "-t", str(path), "--json", "--compare"]) == 0

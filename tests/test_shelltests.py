@@ -14,7 +14,6 @@ the stand-in half takes about 2 minutes on an idle 2-core machine.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import TESTSUITE
+from conftest import TESTSUITE, missing_reference
 from hypothesis import given
 from hypothesis import strategies as st
 from shelltests import (
@@ -161,7 +160,7 @@ def stand_in_judge(ganeti, tmp_path_factory) -> Iterator[Judge]:  # noqa: ANN001
 
 
 def _real_params() -> list:
-    if not CASES:  # no testsuite: one case, whose `ganeti` fixture fails in CI, skips elsewhere
+    if not CASES:  # no testsuite: one case, whose `ganeti` fixture fails (tests/conftest.py)
         return [pytest.param(None, id="no-ganeti-testsuite")]
     return [pytest.param(test, id=f"{program}:{test.id}") for test, program in CASES]
 
@@ -200,7 +199,7 @@ def test_every_htools_file_is_judged() -> None:
     """All of Ganeti 3.0.2's htools shell tests are collected (the spec's 129 of 7 files among
     them), each judging one of the eight programs."""
     if not CASES:
-        pytest.skip("no Ganeti testsuite: scripts/get-ganeti-reference")
+        missing_reference(f"Ganeti's shell tests ({SHELLTESTS_DIR})")
     by_file: dict[str, int] = {}
     for test, program in CASES:
         by_file[test.file] = by_file.get(test.file, 0) + 1
@@ -223,10 +222,7 @@ def test_verdicts_are_shelltestrunners(ganeti, tmp_path: Path) -> None:  # noqa:
     outputs that cost 0.01 s each."""
     shelltest = shutil.which("shelltest")
     if shelltest is None:
-        message = "shelltestrunner missing: run scripts/get-ganeti-reference"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_reference("shelltestrunner (shelltest)")
     real = real_programs()
     rotated = {
         name: [str(real[PROGRAMS[(k + 1) % len(PROGRAMS)]])] for k, name in enumerate(PROGRAMS)

@@ -91,11 +91,11 @@ def _hsqueeze_plan(output: str) -> tuple[list[str], list[Move]]:
     return nodes, moves
 
 
-def test_exact_beats_greedy(ganeti, capsys) -> None:  # noqa: ANN001
+def test_exact_beats_greedy(htools, capsys) -> None:  # noqa: ANN001
     """A cluster where greedy hsqueeze frees 1 node and the exact plan 2, both checked."""
     path = DATA / "greedy-gap.data"
     real = subprocess.run(
-        [str(ganeti.hsqueeze), "-t", str(path), "-C"], capture_output=True, text=True, timeout=60
+        [str(htools.hsqueeze), "-t", str(path), "-C"], capture_output=True, text=True, timeout=60
     ).stdout
     real_nodes, real_moves = _hsqueeze_plan(real)
     code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
@@ -110,7 +110,7 @@ def test_exact_beats_greedy(ganeti, capsys) -> None:  # noqa: ANN001
     assert check_squeeze(cluster, ours["nodes"], ours_moves, probe).ok
 
 
-def test_hsqueeze_frees_more_only_by_breaking_an_exclusion_tag(ganeti, capsys, tmp_path) -> None:  # noqa: ANN001
+def test_hsqueeze_frees_more_only_by_breaking_an_exclusion_tag(htools, capsys, tmp_path) -> None:  # noqa: ANN001
     """benchmarks/sweep_squeeze.py's seed 127: hsqueeze powers down two nodes, its balancing
     moving an instance off a node it marked offline with force (no soft check), onto the node
     of another instance with the same exclusion tag; exalloc, holding every htools check,
@@ -119,7 +119,7 @@ def test_hsqueeze_frees_more_only_by_breaking_an_exclusion_tag(ganeti, capsys, t
     save_text(mixed_cluster(SqueezeSpec(nodes=4, instances=7, max_fill=0.3, seed=127)), path)
     factors = ("--minimal-resources=2.0", "--target-resources=1.5")
     real = subprocess.run(
-        [str(ganeti.hsqueeze), "-t", str(path), *factors, "-C"],
+        [str(htools.hsqueeze), "-t", str(path), *factors, "-C"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -282,7 +282,7 @@ def test_decomposition_claims_optimal_only_with_the_least_moves(seed: int, monke
     assert dec.status == "feasible"
 
 
-def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> None:  # noqa: ANN001
+def test_real_hsqueeze_accepts_squeezed_snapshot(htools, tmp_path, capsys) -> None:  # noqa: ANN001
     """Cross-check with the real tool: on exalloc's -S result every node hosts the probe, so
     hsqueeze (same minimal and target factor) neither expands nor finds more to free."""
     from model.backends.text import save_text
@@ -292,7 +292,7 @@ def test_real_hsqueeze_accepts_squeezed_snapshot(ganeti, tmp_path, capsys) -> No
     code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "-S", str(tmp_path / "s"))
     assert code == 0 and out.startswith("'Nodes to offline'")
     real = subprocess.run(
-        [str(ganeti.hsqueeze), "-t", str(tmp_path / "s.squeezed")],
+        [str(htools.hsqueeze), "-t", str(tmp_path / "s.squeezed")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -79,7 +79,7 @@ def _add_program(name: str, parser: argparse.ArgumentParser) -> None:
     program = importlib.import_module(f"programs.{COMMANDS[name][0]}")
     program.add_arguments(parser)
     standard_options(parser)  # -V/--version and --help-completion on every command
-    parser.set_defaults(run=program.run)
+    parser.set_defaults(run=program.run, usage=parser.format_usage)
     if name == "hail-server":  # its workers answer each call through `main` (_warm_main)
         parser.set_defaults(make_main=_warm_main)
 
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
     import json
 
-    from model.errors import ExallocError, HtoolsError, printable
+    from model.errors import ExallocError, HtoolsError, UsageError, printable
     from programs.options import attached_optionals, settle_solver_options
 
     words = sys.argv[1:] if argv is None else argv
@@ -136,6 +136,11 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
         sys.stderr.write(getattr(report, "stderr", ""))
     except HtoolsError as err:  # the htools program's own line, as scripts match it
         print(printable(str(err)), file=sys.stderr)
+        return err.exit_code
+    except UsageError as err:  # as argparse's own: the command's usage line, then the error
+        usage = getattr(args, "usage", None)
+        sys.stderr.write(usage() if usage else "")
+        print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
         return err.exit_code
     except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)

@@ -46,9 +46,16 @@ def about(source: str | None) -> Iterator[None]:
     try:
         yield
     except ExallocError as err:
-        if err.source is None and source is not None:
+        if err.source is None and source is not None and not isinstance(err, UsageError):
             err.source = str(source)
         raise
+
+
+class UsageError(ExallocError):
+    """A command line that cannot be run (an option out of range, no inputs): exit 2, with the
+    command's usage line, before anything is read or written."""
+
+    exit_code = 2
 
 
 class InputError(ExallocError):

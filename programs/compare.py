@@ -121,7 +121,7 @@ def run(args: Any) -> CompareReport:
     for spec in args.inputs:  # files, folders or globs, as for exalloc batch
         inputs.extend(p for p in discover(spec) if p not in inputs)
     live = live_tasks(args)
-    require_inputs(inputs, live)
+    require_inputs(inputs, live, args.inputs)
     tasks = plan(inputs) + [freeze(t) for t in live]
     records = tuple(solve_task(t, options) for t in tasks)
     missing = any((r.get("greedy") or {}).get("error") == INSTALL_HINT for r in records)

@@ -15,12 +15,12 @@ import glob
 import json
 import os
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import ExallocError, InputError
+from model.errors import ExallocError, InputError, UsageError
 from programs.groups_batch import METRICS as GROUP_METRICS
 from programs.groups_batch import problems_of as group_problems
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
@@ -202,9 +202,13 @@ def input_name(label: str) -> str:
     return label if source_of_label(label) is not None else Path(label).name
 
 
-def require_inputs(inputs: list[str], tasks: list[Task]) -> None:
+def require_inputs(inputs: list[str], tasks: list[Task], given: Sequence[str] = ()) -> None:
+    """No input named at all is a usage error (exit 2); named ones that hold none, an input
+    error."""
     if not inputs and not tasks:
-        raise InputError("no inputs: give files, folders or globs, -m ADDRESS or -L[SOCKET]")
+        if given:
+            raise InputError(f"no inputs found in {', '.join(given)}")
+        raise UsageError("no inputs: give files, folders or globs, -m ADDRESS or -L[SOCKET]")
 
 
 def error_text(err: BaseException) -> str:

@@ -842,7 +842,7 @@ def test_compare_live_cluster_with_hsqueeze(capsys, ganeti, recorded, tmp_path):
 
 def test_compare_needs_an_input(capsys):
     run = exalloc(capsys, "compare")
-    assert run.code == 1
+    assert run.code == 2  # a usage error, with the usage line
     assert "no inputs" in run.err
 
 

@@ -15,7 +15,7 @@ import pyomo.environ as pyo
 import pytest
 
 from formulations.objective import Objective
-from model.errors import SolverError
+from model.errors import SolverError, UsageError
 from solvers import (
     LexResult,
     SolveResult,
@@ -221,8 +221,8 @@ def test_cpsat_rejects_continuous_variable() -> None:
     m.flow = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, 10))
     m.c = pyo.Constraint(expr=m.flow <= 10 * m.n)
     m.obj = pyo.Objective(expr=m.n - m.flow)
-    with pytest.raises(SolverError, match=r"continuous variable 'flow'"):
-        solve(m, "cpsat")
+    with pytest.raises(UsageError, match=r"its variable 'flow' is continuous"):
+        solve(m, "cpsat")  # the option's fault, exit 2 (issue 40, item 3)
     assert solve(m, "highs").objective == pytest.approx(-9.0)  # HiGHS takes it: n=1, flow=10
 
 

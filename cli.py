@@ -135,7 +135,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
         sys.stderr.write(getattr(report, "stderr", ""))
     except HtoolsError as err:  # the htools program's own line, as scripts match it
-        print(printable(str(err)), file=sys.stderr)
+        body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
+        sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))
         return err.exit_code
     except UsageError as err:  # as argparse's own: the command's usage line, then the error
         usage = getattr(args, "usage", None)

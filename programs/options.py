@@ -443,6 +443,16 @@ def offline_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def ignore_dynu_option(parser: argparse.ArgumentParser) -> None:
+    """htools' --ignore-dynu (`oIgnoreDyn`): no dynamic utilisation (`clearDynU`)."""
+    parser.add_argument(
+        "--ignore-dynu",
+        dest="ignore_dynu",
+        action="store_true",
+        help="ignore dynamic utilisation (every instance's load is 0)",
+    )
+
+
 def cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
     """Exactly one of -t FILE, -m ADDRESS, -L[SOCKET] (htools: only one backend at a time)."""
     source = parser.add_mutually_exclusive_group(required=True)

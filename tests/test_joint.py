@@ -423,15 +423,16 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
 
 def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     """With the walk beside the model, the search from hail's plan runs until the model's
-    deadline, unless every group's plan is proven: then the answer comes at once (a 60 s
+    deadline, unless every group's plan is proven: then the answer comes at once (a 600 s
     bound; a request whose model is proven in well under a second)."""
     seed = _seeds("node-evacuate", 4)[3]  # hail moves all three, the model proves its plan
     text = gen.dumps(gen.for_seed(seed))
     monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
     began = time.monotonic()
-    response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=60)))
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=600))
+    response = answer(parse_request(text), options)
     assert "optimal" in json.loads(response.response)["info"]
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 60  # not the 600 s deadline, with room for load
 
 
 def _evacuation(seed: int, mode: str | None = None) -> tuple[str, ClusterState, dict]:

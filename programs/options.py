@@ -334,6 +334,56 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
     )
 
 
+def htools_source_options(parser: argparse.ArgumentParser) -> None:
+    """An htools program's backends, as `ExtLoader.loadExternalData` takes them: -t FILE,
+    -m ADDRESS, -L[SOCKET] and -I FILE (an IAllocator request's cluster). None, or more than
+    one of the first three, is htools' own error, exit 1 (programs.sources.htools_cluster),
+    not a usage error."""
+    parser.add_argument(
+        "-t", "--text-data", dest="text_data", metavar="FILE", help="the cluster data FILE"
+    )
+    live_source_options(parser)
+    parser.add_argument(
+        "-I",
+        "--ialloc-src",
+        dest="ialloc_src",
+        metavar="FILE",
+        help="the cluster of an IAllocator request FILE",
+    )
+    static_kvm_option(parser)
+
+
+class _Quiet(argparse.Action):
+    """-q: one less verbosity (htools' -v and -q move one counter)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, *_: Any) -> None:
+        setattr(ns, self.dest, getattr(ns, self.dest, 1) - 1)
+
+
+def verbosity_options(parser: argparse.ArgumentParser, verbose_help: str = "more output") -> None:
+    """htools' -v and -q (`oVerbose`, `oQuiet`): one counter, 1 by default."""
+    parser.add_argument(
+        "-v", "--verbose", dest="verbose", action="count", default=1, help=verbose_help
+    )
+    parser.add_argument("-q", "--quiet", dest="verbose", action=_Quiet, help="less output")
+
+
+def offline_option(parser: argparse.ArgumentParser) -> None:
+    """htools' -O NODE (`oOfflineNode`, repeatable): treat NODE as offline."""
+    parser.add_argument(
+        "-O",
+        "--offline",
+        dest="offline",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="treat NODE as offline (repeatable; a unique prefix of a name will do)",
+    )
+
+
 def cluster_source(parser: argparse.ArgumentParser, text_help: str) -> None:
     """Exactly one of -t FILE, -m ADDRESS, -L[SOCKET] (htools: only one backend at a time)."""
     source = parser.add_mutually_exclusive_group(required=True)

@@ -63,9 +63,12 @@ def _seeds(kinds: tuple[str, ...], count: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize(
-    "seed", _seeds(("node-evacuate", "multi-allocate"), 16), ids=lambda s: f"seed{s}"
-)
+# node-evacuate / multi-allocate seeds (of `_seeds`' first 30) whose joint model has a single
+# move the checker passes: the others (1, 21, 37, 46, 55, 73, ...) have nothing to compare.
+RANKING_SEEDS = (3, 10, 12, 19, 28, 30, 39, 48, 57, 64, 66, 84, 93, 102, 109, 111)
+
+
+@pytest.mark.parametrize("seed", RANKING_SEEDS, ids=lambda s: f"seed{s}")
 def test_the_ranking_is_the_checkers_score(seed, monkeypatch):
     """Along random single moves of a generated request's start, the ranking changes exactly
     as the checker's score does (on plans the checker passes; exclusion tags included)."""
@@ -90,8 +93,7 @@ def test_the_ranking_is_the_checkers_score(seed, monkeypatch):
             search.move(name, pair)
             assert search.rank() - rank == pytest.approx(new_score - score, abs=1e-9)
             compared += 1
-    if not compared:
-        pytest.skip("no joint model with a move the checker passes")
+    assert compared >= 1, "no joint model with a move the checker passes"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,228 @@
+"""`exalloc balance` solved: the least group score within K of hbal's steps, or the fewest
+steps to a target score (docs/balance.md, formulations/balance.py).
+
+1. hbal's own answer (the port, model/htools/) is the start: its steps are replayed by the
+   checker and it is the answer to beat; its final state gets tangent planes first.
+2. Rounds: solve the model; read each instance's final; find an order of the fewest-step
+   paths in which every step passes hbal's checks (`model.balance.order_steps`); a set of
+   finals with no order is cut off and the model solved again; an (x,y) final whose pair the
+   reserve does not sum exactly is summed and the model built again; otherwise the checker
+   replays the steps (`model.check.check_balance`) and scores the result, planes are added
+   at that state, and the round's dual bound is a lower bound of the least score (each
+   round's model is a relaxation).
+3. Stop when the best true score meets the bound (`optimal`), or at the time limit
+   (`feasible`, with the bound and gap). Build and solve times are kept apart.
+
+Every answer returned passed `check_balance`; its score is the checker's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from formulations import balance as form
+from model.balance import BalanceData, BalanceProblem, Step, _sd_values, balance_data, order_steps
+from model.check import check_balance
+from model.errors import CheckFailedError
+from model.state import ClusterState
+from solvers import Status, Stopwatch
+from solvers.lexicographic import open_session
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+#: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
+SCORE_GAP = 1e-6
+MAX_ROUNDS = 500
+
+
+@dataclass(frozen=True)
+class BalanceAnswer:
+    """The steps found and what is proven about them."""
+
+    steps: tuple[Step, ...]
+    score_before: float
+    score: float  # the checker's, after the steps
+    scores: tuple[float, ...]  # after each step
+    bound: float | None  # lower bound of the objective (score, or steps with fewest)
+    status: str
+    rounds: int = 0
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    cuts: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    objective: str = "score"  # or "steps" (--fewest-moves)
+
+    @property
+    def value(self) -> float:
+        return float(len(self.steps)) if self.objective == "steps" else self.score
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound is None:
+            return None
+        return max(0.0, self.value - self.bound) / max(abs(self.value), 1.0)
+
+
+def _point(state: ClusterState, data: BalanceData) -> tuple[list[list[float]], list[float]]:
+    """Each spread metric's node values and p_rem at a state (where the planes touch)."""
+    rows = [_sd_values(state.nodes[n.name]) for n in data.nodes]
+    values = [list(col) for col in zip(*rows, strict=True)] if rows else []
+    rem = [state.nodes[n.name].p_rem for n in data.nodes]
+    return values, rem
+
+
+def _replayed(problem: BalanceProblem, steps: Sequence[Step]) -> ClusterState:
+    state = problem.state
+    for st in steps:
+        after = state.move(st.instance, st.kind, st.target, force=problem.rules.ignore_soft_errors)
+        assert not isinstance(after, str), "checked before"
+        state = after  # type: ignore[assignment]
+    return state
+
+
+def _checked(problem: BalanceProblem, steps: Sequence[Step]) -> tuple[float, tuple[float, ...]]:
+    report = check_balance(problem, steps)
+    if report.violations:
+        raise CheckFailedError(
+            "balance: the steps fail the checker: " + "; ".join(str(v) for v in report.violations)
+        )
+    return report.objectives["score"], report.objectives["scores"]
+
+
+def balance(
+    problem: BalanceProblem,
+    start: Sequence[Step] = (),
+    *,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    fewest_to: float | None = None,
+) -> BalanceAnswer:
+    """The least score within `problem.max_steps` steps (or, with `fewest_to`, the fewest
+    steps reaching a score no worse than it), never worse than `start` (hbal's steps)."""
+    began = time.perf_counter()
+    deadline = None if options.time_limit is None else began + options.time_limit
+    start = tuple(start)
+    before = check_balance(problem, ()).objectives["score"]
+    best_steps: tuple[Step, ...] = ()
+    best_score, best_scores = before, ()
+    if start:
+        best_score, best_scores = _checked(problem, start)
+        best_steps = start
+    objective = "score" if fewest_to is None else "steps"
+    if fewest_to is not None and not start and before > fewest_to + 1e-12:
+        best_steps, best_score = (), before  # no known plan reaches the target yet
+    reached = fewest_to is None or best_score <= fewest_to + 1e-12
+
+    def answer(status: str, bound: float | None, **kw: object) -> BalanceAnswer:
+        return BalanceAnswer(best_steps, before, best_score, tuple(best_scores), bound, status,
+                             objective=objective, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    with Stopwatch() as sw:
+        data = balance_data(problem)
+    if data.unmodelled:
+        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=data.unmodelled)
+    if not data.instances or problem.max_steps < 1:
+        bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
+        return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
+                      notes=("nothing hbal may move",) if not data.instances else ())  # fmt: skip
+    spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
+    points = [_point(problem.state, data)]
+    if start:
+        points.append(_point(_replayed(problem, start), data))
+    rounds = cuts = 0
+    solve_s = 0.0
+    bound: float | None = None
+    notes: list[str] = []
+    seen: set[tuple] = set()
+
+    def left() -> float | None:
+        return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+
+    def target_met(score: float) -> bool:
+        return fewest_to is None or score <= fewest_to + 1e-12
+
+    def better(steps: tuple[Step, ...], score: float) -> bool:
+        if not target_met(score):
+            return False
+        if fewest_to is None:
+            return score < best_score - 1e-12
+        return not reached or len(steps) < len(best_steps)
+
+    while rounds < MAX_ROUNDS:
+        with sw:
+            m = form.build(data, spec)
+            session = open_session(
+                options.solver, m, options.gap, options.threads, 0, presolve=False
+            )
+            obj = form.objectives(m, spec)[0]
+            session.set_objective(obj.expr, obj.sense)
+            for values, rem in points:
+                for row in form.tangent_rows(m, values, rem):
+                    session.add_bound(*row)
+        rebuild = False
+        while rounds < MAX_ROUNDS:
+            limit = left()
+            if limit is not None and limit <= 0.05:
+                break
+            rounds += 1
+            res = session.solve(time_limit=limit, build_s=sw.seconds)
+            solve_s += res.solve_s
+            if res.bound is not None and (bound is None or res.bound > bound):
+                bound = res.bound
+            if not res.has_solution:
+                if res.status == Status.INFEASIBLE:
+                    # nothing the model holds is left: the best known is proven
+                    bound = best_score if fewest_to is None else float(len(best_steps))
+                break
+            opened = form.open_xy(m, data)
+            if opened:
+                spec = replace(spec, exact_pairs=spec.exact_pairs | frozenset(opened))
+                rebuild = True
+                break
+            finals = form.solution(m, data)
+            key = tuple(sorted(finals.items()))
+            steps = order_steps(problem, finals)
+            if steps is None:
+                cut = tuple(
+                    (n, p, s) for n, (p, s) in sorted(finals.items())
+                    if (p, s) != problem.state.locations[n][:2]
+                )  # fmt: skip
+                spec = replace(spec, cuts=(*spec.cuts, cut))
+                cuts += 1
+                m_cut = sum(form.final_indicator(m, data, *c) for c in cut)
+                session.add_bound(m_cut, None, len(cut) - 1)
+                continue
+            steps_t = tuple(steps)
+            score, scores = _checked(problem, steps_t)
+            if better(steps_t, score):
+                best_steps, best_score, best_scores = steps_t, score, scores
+                reached = True
+            value = best_score if fewest_to is None else float(len(best_steps))
+            if reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1):
+                break
+            if key in seen and res.status == Status.OPTIMAL:
+                # the planes at this solution are in: it is the relaxation's optimum again
+                notes.append("a solution repeated with its planes in (float tolerance)")
+                break
+            seen.add(key)
+            point = _point(_replayed(problem, steps_t), data)
+            points.append(point)
+            for row in form.tangent_rows(m, *point):
+                session.add_bound(*row)
+        session.close()
+        value = best_score if fewest_to is None else float(len(best_steps))
+        done = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
+        if not rebuild or done or (left() is not None and left() <= 0.05):
+            break
+    value = best_score if fewest_to is None else float(len(best_steps))
+    if cuts:
+        notes.append(
+            f"{cuts} set(s) of finals cut off: no order of their fewest-step paths passes "
+            "hbal's checks (the bound holds among plans whose instances take their fewest steps)"
+        )
+    proven = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    if not reached:
+        notes.append("no plan found reaching the target score")
+    return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
+                  cuts=cuts, notes=tuple(notes))  # fmt: skip

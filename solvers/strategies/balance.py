@@ -148,6 +148,11 @@ def balance(
             return score < best_score - 1e-12
         return not reached or len(steps) < len(best_steps)
 
+    def finals_of(steps: Sequence[Step]) -> dict[str, tuple[str, str | None]]:
+        after = _replayed(problem, steps)
+        return {i.name: after.locations[i.name] for i in data.instances}
+
+    best_plan = finals_of(best_steps) if reached else None
     while rounds < MAX_ROUNDS:
         with sw:
             m = form.build(data, spec)
@@ -159,6 +164,11 @@ def balance(
             for values, rem in points:
                 for row in form.tangent_rows(m, values, rem):
                     session.add_bound(*row)
+        if hasattr(session, "solve_with_fixed") and best_plan is not None:
+            # the best plan known, completed by the solver into the first incumbent
+            fixed = form.load_plan(m, data, best_plan)
+            res = session.solve_with_fixed(fixed, time_limit=left())
+            solve_s += res.solve_s
         rebuild = False
         while rounds < MAX_ROUNDS:
             limit = left()
@@ -196,6 +206,7 @@ def balance(
             score, scores = _checked(problem, steps_t)
             if better(steps_t, score):
                 best_steps, best_score, best_scores = steps_t, score, scores
+                best_plan = dict(finals)
                 reached = True
             value = best_score if fewest_to is None else float(len(best_steps))
             if reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1):

@@ -237,3 +237,38 @@ def balance(
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
+
+
+def hbal_start(problem: BalanceProblem, max_rounds: int) -> tuple[Step, ...]:
+    """hbal's own answer (its port, model/htools/hbal.py `balance`): at most `max_rounds`
+    steps (negative: as many as hbal takes), with hbal's min-gain rules."""
+    from model.htools.hbal import balance as hbal_search
+    from model.htools.hbal import movable_instances, scope_of
+
+    rules = problem.rules
+    pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(problem.state, problem.group_uuid, pool)
+    table = hbal_search(problem.state, scope, rules.search(), max_rounds)
+    return tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+
+
+def answer(
+    problem: BalanceProblem,
+    *,
+    max_steps: int | None,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    fewest: bool = False,
+    target_score: float | None = None,
+) -> tuple[BalanceAnswer, tuple[Step, ...]]:
+    """`exalloc balance`'s exact answer and hbal's (the port's) steps: K = `max_steps`, or
+    the length of hbal's answer; with `fewest`, the fewest steps to a score no worse than
+    hbal's (or `target_score`)."""
+    greedy = hbal_start(problem, -1 if max_steps is None else max_steps)
+    k = len(greedy) if max_steps is None else max_steps
+    problem = replace(problem, max_steps=k)
+    if fewest:
+        target = target_score
+        if target is None:
+            target = check_balance(problem, greedy).objectives["score"]
+        return balance(problem, greedy, options=options, fewest_to=target), greedy
+    return balance(problem, greedy, options=options), greedy

@@ -98,18 +98,6 @@ STAND_IN_FAILS = {
 STAND_IN_GAPS = {
     "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
-    "htools-rapi:9": "exalloc scan",
-    "htools-balancing:4": "exalloc info -v -p --print-instances",
-    "htools-balancing:61": "exalloc info -v -p --print-instances",
-    "htools-invalid:40": "exalloc info: hinfo's error for an argument",
-    "htools-multi-group:2": "exalloc info -v -p --print-instances",
-    "htools-multi-group:20": "exalloc info -v -p --print-instances",
-    "htools-no-backend:14": "exalloc info without a backend: exit 2, not hinfo's 1",
-    "htools-rapi:2": "exalloc info -v -p --print-instances",
-    "htools-single-group:2": "exalloc info -v -p --print-instances",
-    "htools-single-group:9": "exalloc info -v -p --print-instances",
-    "htools-text-backend:5": "exalloc info: htools' missing-resources warning",
-    "htools-text-backend:14": "exalloc info -v -v: the common-suffix message",
 }
 
 

@@ -29,12 +29,12 @@ from model.cluster import Cluster, Instance, ISpec
 from model.dedicated import allocation_vector
 from model.errors import CheckFailedError
 from model.n1 import EvacuationPlan, replay
+from model.policy import minmax_shortfall
 from model.resources import (
     FailMode,
     InstanceDemand,
     Shortfall,
     check_migration,
-    minmax_shortfall,
     primary_shortfalls,
     probe_demand,
 )

@@ -18,12 +18,10 @@ from typing import Any
 
 from formulations import batch as batch_form
 from formulations import dedicated as form
-from model.backends.iallocator import (
-    AllocateRequest,
-    MultiAllocateRequest,
+from model.backends.iallocator import AllocateRequest, MultiAllocateRequest, new_instance
+from model.backends.iallocator_response import (
     format_failure_counts,
     multi_allocate_response,
-    new_instance,
     response_json,
 )
 from model.batch import BatchProblem, NewInstance

@@ -20,8 +20,8 @@ from model.backends.iallocator import (
     IAllocatorInput,
     MultiAllocateRequest,
     NodeEvacuateRequest,
-    response_json,
 )
+from model.backends.iallocator_response import response_json
 from model.htools.allocate import AllocOptions
 from model.htools.answer import HailAnswer
 from model.htools.capacity import CapacityCheck, NoCapacityCheck
@@ -91,13 +91,13 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         return joint_multi_allocate(inp, one_by_one, _rest(opts.solver, started))
     if isinstance(req, NodeEvacuateRequest) and opts.joint:
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
-        from solvers.strategies.joint import joint_node_evacuate
+        from solvers.strategies.joint_evacuate import joint_node_evacuate
 
         return joint_node_evacuate(
             inp, lambda walked: one_by_one_answer(inp, opts, walked), opts.solver
         )
     if isinstance(req, ChangeGroupRequest) and opts.joint:
-        from solvers.strategies.joint import joint_change_group
+        from solvers.strategies.joint_change_group import joint_change_group
 
         started = time.perf_counter()
         ans, line, objectives = answer_normal(inp, opts)

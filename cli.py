@@ -90,8 +90,9 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     import argparse
 
     from programs import options
+    from programs.parser import Commands, Parser
 
-    parser = options.Parser(
+    parser = Parser(
         prog="exalloc",
         description=PRODUCT,
         epilog="Run 'exalloc COMMAND --help' for a command's options.\n"
@@ -107,7 +108,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     options.solver_options(parser, shown=False)
     options.json_option(parser, shown=False)
     sub = parser.add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=options.Parser, action=options.Commands
+        dest="command", metavar="COMMAND", parser_class=Parser, action=Commands
     )
     sub.required = True
     sub.fill = _add_program

@@ -194,6 +194,7 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = [r for r in records if r["problem"] == problem]
         ok = [r for r in rs if not r.get("error")]
         verdicts = Counter(verdict(r) for r in rs)
+        judged = any(r.get("greedy") for r in rs)  # else no greedy tool ran: "-", not 0
         times = sorted(r["wall_s"] for r in ok if isinstance(r.get("wall_s"), int | float))
         pairs = [
             (a, b)
@@ -209,9 +210,9 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ok": len(ok),
                 "failed": len(rs) - len(ok),
                 "optimal": sum(1 for r in ok if r.get("status") == "optimal"),
-                "exact_better": verdicts["exact better"],
-                "same": verdicts["same"],
-                "greedy_better": verdicts["greedy better"],
+                "exact_better": verdicts["exact better"] if judged else None,
+                "same": verdicts["same"] if judged else None,
+                "greedy_better": verdicts["greedy better"] if judged else None,
                 # totals over the inputs both answered, so the two columns compare
                 "exact_total": _total(a for a, _ in pairs) if pairs else None,
                 "greedy_total": _total(b for _, b in pairs) if pairs else None,

@@ -89,6 +89,7 @@ class GroupInfo:
             "n1_happy": self.bad_nodes == 0,
             "exclusive_storage": self.exclusive_storage,
             "score": _finite(self.score),
+            "not_finite": _not_finite({"score": self.score}),
             "resources": self.totals.to_json(),
             "ipolicy": ipolicy_json(self.ipolicy),
         }
@@ -101,13 +102,26 @@ def _spec_text(s: ISpec) -> str:
     )
 
 
-def _finite(x: float) -> float | str:
-    """JSON has no NaN/Inf; keep them visible as strings (as Haskell prints them)."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    return x
+def _finite(x: float) -> float | None:
+    """JSON has no NaN/Inf: such a value is null, and `not_finite` says why (issue 40, item
+    10: it was the string "NaN")."""
+    return x if math.isfinite(x) else None
+
+
+def _why_not_finite(name: str, x: float) -> str:
+    shown = "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if name.startswith("spindles"):
+        why = "a node with 0 spindles divides 0 by 0, as in htools"
+    elif name == "score":
+        why = "a metric it sums is not finite"
+    else:
+        why = "the metric divides by a capacity of 0, as in htools"
+    return f"{shown} (as hinfo prints it): {why}"
+
+
+def _not_finite(values: dict[str, float]) -> dict[str, str]:
+    """Every null the JSON has for a NaN or an infinity, with its reason."""
+    return {k: _why_not_finite(k, v) for k, v in values.items() if not math.isfinite(v)}
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,8 @@ class InfoReport:
             "instances": len(c.instances),
             "score": _finite(self.score),
             "metrics": {k: _finite(v) for k, v in self.metrics.items()},
+            # why a score or metric above is null: {"spindles_cv": "NaN (...): ..."}
+            "not_finite": _not_finite({"score": self.score, **self.metrics}),
             "weights": {m.name: m.weight for m in METRICS},
             "n1_happy": not self.bad_nodes,
             "bad_nodes": list(self.bad_nodes),

@@ -153,6 +153,8 @@ def verdict(record: dict[str, Any]) -> str:
     """exact better / same / worse than greedy by the problem's metric (or '-')."""
     greedy = record.get("greedy") or {}
     a, b = record.get("value"), greedy.get("value")
+    if not greedy:  # no greedy tool ran (no --compare): nothing to judge (issue 40, item 8)
+        return "-"
     if record.get("error") or greedy.get("error") or a is None:
         return "-"
     if b is None:  # the greedy tool found no answer (e.g. its LP was infeasible)

@@ -49,13 +49,18 @@ def test_building_every_command_line_imports_no_solver() -> None:
 def test_top_level_help_imports_no_program() -> None:
     loaded = _modules_after("import cli\ncli.build_parser().format_help()")
     programs = [m for m in loaded if m.startswith("programs.")]
-    assert programs == ["programs.options"]
+    assert programs == ["programs.options", "programs.parser"]
 
 
 def test_exalloc_hail_in_process_imports_only_hail() -> None:
     loaded = _modules_after("import cli\ncli.hail_parser()")
     programs = {m for m in loaded if m.startswith(("programs.", "service."))}
-    assert programs == {"programs.options", "programs.hail", "service.hail_client"}
+    assert programs == {
+        "programs.options",
+        "programs.parser",
+        "programs.hail",
+        "service.hail_client",
+    }
 
 
 def test_a_chosen_command_gets_its_arguments_when_parsed() -> None:

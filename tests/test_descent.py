@@ -10,8 +10,7 @@ import pytest
 
 from model.backends.iallocator import parse_request
 from solvers.options import SolverOptions
-from solvers.strategies import descent
-from solvers.strategies import joint as joint_strategy
+from solvers.strategies import descent, joint, joint_change_group, joint_evacuate
 from solvers.strategies.iallocator import IAllocatorOptions, answer
 from solvers.strategies.placement import place_jointly, true_score
 
@@ -45,7 +44,8 @@ def _inputs(data: dict, monkeypatch: pytest.MonkeyPatch, calls: list | None = No
                 got.append((problem, dict(start), score, kind_of, verdict))
         raise _Captured
 
-    monkeypatch.setattr(joint_strategy, "place_jointly", spy)
+    for module in (joint, joint_evacuate, joint_change_group):  # every joint model
+        monkeypatch.setattr(module, "place_jointly", spy)
     options = IAllocatorOptions(solver=SolverOptions(time_limit=5.0))
     try:
         answer(parse_request(gen.dumps(data)), options)

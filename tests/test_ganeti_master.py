@@ -444,3 +444,41 @@ def test_concurrent_opportunistic_creations(master, capture):
                 assert unallocated_mib(json.loads(call.request.read_text()), master.node) <= 4096
     finally:
         remove(*names)
+
+
+# -- running plans -------------------------------------------------------------------------------
+
+
+def job_ids() -> list[int]:
+    done = run("gnt-job", "list", "--no-headers", "-o", "id")
+    assert done.returncode == 0, done.stderr
+    return [int(word) for word in done.stdout.split()]
+
+
+def cluster_state(master: Master) -> tuple[dict, str]:
+    nodes = run("gnt-node", "list", "--no-headers", "-o", "name,offline,drained,pinst_cnt,tags")
+    assert nodes.returncode == 0, nodes.stderr
+    return instances(), nodes.stdout
+
+
+@pytest.mark.parametrize("resources", [[], ["--minimal-resources=20", "--target-resources=30"]])
+def test_squeeze_runs_its_plan_on_one_node(master, exalloc_hail, resources):
+    """On one node the plan is known: the master is never powered off (hsqueeze's candidates
+    exclude it, docs/squeeze.md) and there is no standby node to power on, so both the shrink
+    and the expand (a minimal probe that fits nowhere) plan nothing: hsqueeze's 'No action',
+    no job submitted, nothing changed."""
+    names = ["exl-squeeze-0", "exl-squeeze-1"]
+    try:
+        for name in names:
+            assert add(master, name, "-I", "exalloc-hail", memory="1G").returncode == 0
+        before, jobs = cluster_state(master), job_ids()
+        ours = run(str(BIN / "exalloc"), "squeeze", "-L", "-X", "-C", *resources)
+        theirs = run("hsqueeze", "-L", "-X", "-C", *resources)
+        assert ours.returncode == 0, ours.stderr
+        assert theirs.returncode == 0, theirs.stderr
+        assert ours.stdout == theirs.stdout
+        assert ours.stdout.startswith("'No action'\n")
+        assert job_ids() == jobs
+        assert cluster_state(master) == before
+    finally:
+        remove(*names)

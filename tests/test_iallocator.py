@@ -18,13 +18,15 @@ from model.backends.iallocator import (
     MultiAllocateRequest,
     NodeEvacuateRequest,
     RelocateRequest,
-    evacuate_response,
-    format_failure_counts,
     load_request,
-    migrate_opcode,
-    multi_allocate_response,
     new_instance,
     parse_request,
+)
+from model.backends.iallocator_response import (
+    evacuate_response,
+    format_failure_counts,
+    migrate_opcode,
+    multi_allocate_response,
     replace_disks_opcode,
     response_json,
 )

@@ -182,3 +182,49 @@ def test_the_live_service_is_its_own_layer() -> None:
         if imported.split(".")[0] == "service" and _layer(name) != "service"
     }
     assert importers == {"programs", "cli"}
+
+
+#: The sizes docs/architecture.md holds the code to: a program reads its input, calls one
+#: strategy and reports; a module holds one concept (a longer one says why in its docstring).
+MAX_PROGRAM_LINES = 450
+MAX_MODULE_LINES = 1000
+MAX_CLI_LINES = 400
+ONE_CONCEPT = "because it is one concept"
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_programs_are_thin_and_cli_only_dispatches() -> None:
+    long = {
+        name: _lines(path)
+        for name, path in MODULES.items()
+        if _layer(name) == "programs" and _lines(path) > MAX_PROGRAM_LINES
+    }
+    assert long == {}
+    assert _lines(MODULES["cli"]) <= MAX_CLI_LINES
+
+
+def _unexplained(modules: dict[str, Path]) -> dict[str, int]:
+    """The modules over MAX_MODULE_LINES whose docstring does not say why they are one concept."""
+    return {
+        name: _lines(path)
+        for name, path in modules.items()
+        if _lines(path) > MAX_MODULE_LINES
+        and ONE_CONCEPT
+        not in " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+    }
+
+
+def test_a_long_module_says_why_it_is_one_concept() -> None:
+    assert _unexplained(MODULES) == {}
+
+
+def test_the_size_rule_finds_a_long_module_that_does_not_say_why(tmp_path: Path) -> None:
+    body = "x = 1\n" * (MAX_MODULE_LINES + 1)
+    (tmp_path / "silent.py").write_text('"""A module."""\n' + body)
+    (tmp_path / "said.py").write_text(f'"""Long {ONE_CONCEPT}: the reason."""\n' + body)
+    (tmp_path / "short.py").write_text('"""A module."""\nx = 1\n')
+    found = {p.stem: p for p in tmp_path.glob("*.py")}
+    assert set(_unexplained(found)) == {"silent"}

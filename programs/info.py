@@ -23,9 +23,9 @@ from programs.options import (
     offline_option,
     refuse_arguments,
     save_option,
-    standard_options,
     verbosity_options,
 )
+from programs.parser import standard_options
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,9 @@ from programs.options import (
     offline_option,
     refuse_arguments,
     solver_options,
-    standard_options,
     verbosity_options,
 )
+from programs.parser import standard_options
 from programs.sources import ClusterSource, source_of
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser

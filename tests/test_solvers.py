@@ -480,6 +480,7 @@ def _highs_optimum(model: Path, **options: object) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.ci
 def test_highs_without_doubleton_equations_finds_the_true_optimum(tmp_path: Path) -> None:
     """The first score round of a 200-node evacuation of 40 (benchmarks/bench_joint.py seed 1,
     written by HiGHS, xz-compressed in tests/data): with the presolve rules exalloc leaves on,
@@ -536,6 +537,7 @@ def _reserve_round(*, reserves_integer: bool, seconds: float) -> tuple[str, floa
 
 
 @pytest.mark.slow
+@pytest.mark.ci
 def test_highs_bound_holds_with_continuous_reserves() -> None:
     """With the reserves r[n] integer (as exalloc declared them until 2026-11-27), HiGHS 1.12
     proves the start (32.842200) optimal after its root, although the plan stored beside the

@@ -123,3 +123,14 @@ def test_completion_of_positional_arguments(capsys: pytest.CaptureFixture[str]) 
     assert _exit_of(["--help-completion"], capsys)[1].endswith(
         "\nchoices=" + ",".join(cli.COMMANDS) + " 1 1\n"
     )
+
+
+@pytest.mark.parametrize("argv", [[], ["a.json", "b.json"]], ids=["no request", "two"])
+def test_exalloc_hail_without_one_request_is_hails_error(htools, capsys, argv: list[str]) -> None:
+    """hail's `wrapReadRequest`: its own line and exit 1 (htools-no-backend.test), not a
+    usage error."""
+    real = subprocess.run([str(htools.hail), *argv], capture_output=True, text=True, timeout=60)
+    code = cli.hail_main(argv)
+    out = capsys.readouterr()
+    assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr)
+    assert code == 1

@@ -44,6 +44,8 @@ class HailAnswer:
     placements: tuple[tuple[str, tuple[str, ...]], ...] = ()  # instance -> its new nodes
     runs: tuple[SolverRun, ...] = ()
     objectives: Mapping[str, Any] = field(default_factory=dict)
+    # an allocate's every group tried, ranked (model.htools.requests.ranked_groups)
+    groups: tuple[Mapping[str, Any], ...] = ()
 
 
 def run_note(runs: Sequence[SolverRun], note: str = "") -> str:

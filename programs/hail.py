@@ -28,14 +28,13 @@ from model.errors import about
 from model.htools.answer import HailAnswer, jsonable, split_run_note
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
-    ArgumentKind,
     capacity_checks_option,
     json_option,
     save_option,
     solver_options,
-    standard_options,
     static_kvm_option,
 )
+from programs.parser import ArgumentKind, standard_options
 from service import hail_client
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser

@@ -74,7 +74,7 @@ def _add_program(name: str, parser: argparse.ArgumentParser) -> None:
         return
     import importlib
 
-    from programs.options import standard_options
+    from programs.parser import standard_options
 
     program = importlib.import_module(f"programs.{COMMANDS[name][0]}")
     program.add_arguments(parser)
@@ -90,7 +90,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     import argparse
 
     from programs import options
-    from programs.parser import Commands, Parser
+    from programs.parser import Commands, Parser, standard_options
 
     parser = Parser(
         prog="exalloc",
@@ -99,7 +99,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
         "README.md and docs/ explain each command and how its answers are proven.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    options.standard_options(parser)
+    standard_options(parser)
     parser.add_argument(
         "--debug",
         action="store_true",
@@ -136,7 +136,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
         sys.stderr.write(getattr(report, "stderr", ""))
     except HtoolsError as err:  # the htools program's own line, as scripts match it
-        print(printable(str(err)), file=sys.stderr)
+        body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
+        sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))
         return err.exit_code
     except UsageError as err:  # as argparse's own: the command's usage line, then the error
         usage = getattr(args, "usage", None)

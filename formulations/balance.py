@@ -54,6 +54,8 @@ from model.capacity import (
     DISK,
     DISK_FORTH,
     MEMORY,
+    SPINDLE_RATIO,
+    SPINDLE_RATIO_FORTH,
     SPINDLES,
     SPINDLES_FORTH,
 )
@@ -62,7 +64,7 @@ from model.score import WEIGHTS
 
 #: rows a new secondary is checked against (addSecExEx: disk and spindles; its failover
 #: memory and the N+1 reserve are the N+1 row's); a new primary meets every row it applies to
-SECONDARY_ROWS = (DISK, DISK_FORTH, SPINDLES, SPINDLES_FORTH)
+SECONDARY_ROWS = (DISK, DISK_FORTH, SPINDLES, SPINDLES_FORTH, SPINDLE_RATIO, SPINDLE_RATIO_FORTH)
 #: the rows that hold with force (an offline node left, --ignore-soft-errors): hard checks
 FORCED_ROWS = (MEMORY,)
 ONE_STEP = (PX, SX, XP, XS)
@@ -396,11 +398,17 @@ def _arrivals(m: pyo.ConcreteModel, data: BalanceData) -> tuple[dict, dict]:
 
 
 def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
-    """Where a node takes a new role, its final numbers pass that role's strict rows:
+    """Where a node takes a new role (or, for the memory row, has its primary re-added by a
+    replaced secondary), its final numbers pass that role's strict rows:
         a[n,κ] ≥ indicator of every arrival on n checked against row κ
         Σ_i uP_κ[i]·(X[i,n] − [p_i=n]) + uS_κ[i]·(Y[i,n] − [s_i=n]) ≤ cap_κ[n] + M·(1 − a[n,κ])
     (a forced arrival meets the hard rows only). Rows no arrival can fill are left out."""
     prim, sec = _arrivals(m, data)
+    readd: dict[str, list] = defaultdict(list)
+    for i in data.instances:
+        px = [m.b[i.name, k, n] for k, n, _ in _vars_of(i) if k == PX]
+        if px and i.primary in data.node:
+            readd[i.primary].append(sum(px))
     keys, rows_of = [], {}
     inst = {i.name: i for i in data.instances}
     for node in data.nodes:
@@ -417,12 +425,16 @@ def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
                 for i, e in sec[n]
                 if not i.forced and kind in SECONDARY_ROWS and i.usage_secondary.get(kind, 0) > 0
             ]
+            if kind == MEMORY:  # a replaced secondary re-adds the primary with force: its
+                # hard rule (free memory above 0) holds on the primary's node
+                checked += readd.get(n, [])
             if not checked:
                 continue
             # each step brings a node at most one new role: K arrivals at most
             most = max(
                 [i.usage_primary.get(kind, 0) for i, _ in prim[n]]
-                + [i.usage_secondary.get(kind, 0) for i, _ in sec[n]]
+                + [i.usage_secondary.get(kind, 0) for i, _ in sec[n]],
+                default=0,
             )
             up = data.max_steps * max(most, 0)
             if cap >= up:
@@ -451,6 +463,38 @@ def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
         return use <= cap + big * (1 - m.a[n, kind])
 
     m.cap_row = pyo.Constraint(m.A, rule=row)
+    define_emptiest(m, data, sec)
+
+
+def define_emptiest(m: pyo.ConcreteModel, data: BalanceData, sec: dict) -> None:
+    """Checks made on a node at some step, whose role the final state does not show, hold
+    at the node's emptiest: its memory now plus what every primary leaving it frees
+    (nothing else ever gives it more unallocated memory), D[n] = Σ_{p_j = n} mem_j·(1 − X[j,n]):
+        failover:  f_i·Y' ≤ unalloc_n − 1 + D[n] + M·(1 − Y')   a new secondary (addSec: its
+                   failover memory below the unallocated memory when it arrived), Y' its
+                   arrival indicator
+        fr f:      mem_i·b ≤ unalloc_s − 1 + D[s] + M·(1 − b)    a replace-primary's failover
+                   makes the old secondary s the primary for a moment, b = Σ_n b[i,xs,n]
+    Soft checks: not for forced moves."""
+    node = data.node
+    leaving: dict[str, list] = defaultdict(list)
+    for i in data.instances:
+        if i.memory_mib and i.primary in node:
+            leaving[i.primary].append(i.memory_mib * (1 - m.X[i.name, i.primary]))
+    rows = []
+    for n, arrivals in sec.items():
+        for i, e in arrivals:
+            if not i.forced and i.failover_mib:
+                rows.append((n, i.failover_mib, e))
+    for i in data.instances:
+        xs = [m.b[i.name, k, n] for k, n, _ in _vars_of(i) if k == XS]
+        if xs and not i.forced and i.memory_mib and i.secondary in node:
+            rows.append((i.secondary, i.memory_mib, sum(xs)))
+    m.emptiest = pyo.ConstraintList()
+    for n, need, e in rows:
+        room = node[n].unallocated_mib - 1 + sum(leaving[n])
+        big = need + abs(node[n].unallocated_mib) + 1
+        m.emptiest.add(need * e <= room + big * (1 - e))
 
 
 def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:

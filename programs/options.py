@@ -57,7 +57,14 @@ def number_type(low: float, *, strict: bool, integer: bool = False) -> Callable[
 # -- the solver and the output ------------------------------------------------------------------
 
 #: What a command that declares no solver option (or was given none) reads.
-SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
+SOLVER_DEFAULTS = {
+    "solver": "highs",
+    "time_limit": None,
+    "gap": 0.0,
+    "threads": 1,
+    "json": False,
+    "progress": False,
+}
 
 
 def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
@@ -93,6 +100,15 @@ def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> No
         type=number_type(1, strict=False, integer=True),
         default=argparse.SUPPRESS,
         help=text("solver threads (default 1)"),
+    )
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=text(
+            "show the solve's progress on stderr (stage, best, bound, gap, elapsed); the "
+            "default when stderr is a terminal, except in exalloc-hail"
+        ),
     )
 
 

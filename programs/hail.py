@@ -47,7 +47,7 @@ class HailReport:
 
     answer: HailAnswer
     compare: Mapping[str, Any] | None = None
-    timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
+    timing: Mapping[str, Any] = field(default_factory=dict)  # load_s, answer_s, stages
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
     stderr: str = ""  # hail's own stderr output asked for (-p, -S), printed as it is
@@ -126,7 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     static_kvm_option(parser)
     _hail_only_options(parser)
-    solver_options(parser)
+    solver_options(
+        parser,
+        time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s for the whole answer, as Ganeti waits",
+    )
     json_option(parser)
 
 
@@ -289,9 +292,15 @@ def run(args: Any) -> HailReport:
             cluster = cluster.without_dynamic_util()
         inp = with_cluster(inp, cluster, source)
     loaded = time.perf_counter()
+    # the time limit bounds the whole call, reading included (issue 40, item 4)
+    limit = opts.solver.time_limit
+    if limit is not None:
+        opts = replace(opts, solver=opts.solver.within(max(limit - (loaded - start), 0.1)))
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
+    if report.answer.stages:
+        timing["stages"] = dict(report.answer.stages)
     shown = _stderr(inp, report.answer, args)
     response, run_note = split_run_note(report.answer.response)
     plain = replace(report.answer, response=response)

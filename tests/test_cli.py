@@ -76,11 +76,11 @@ def test_a_chosen_command_gets_its_arguments_when_parsed() -> None:
 
 def test_exalloc_hail_is_named_so_in_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
-        cli.hail_main([])
+        cli.hail_main(["--capacity-checks", "bogus", "request.json"])
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: exalloc-hail ")
-    assert "\nexalloc-hail: error: the following arguments are required: REQUEST.json" in err
+    assert "\nexalloc-hail: error: argument --capacity-checks: invalid choice: 'bogus'" in err
 
 
 # -- htools' conventions on every command (issue 39; Ganeti's htools-basic/invalid.test) --------

@@ -623,6 +623,37 @@ def define_score(m: pyo.ConcreteModel, data: BalanceData) -> None:
     )
 
 
+def define_deviations(m: pyo.ConcreteModel, data: BalanceData) -> None:
+    """Planes of every spread in the directions of single nodes, valid at every point: for
+    any u with Σu = 0 and |u| = 1, σ = |v − μ|/√N ≥ u·v/√N; with u along e_n − 1/N,
+        σ_k ≥ ±(v[k,n] − mean_k(v)) / √(N − 1)
+    (a node far from the mean alone bounds the spread; tangent planes touch only at their
+    point, and the first rounds' relaxation spread every move's fraction under them)."""
+    names = list(m.N)
+    count = len(names)
+    if count < 2:
+        return
+    scale = 1.0 / (count - 1) ** 0.5
+    keys = [(k, n, sign) for k in m.K for n in names for sign in (1, -1)]
+    m.DEV = pyo.Set(initialize=keys, dimen=3, ordered=True)
+
+    def mean(k: int) -> object:
+        return sum(m.v[k, x] for x in names) / count
+
+    # deviation: σ_k ≥ ±(v[k,n] − mean_k) / √(N − 1)
+    m.deviation = pyo.Constraint(
+        m.DEV,
+        rule=lambda _m, k, n, sign: m.sigma[k] >= sign * scale * (m.v[k, n] - mean(k)),
+    )
+    rem_mean = sum(m.p_rem[x] for x in names) / count
+    m.DEVR = pyo.Set(initialize=[(n, sign) for n in names for sign in (1, -1)], dimen=2)
+    # deviation_res: σ_res ≥ ±(p_rem[n] − mean(p_rem)) / √(N − 1)
+    m.deviation_res = pyo.Constraint(
+        m.DEVR,
+        rule=lambda _m, n, sign: m.sigma_res >= sign * scale * (m.p_rem[n] - rem_mean),
+    )
+
+
 def define_cuts(m: pyo.ConcreteModel, data: BalanceData, spec: BalanceModelSpec) -> None:
     """A set of finals with no valid order of steps: not all of them again,
     Σ_{(i, P, S) in cut} [i ends on (P, S)] ≤ |cut| − 1."""
@@ -657,6 +688,7 @@ def build(data: BalanceData, spec: BalanceModelSpec = BalanceModelSpec()) -> pyo
     define_n1(m, data)
     define_tags(m, data)
     define_score(m, data)
+    define_deviations(m, data)
     define_cuts(m, data, spec)
     if spec.fewest_steps_to is None:
         # budget: steps ≤ K

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
 # cli.py only builds the top-level parser, dispatches to a program, prints, and maps errors to
 # exit codes; each program under programs/ owns its arguments (`add_arguments`) and its `run`.
@@ -119,8 +120,15 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
+def main(
+    argv: Sequence[str] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    *,
+    iallocator: bool = False,
+) -> int:
+    """Parse, run, print. `parser` lets a server reuse one built ahead of the call;
+    `iallocator`: Ganeti's call (exalloc-hail, the hail-server), which shows no progress
+    unless asked."""
     import json
 
     from model.errors import ExallocError, HtoolsError, UsageError, printable
@@ -130,7 +138,8 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     args = (parser or build_parser()).parse_args(attached_optionals(words))
     settle_solver_options(args)
     try:
-        report = args.run(args)
+        with _progress(args, iallocator):
+            report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
         for note in getattr(report, "notes", ()):
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
@@ -153,6 +162,18 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
         return _internal_error(err, debug=getattr(args, "debug", False))
     return _print(text, getattr(report, "exit_code", EXIT_OK))
+
+
+def _progress(args: argparse.Namespace, iallocator: bool) -> AbstractContextManager[object]:
+    """The solves' status line on stderr (solvers/progress.py): with --progress, or when
+    stderr is a terminal outside iallocator mode; never on stdout."""
+    from solvers import progress
+
+    terminal = sys.stderr.isatty()
+    shown = getattr(args, "progress", False) or (terminal and not iallocator)
+    if getattr(args, "own_progress", False):  # `batch` draws its own bar
+        shown = False
+    return progress.reporting(sys.stderr if shown else None, terminal=terminal)
 
 
 def _print(text: str, exit_code: int) -> int:
@@ -196,7 +217,7 @@ def _warm_main() -> Callable[[list[str]], int]:
     """`main` with its parser built now: hail-server workers build it before their call."""
     import functools
 
-    return functools.partial(main, parser=build_parser(ready=("hail",)))
+    return functools.partial(main, parser=build_parser(ready=("hail",)), iallocator=True)
 
 
 def hail_parser() -> argparse.ArgumentParser:
@@ -213,7 +234,7 @@ def hail_parser() -> argparse.ArgumentParser:
 def hail_main(argv: Sequence[str] | None = None) -> int:
     """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return main(["hail", *args], parser=hail_parser())
+    return main(["hail", *args], parser=hail_parser(), iallocator=True)
 
 
 def hail_console() -> int:

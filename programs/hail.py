@@ -124,7 +124,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     static_kvm_option(parser)
     _hail_only_options(parser)
-    solver_options(parser)
+    solver_options(
+        parser,
+        time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s for the whole answer, as Ganeti waits",
+    )
     json_option(parser)
 
 

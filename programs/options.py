@@ -57,10 +57,19 @@ def number_type(low: float, *, strict: bool, integer: bool = False) -> Callable[
 # -- the solver and the output ------------------------------------------------------------------
 
 #: What a command that declares no solver option (or was given none) reads.
-SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
+SOLVER_DEFAULTS = {
+    "solver": "highs",
+    "time_limit": None,
+    "gap": 0.0,
+    "threads": 1,
+    "json": False,
+    "progress": False,
+}
 
 
-def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+def solver_options(
+    parser: argparse.ArgumentParser, *, shown: bool = True, time_limit_default: str = ""
+) -> None:
     """Solver options of the commands that solve. They are also accepted before the command
     (older scripts put them there) but shown only on the commands that use them."""
 
@@ -79,7 +88,10 @@ def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> No
         type=number_type(0, strict=True),
         metavar="SECONDS",
         default=argparse.SUPPRESS,
-        help=text("stop after SECONDS and report the best answer found with its gap"),
+        help=text(
+            "stop after SECONDS and report the best answer found with its gap"
+            + (f" (default {time_limit_default})" if time_limit_default else "")
+        ),
     )
     group.add_argument(
         "--gap",
@@ -93,6 +105,15 @@ def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> No
         type=number_type(1, strict=False, integer=True),
         default=argparse.SUPPRESS,
         help=text("solver threads (default 1)"),
+    )
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=text(
+            "show the solve's progress on stderr (stage, best, bound, gap, elapsed); the "
+            "default when stderr is a terminal, except in exalloc-hail"
+        ),
     )
 
 
@@ -191,6 +212,7 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
     """-m ADDRESS and -L[SOCKET]: read a running cluster as htools does (docs/live.md;
     repeatable: one input per option, for compare and batch)."""
     action = "append" if repeatable else "store"
+    again = "; repeat the option for more clusters, each one input" if repeatable else ""
     target.add_argument(
         "-m",
         "--master",
@@ -198,7 +220,7 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
         action=action,
         metavar="ADDRESS",
         help="read the cluster through RAPI at ADDRESS (https://ADDRESS:5080 unless ADDRESS "
-        "holds a ':', e.g. http://host:8080; file://DIR reads saved answers)",
+        f"holds a ':', e.g. http://host:8080; file://DIR reads saved answers){again}",
     )
     target.add_argument(
         "-L",
@@ -209,7 +231,7 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
         const="",
         metavar="SOCKET",
         help=f"read the cluster through LUXI, at SOCKET if attached (-L/path or --luxi=/path; "
-        f"default {LUXI_DEFAULT_HELP})",
+        f"default {LUXI_DEFAULT_HELP}){again}",
     )
 
 

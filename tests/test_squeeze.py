@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from squeeze_gen import SqueezeSpec, ext_cluster, mixed_cluster
+from test_squeeze_brute import brute_force
 
 import cli
 import programs.squeeze as squeeze
@@ -132,7 +133,7 @@ def test_hsqueeze_frees_more_only_by_breaking_an_exclusion_tag(htools, capsys, t
     code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path), *factors)
     ours = json.loads(out)
     assert code == 0 and ours["status"] == "optimal" and ours["checker"]["ok"]
-    assert len(ours["nodes"]) == 1
+    assert brute_force(cluster, 1.5, least_moves=False)[0] == len(ours["nodes"]) == 1
 
 
 def test_no_action_is_judged_by_the_minimal_probe(capsys, tmp_path) -> None:  # noqa: ANN001
@@ -310,6 +311,8 @@ def test_move_drbd_frees_nodes_holding_drbd(ganeti, capsys) -> None:  # noqa: AN
     doc = json.loads(out)
     assert doc["status"] == "optimal" and doc["checker"]["ok"]
     assert len(doc["nodes"]) == 2 and "node-01-001" in doc["nodes"]
+    # the count, by every plan the checker passes (drbd pairs included)
+    assert brute_force(load_text(path), 2.0, "drbd", least_moves=False)[0] == 2
     code, out, _ = run_cli(capsys, "squeeze", "-t", str(path), "--move", "drbd", "-C")
     assert "gnt-instance replace-disks -n " in out
 

@@ -509,8 +509,11 @@ def multi_allocate(
         # than none, or than an earlier round's batch the checker refuses), so that a time
         # limit never answers worse than hail
         model_end = time.perf_counter()
-        left = None if end is None else max(end - model_end - CHECK_RESERVE_S, 0.01)
-        greedy = greedy_batch(states, demands, req.group_name, opts.within(left), end, cut)
+        until = end
+        if end is not None and no_batch:  # a build past its share: hail's batch still gets
+            until = max(end, model_end + 0.1 * opts.time_limit)  # a tenth, not an error
+        left = None if until is None else max(until - model_end - CHECK_RESERVE_S, 0.01)
+        greedy = greedy_batch(states, demands, req.group_name, opts.within(left), until, cut)
         stages["greedy_s"] = time.perf_counter() - model_end
         if greedy is not None and _batch_key(states, demands, greedy, last) < _batch_key(
             states, demands, chosen, last

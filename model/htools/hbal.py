@@ -57,7 +57,7 @@ from model.backends.text import (
 from model.cluster import MOVABLE_TEMPLATES, Cluster, read_name
 from model.htools.evacuate import MIRROR_EXTERNAL, MIRROR_INTERNAL, mirror_type
 from model.htools.metrics import ListScores, RowCache, list_score, list_stats, node_row, stat_value
-from model.htools.nodelist import print_table
+from model.htools.nodelist import table
 from model.operations import Step, command
 from model.resources import (
     EXCLUSION_TAG_PREFIX,
@@ -138,11 +138,9 @@ class Table:
 
 def split_instances(state: ClusterState) -> frozenset[str]:
     """`findSplitInstances`: instances whose primary and secondary are in different groups."""
-    out = set()
-    for name, (p, s) in state.locations.items():
-        if s is not None and state.nodes[p].group_uuid != state.nodes[s].group_uuid:
-            out.add(name)
-    return frozenset(out)
+    from model.htools.hinfo import split_instances as split
+
+    return frozenset(i.name for i in split(state))
 
 
 def movable_instances(
@@ -595,29 +593,12 @@ def format_cmds(job_sets: Sequence[Sequence[Sequence[str]]]) -> str:
 
 
 def instance_map(state: ClusterState, scope: Scope) -> str:
-    """`Cluster.printInsts` (--print-instances): the group's instances in index order, full
-    names, memory and disk (GiB) as integers, the four dynamic loads."""
-    rows = []
-    for name in scope.instances:
-        d = state.demands[name]
-        p, s = state.locations[name]
-        u = d.util
-        rows.append(
-            [
-                "R" if is_running(d.status) else " ",
-                read_name(name),
-                p,
-                s or "",
-                "Y" if d.auto_balance else "N",
-                f"{d.vcpus:3d}",
-                f"{d.memory_mib:5d}",
-                f"{d.disk_mib // 1024:5d}",
-                *(printf_fixed(x, 3).rjust(5) for x in (u.cpu, u.mem, u.dsk, u.net)),
-            ]
-        )
-    header = ["F", "Name", "Pri_node", "Sec_node", "Auto_bal"]
-    header += ["vcpu", "mem", "dsk", "lCpu", "lMem", "lDsk", "lNet"]
-    return print_table("", header, rows, [False] * 5 + [True] * 7)
+    """`Cluster.printInsts` (--print-instances) of the group's instances where they are now."""
+    from model.htools.hinfo import instance_map as printed
+
+    inside = set(scope.instances)
+    snap = state.snapshot()
+    return printed(replace(snap, instances=tuple(i for i in snap.instances if i.name in inside)))
 
 
 def print_stats(state: ClusterState, scope: Scope, prefix: str = "  ") -> str:
@@ -629,7 +610,7 @@ def print_stats(state: ClusterState, scope: Scope, prefix: str = "  ") -> str:
     for k, m in enumerate(() if stats.empty else METRICS):  # compDetailedCV of none: []
         value = stat_value(k, stats.values[k])
         rows.append([m.name, printf_fixed(value, 8), "x" + printf_fixed(m.weight, 2)])
-    return print_table(prefix, ["Field", "Value", "Weight"], rows, [False, True, True])
+    return table(["Field", "Value", "Weight"], rows, [False, True, True], prefix=prefix)
 
 
 # --- Program/Hbal.hs main: the run as hbal prints it ----------------------------------------
@@ -731,8 +712,8 @@ def _balanced_snapshot(cluster: Cluster, state: ClusterState, scope: Scope) -> C
 def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) -> HbalRun:
     """hbal's main after loading (`cluster`: as `loadExternalData` leaves it; `loaded`: what
     -S writes as FILE.original, by default `cluster`)."""
-    from model.backends.iallocator import show_ipolicy
     from model.backends.text import dump_text
+    from model.htools.hinfo import bad_items, show_ipolicy
     from model.htools.loader import suffix_note
     from model.htools.nodelist import NodeList
     from model.space import with_node_status
@@ -793,10 +774,7 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     # checkGroup
     o.out.append(f"Group size {len(scope.nodes)} nodes, {len(scope.instances)} instances\n")
     o.out.append(f"Selected node group: {group.name}\n")
-    bad_nodes = [n for n in scope.nodes if not state.nodes[n].offline and state.nodes[n].fail_n1]
-    bad_insts = {
-        i for n in bad_nodes for i in (*state.nodes[n].primaries, *state.nodes[n].secondaries)
-    }
+    bad_nodes, bad_insts = bad_items(state, scope.nodes)
     if v >= 1:
         o.out.append(
             f"Initial check done: {len(bad_nodes)} bad nodes, {len(bad_insts)} bad instances.\n"

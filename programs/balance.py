@@ -1,6 +1,7 @@
 """`exalloc balance`: hbal's question (which moves bring the group's score down), answered by
-hbal's own search with `--greedy` (model/htools/hbal.py): its output, `-C` commands and
-script, `-S` files and exit code byte for byte the real hbal 3.0.2's (docs/balance.md).
+hbal's own search with `--greedy` (model/htools/hbal.py, hbal_program.py): its output, `-C`
+commands and script, `-S` files and exit code byte for byte the real hbal 3.0.2's
+(docs/balance.md).
 
 With `-X` the moves run on the cluster read through LUXI, job set by job set, as hbal's own
 `-X` (programs/execute.py, model/backends/jobs.py). The exact mode (the least score within K
@@ -11,13 +12,12 @@ says so and exits 2.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
     from model.cluster import Cluster
-    from model.htools.hbal import HbalOptions, HbalRun
+    from model.htools.hbal_program import HbalOptions, HbalRun
 
 EXACT_PENDING = (
     "the exact balance (issue 37) is not built yet: use `exalloc balance --greedy` "
@@ -26,16 +26,6 @@ EXACT_PENDING = (
 
 #: Ganeti's job priorities as `--priority` names them (`parseSubmitPriority`)
 PRIORITIES = ("low", "normal", "high")
-
-
-class _Quiet(argparse.Action):
-    """-q: one less verbosity (htools' -v and -q move one counter)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, *_: Any) -> None:
-        setattr(ns, self.dest, getattr(ns, self.dest, 1) - 1)
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -48,31 +38,21 @@ def _names(text: str) -> tuple[str, ...]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hbal 3.0.2's options (backends, -S, -C, -X shared with the other programs), exalloc's
     `--greedy` and `--json`."""
-    from programs.htools_options import add_generic_options
     from programs.options import (
         exec_option,
+        htools_source_options,
+        ignore_dynu_option,
         json_option,
-        live_source_options,
         number_type,
+        offline_option,
         print_commands_option,
         save_option,
-        static_kvm_option,
+        verbosity_options,
     )
+    from programs.parser import standard_options
 
-    source = p.add_argument_group("backend")  # none, or more than one: hbal's own errors
-    source.add_argument(
-        "-t", "--text-data", dest="text_data", metavar="FILE", help="cluster snapshot (htools text)"
-    )
-    live_source_options(source)
-    p.add_argument(
-        "-I",
-        "--ialloc-src",
-        dest="ialloc_src",
-        metavar="FILE",
-        help="read the cluster from an IAllocator request",
-    )
-    static_kvm_option(p)
-    add_generic_options(p, "hbal")
+    htools_source_options(p)  # none, or more than one: hbal's own errors
+    standard_options(p, "hbal", ())
     p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hbal's own error
     p.add_argument(
         "-p",
@@ -118,17 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="at most N moves",
     )
-    p.add_argument("-v", "--verbose", dest="verbose", action="count", default=1, help="more output")
-    p.add_argument("-q", "--quiet", dest="verbose", action=_Quiet, help="less output")
-    p.add_argument(
-        "-O",
-        "--offline",
-        dest="offline",
-        action="append",
-        default=[],
-        metavar="NODE",
-        help="treat NODE as offline (repeatable; a unique prefix of a name will do)",
-    )
+    verbosity_options(p)
+    offline_option(p)
     p.add_argument(
         "-e",
         "--min-score",
@@ -203,12 +174,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="instances' dynamic utilisation: NAME CPU MEM DSK NET per line",
     )
-    p.add_argument(
-        "--ignore-dynu",
-        dest="ignore_dynu",
-        action="store_true",
-        help="ignore the dynamic utilisation (every load 0)",
-    )
+    ignore_dynu_option(p)
     p.add_argument(
         "--exclusion-tags",
         dest="exclusion_tags",
@@ -240,7 +206,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options_of(args: argparse.Namespace) -> HbalOptions:
-    from model.htools.hbal import BalanceOptions, HbalOptions
+    from model.htools.hbal import BalanceOptions
+    from model.htools.hbal_program import HbalOptions
     from model.htools.nodelist import parse_fields
 
     search = BalanceOptions(
@@ -288,26 +255,17 @@ class BalanceReport:
         return self.json
 
 
-def _load(args: argparse.Namespace) -> Cluster:
-    """The cluster as `loadExternalData` reads it: a backend, then --ignore-dynu (or -U's
-    loads) and --exclusion-tags."""
+def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
+    """The cluster as `loadExternalData` reads it (a backend, or htools' error), then
+    --ignore-dynu (or -U's loads); with the loader's warning."""
     from model.errors import InputError
-    from programs.sources import cluster_of
+    from programs.sources import htools_cluster
 
-    if args.ialloc_src is not None:
-        from model.backends.iallocator import load_request
-
-        cluster = load_request(args.ialloc_src).cluster
-    elif args.text_data is not None:
-        from model.backends.text import load_text
-
-        cluster = load_text(args.text_data, static_kvm_node_memory=args.static_kvm_node_memory)
-    else:
-        cluster, _ = cluster_of(args)
+    cluster, _, warning = htools_cluster(args)
     if args.ignore_dynu:
         cluster = cluster.without_dynamic_util()
     elif args.dynu_file is not None:
-        from model.htools.hbal import read_dynu, with_dynu
+        from model.htools.hbal_program import read_dynu, with_dynu
 
         try:
             with open(args.dynu_file, encoding="utf-8") as f:
@@ -315,15 +273,14 @@ def _load(args: argparse.Namespace) -> Cluster:
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror}", source=args.dynu_file) from None
         cluster = with_dynu(cluster, read_dynu(text, args.dynu_file))
-    return cluster
+    return cluster, warning
 
 
 def run(args: argparse.Namespace) -> BalanceReport | Any:
-    """`exalloc balance --greedy`: read, run hbal's main (model.htools.hbal.hbal), write its
+    """`exalloc balance --greedy`: read, run hbal's main (model.htools.hbal_program.hbal), write its
     files, then -X's jobs."""
     from model.files import write_files
-    from model.htools.hbal import hbal, with_exclusion_tags
-    from model.htools.loader import loading_warning
+    from model.htools.hbal_program import hbal, with_exclusion_tags
 
     if not args.greedy:
         return BalanceReport("", f"exalloc: error: {EXACT_PENDING}\n", 2, {"error": EXACT_PENDING})
@@ -333,15 +290,7 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
     if args.arguments:
         message = "This program doesn't take any arguments."
         return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
-    backends = [getattr(args, k) is not None for k in ("master", "luxi", "text_data")]
-    if sum(backends) > 1:
-        message = "Only one of the rapi, luxi, and data files options should be given."
-        return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
-    if all(getattr(args, k) is None for k in ("text_data", "master", "luxi", "ialloc_src")):
-        message = "failed to load data, aborting: No backend selected! Exiting."
-        return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
-    loaded = _load(args)
-    warning = loading_warning(loaded) if args.verbose > 0 else ""
+    loaded, warning = _load(args)
     cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
     result = hbal(cluster, options_of(args), loaded)
     write_files(result.files)
@@ -356,7 +305,7 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
 def _execute(args: argparse.Namespace, result: HbalRun, report: BalanceReport) -> Any:
     """-X: hbal's jobs through LUXI, job set by job set; refused as hbal refuses it on any
     other backend (after its output, exit 1)."""
-    from model.htools.hbal import job_sets
+    from model.htools.hbal_program import job_sets
     from programs.execute import Executed, run_plan
     from programs.sources import source_of
 

@@ -282,8 +282,13 @@ def define_values(m: pyo.ConcreteModel, data: BalanceData) -> None:
     m.N = pyo.Set(initialize=names, ordered=True)
     now = data.node
     m.v = pyo.Var(m.K, m.N, domain=pyo.Reals)
+    lead = twins(data)
 
     def rule(_m, k, n):  # noqa: ANN001, ANN202
+        if lead[k] != k:
+            # twin: v[k,n] = v[leader,n] (a metric with another's values and changes: the
+            # loads without utilisation data, the *_forth copies without forthcoming instances)
+            return m.v[k, n] == m.v[lead[k], n]
         expr = now[n].sd_now[k]
         for j in m.on_node.get(n, ()):
             i = inst[j]
@@ -297,6 +302,25 @@ def define_values(m: pyo.ConcreteModel, data: BalanceData) -> None:
         return m.v[k, n] == expr
 
     m.v_def = pyo.Constraint(m.K, m.N, rule=rule)
+
+
+def twins(data: BalanceData) -> list[int]:
+    """Each spread metric's leader: the first metric with the same values now and the same
+    changes everywhere (the model keeps one set of rows for them)."""
+
+    def column(k: int) -> tuple:
+        return (
+            tuple(n.sd_now[k] for n in data.nodes),
+            tuple(
+                (i.name, n, d[k])
+                for i in data.instances
+                for table in (i.sd_primary, i.sd_secondary)
+                for n, d in sorted(table.items())
+            ),
+        )
+
+    cols = [column(k) for k in range(len(SD_METRICS))]
+    return [next(j for j in range(k + 1) if cols[j] == cols[k]) for k in range(len(cols))]
 
 
 def define_reserve(m: pyo.ConcreteModel, data: BalanceData, spec: BalanceModelSpec) -> None:
@@ -395,8 +419,12 @@ def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
             ]
             if not checked:
                 continue
-            up = sum(max(i.usage_primary.get(kind, 0), 0) for i, _ in prim[n])
-            up += sum(max(i.usage_secondary.get(kind, 0), 0) for i, _ in sec[n])
+            # each step brings a node at most one new role: K arrivals at most
+            most = max(
+                [i.usage_primary.get(kind, 0) for i, _ in prim[n]]
+                + [i.usage_secondary.get(kind, 0) for i, _ in sec[n]]
+            )
+            up = data.max_steps * max(most, 0)
             if cap >= up:
                 continue  # nothing the arrivals bring can fill it
             keys.append((n, kind))
@@ -450,10 +478,10 @@ def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:
     m.F = pyo.Var(m.N, domain=pyo.Binary)
     m.t = pyo.Var(m.N, domain=pyo.NonNegativeReals)
     node = data.node
-    m.touch_each = pyo.ConstraintList()
-    for n, terms in touch.items():
-        for e in terms:
-            m.touch_each.add(m.u[n] >= e)
+    # touch_any: |terms|·u[n] ≥ Σ terms (u[n] = 1 as soon as one of them is)
+    m.touch_any = pyo.Constraint(
+        m.N, rule=lambda _m, n: len(touch.get(n, [])) * m.u[n] >= sum(touch.get(n, []))
+    )
     # touch_most: u[n] ≤ Σ terms
     m.touch_most = pyo.Constraint(m.N, rule=lambda _m, n: m.u[n] <= sum(touch.get(n, [])))
     m.kept = pyo.Constraint(m.N, rule=lambda _m, n: m.F[n] >= int(node[n].fails_loaded) - m.u[n])

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES
 from model.resources import FailMode, MoveKind
 from model.state import ClusterState
 
@@ -62,6 +61,18 @@ class BalanceRules:
     select_instances: frozenset[str] | None = None
     exclude_instances: frozenset[str] = frozenset()
 
+    def search(self):  # noqa: ANN201
+        """hbal's own options for these flags (model/htools/hbal.py `BalanceOptions`)."""
+        from model.htools.hbal import BalanceOptions
+
+        return BalanceOptions(
+            disk_moves=not self.no_disk_moves,
+            instance_moves=not self.no_instance_moves,
+            restricted_migration=self.restricted_migration,
+            ignore_soft_errors=self.ignore_soft_errors,
+            evac_mode=self.evac_mode,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -86,36 +97,34 @@ class Step:
 
 
 def _allowed(pair: tuple[str, str], offline: frozenset[str], rules: BalanceRules) -> list[tuple]:
-    """The abstract moves from `pair` (symbols), as hbal's possibleMoves allows them: (kind,
-    target symbol or None). Targets are online nodes of the group not in the pair: the nodes
-    now (p, s) when online and free, and new ones (a, then b)."""
+    """The abstract moves from `pair` (symbols): hbal's own `possibleMoves` and its failover
+    rule (model/htools/hbal.py `instance_moves`) asked about symbolic targets, the online
+    nodes of the group not in the pair: the nodes now (p, s) when online and free, and a new
+    one (a, or b when a is in the pair)."""
+    from model.htools.evacuate import MIRROR_INTERNAL
+    from model.htools.hbal import FAILOVER, possible_moves
+
+    options = rules.search()
     pri, sec = pair
-    out: list[tuple] = []
-    sec_online = sec not in offline
-    if sec_online and not rules.no_instance_moves:
-        out.append((MoveKind.FAILOVER, None))
-    if rules.no_disk_moves:
-        return out
-    if rules.no_instance_moves:
-        kinds = [MoveKind.REPLACE_SECONDARY]
-    elif not sec_online:
-        kinds = [MoveKind.REPLACE_SECONDARY, MoveKind.REPLACE_AND_FAILOVER]
-    elif rules.restricted_migration:
-        kinds = [MoveKind.REPLACE_SECONDARY]
-        if pri in offline:
-            kinds += [MoveKind.REPLACE_AND_FAILOVER, MoveKind.FAILOVER_AND_REPLACE]
-    else:
-        kinds = [
-            MoveKind.REPLACE_SECONDARY,
-            MoveKind.REPLACE_AND_FAILOVER,
-            MoveKind.REPLACE_PRIMARY,
-            MoveKind.FAILOVER_AND_REPLACE,
-        ]
+    use_secondary = sec not in offline and options.instance_moves
+    out: list[tuple] = [(FAILOVER.kind, None)] if use_secondary else []
     targets = [t for t in (P, S) if t not in pair and t not in offline]
-    fresh = A if A not in pair else B
-    if not (fresh == B and B in pair):
-        targets.append(fresh)
-    return out + [(k, t) for k in kinds for t in targets]
+    if A not in pair:
+        targets.append(A)
+    elif B not in pair:
+        targets.append(B)
+    for t in targets:
+        for mv in possible_moves(
+            MIRROR_INTERNAL,
+            use_secondary,
+            options.instance_moves,
+            options.disk_moves,
+            options.restricted_migration,
+            pri in offline,
+            t,
+        ):
+            out.append((mv.kind, mv.target))
+    return out
 
 
 _AFTER = {
@@ -201,27 +210,16 @@ def concrete_paths(
     return [tuple((k, None if t is None else names[t]) for k, t in path) for path in paths]
 
 
-def is_movable(state: ClusterState, name: str, group_uuid: str, rules: BalanceRules) -> bool:
-    """hbal's movable instances: a mirrored template (drbd, or externally mirrored), auto
-    balance, both nodes in the group, not excluded, selected if a selection is given; with
-    --evac-mode, only those on an offline node (../shared/specs/hspace-hbal.md §2 Scope)."""
-    d = state.demands[name]
-    p, s = state.locations[name]
-    if d.disk_template != "drbd" and d.disk_template not in EXTERNALLY_MIRRORED_TEMPLATES:
-        return False
-    if not d.auto_balance or name in rules.exclude_instances:
-        return False
-    if rules.select_instances is not None and name not in rules.select_instances:
-        return False
-    nodes = state.nodes
-    if nodes[p].group_uuid != group_uuid:
-        return False
-    if d.disk_template == "drbd":
-        if s is None or nodes[s].group_uuid != group_uuid:
-            return False
-    if rules.evac_mode:
-        return nodes[p].offline or (s is not None and nodes[s].offline)
-    return True
+def movable(state: ClusterState, group_uuid: str, rules: BalanceRules) -> list[str]:
+    """The instances hbal may move in the group now (model/htools/hbal.py: `scope_of` over
+    `movable_instances`, then `movable_now`: auto balance, and with --evac-mode only those on
+    an offline node)."""
+    from model.htools.hbal import Table, movable_instances, movable_now, scope_of
+
+    selected = rules.select_instances or ()
+    pool = movable_instances(state, selected, rules.exclude_instances)
+    scope = scope_of(state, group_uuid, pool)
+    return movable_now(rules.search(), scope, Table(state, 0.0))
 
 
 @dataclass(frozen=True)
@@ -243,11 +241,7 @@ class BalanceProblem:
 
     @property
     def movable(self) -> list[str]:
-        return [
-            n
-            for n in self.state.locations
-            if is_movable(self.state, n, self.group_uuid, self.rules)
-        ]
+        return movable(self.state, self.group_uuid, self.rules)
 
     def classes(self, name: str) -> dict[str, tuple[tuple, ...]]:
         """The classes the instance can reach within K steps, each with its fewest-step
@@ -322,6 +316,8 @@ def order_steps(
                 if at == len(choice):
                     continue
                 step = choice[at]
+                if problem.rules.evac_mode and allowed_step(problem, state, step) is not None:
+                    continue  # --evac-mode: only while the instance is on an offline node
                 after = state.move(step.instance, step.kind, step.target, force=force)
                 if isinstance(after, FailMode):
                     continue
@@ -338,31 +334,28 @@ def order_steps(
 
 
 def allowed_step(problem: BalanceProblem, state: ClusterState, step: Step) -> str | None:
-    """Why hbal would not offer `step` in `state` (None when it would): its kind must be one
-    possibleMoves gives the instance where it is now under the flags, its target an online
-    node of the group other than the instance's nodes."""
-    name = step.instance
-    p, s = state.locations[name]
-    nodes = state.nodes
-    d = state.demands[name]
-    if step.kind is MoveKind.FAILOVER:
-        target_ok = True
-    else:
-        t = step.target
-        if t is None or t not in nodes or nodes[t].group_uuid != problem.group_uuid:
-            return f"target {t} is not a node of the group"
-        if nodes[t].offline:
-            return f"target {t} is offline"
-        target_ok = t not in (p, s)
-        if not target_ok:
-            return f"target {t} already holds the instance"
-    if d.disk_template != "drbd":
-        ok = step.kind is MoveKind.FAILOVER_TO_ANY and not problem.rules.no_instance_moves
-        return None if ok else f"{step.kind} is not a move of a {d.disk_template} instance"
-    assert s is not None
-    offline = frozenset(sym for sym, n in ((P, p), (S, s)) if nodes[n].offline)
-    kinds = {k for k, _ in _allowed((P, S), offline, problem.rules)}
-    return None if step.kind in kinds else f"hbal's flags do not allow {step.code} here"
+    """Why hbal would not offer `step` in `state` (None when it would): the instance must be
+    one hbal may move there (`movable_now`: with --evac-mode, still on an offline node) and
+    the step one of the moves `checkInstanceMove` tries for it (model/htools/hbal.py
+    `instance_moves`: hbal's possibleMoves onto the online nodes of the group)."""
+    from model.htools.hbal import (
+        Move,
+        Table,
+        instance_moves,
+        movable_instances,
+        movable_now,
+        scope_of,
+    )
+
+    rules = problem.rules
+    pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(state, problem.group_uuid, pool)
+    if step.instance not in movable_now(rules.search(), scope, Table(state, 0.0)):
+        return "hbal does not move it here"
+    offered = instance_moves(state, scope, step.instance, rules.search())
+    if Move(step.kind, step.target) not in offered:
+        return f"hbal offers no {step.code} for it here"
+    return None
 
 
 # --- the formulation's data --------------------------------------------------------------------
@@ -602,3 +595,41 @@ def tag_keys(nodes: Sequence[NodeData], insts: Sequence[MovableData]) -> list[tu
     """(exclusion tag, node) pairs whose conflict count a move may change."""
     tags = sorted({t for i in insts for t in i.exclusion_tags})
     return [(t, n) for t in tags for n in nodes]
+
+
+_CODES = {
+    "f": MoveKind.FAILOVER,
+    "r": MoveKind.REPLACE_SECONDARY,
+    "f r f": MoveKind.REPLACE_PRIMARY,
+    "r f": MoveKind.REPLACE_AND_FAILOVER,
+    "f r": MoveKind.FAILOVER_AND_REPLACE,
+    "fa": MoveKind.FAILOVER_TO_ANY,
+}
+
+
+def step_of_code(instance: str, code: str) -> Step:
+    """A step from hbal's `a=` text (`f`, `r:n`, `f r:n f`, `r:n f`, `f r:n`, `fa:n`)."""
+    target = None
+    words = []
+    for word in code.split():
+        if ":" in word:
+            head, target = word.split(":", 1)
+            words.append(head)
+        else:
+            words.append(word)
+    kind = _CODES.get(" ".join(words))
+    if kind is None:
+        raise ValueError(f"not an hbal move: a={code}")
+    return Step(instance, kind, target)
+
+
+def steps_from_hbal(output: str) -> list[Step]:
+    """The steps of hbal's solution table (`  1. inst  p:s => p:s  score a=...`), in order."""
+    import re
+
+    out = []
+    for line in output.splitlines():
+        found = re.match(r"\s*\d+\.\s+(\S+)\s+\S+\s+=>\s+\S+\s+\S+\s+a=(.*)$", line)
+        if found:
+            out.append(step_of_code(found.group(1), found.group(2).strip()))
+    return out

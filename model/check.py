@@ -708,12 +708,12 @@ def check_space(
 
 def check_balance(problem: BalanceProblem, steps: Sequence[Step]) -> CheckReport:
     """Replay ordered hbal steps one by one on the group as loaded: each instance must be one
-    hbal may move (`model.balance.is_movable`), each step one of the moves hbal's flags allow
-    for it where it is then (`model.balance.class_paths`' moves), onto an online node of the
-    group, and each must pass htools' per-step checks on the state it meets
-    (`ClusterState.move`, applyMoveEx: add/remove rules, soft checks unless forced). At most
-    `problem.max_steps` steps. The score is recomputed from the final state (`model.score`
-    over the group), never taken from a formulation.
+    hbal may move (`model.balance.movable`), each step one of the moves hbal offers it where
+    it is then (model/htools/hbal.py `instance_moves`, through `model.balance.allowed_step`:
+    onto an online node of the group), and each must pass htools' per-step checks on the
+    state it meets (`ClusterState.move`, applyMoveEx: add/remove rules, soft checks unless
+    forced). At most `problem.max_steps` steps. The score is recomputed from the final state
+    (`model.score` over the group), never taken from a formulation.
 
     Objectives: `steps`, `score_before`, `score`, and `scores` (the score after each step).
     """

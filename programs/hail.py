@@ -9,7 +9,6 @@ answer checked) and prints hail's response line; `--compare` adds the real hail'
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -256,9 +255,8 @@ def run(args: Any) -> HailReport:
 
     opts = options_of(args)
     kvm = args.static_kvm_node_memory
-    # the backend would be imported at the first solve; importing it here keeps the start-up
-    # cost (highspy or ortools) out of the per-request timing
-    importlib.import_module(f"solvers.{opts.solver.solver}_backend")
+    # the backend (highspy or ortools, and Pyomo) is imported at the first solve: most
+    # requests build no model, and Ganeti waits for the whole call (issue 40, item 12)
     start = time.perf_counter()
     text = None
     if args.request == "-":

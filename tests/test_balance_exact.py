@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ from model.resources import FailMode, MoveKind
 from model.score import cluster_score
 from model.state import ClusterState, node_states
 from solvers.options import SolverOptions
-from solvers.strategies.balance import balance
+from solvers.strategies.balance import answer, balance
 from tests import htools_gen as gen
 
 DRBD_KINDS = (
@@ -212,3 +213,50 @@ def test_never_worse_than_the_real_hbal(ganeti, tmp_path: Path, seed: int, steps
     ans = balance(problem, options=SolverOptions(time_limit=60))
     assert not check_balance(problem, ans.steps).violations
     assert ans.score <= hbal_score + 1e-8  # hbal prints 8 decimals
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_fewest_moves_never_longer_than_hbal(seed: int) -> None:
+    """--fewest-moves: hbal's port's score reached in at most its number of steps; the count
+    is proven (its bound equals it) and no shorter sequence of hbal's moves reaches it."""
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 0, 4, seed)
+    ans, greedy = answer(problem, max_steps=None, options=SolverOptions(time_limit=60), fewest=True)
+    target = check_balance(replace(problem, max_steps=len(greedy)), greedy).objectives["score"]
+    assert len(ans.steps) <= len(greedy)
+    assert ans.score <= target + 1e-12
+    assert ans.status == "optimal" and ans.bound == pytest.approx(len(ans.steps))
+    if 1 <= len(ans.steps) <= 3:  # one step fewer never reaches the target (all tried)
+        shorter = replace(problem, max_steps=len(ans.steps) - 1)
+        assert _brute(shorter, len(ans.steps) - 1) > target + 1e-12
+
+
+def test_the_program_prints_hbals_table_for_checked_steps() -> None:
+    """programs/balance_exact.py: hbal's step lines and final score for the exact steps, the
+    proof on stderr, --json in issue 37's shape."""
+    import argparse
+
+    from programs.balance_exact import add_exact_arguments, run_exact
+    from programs.options import settle_solver_options
+
+    state, group = _cluster(3, 5)
+    p = argparse.ArgumentParser()
+    add_exact_arguments(p)
+    args = p.parse_args(["--time-limit", "60"])
+    settle_solver_options(args)
+    hbal_flags = dict(
+        group=None, disk_moves=True, instance_moves=True, restricted_migration=False,
+        evac_mode=False, ignore_soft_errors=False, select_instances=(), exclude_instances=(),
+        max_length=1, print_commands="", first_job_group=False, text_data=None,
+    )  # fmt: skip
+    for key, value in hbal_flags.items():
+        setattr(args, key, value)
+    report = run_exact(args, state.cluster)
+    lines = report.stdout.splitlines()
+    assert "Solution length=1" in lines
+    assert re.match(r"\s+1\. \S+ +\S+ +=> +\S+ +\d+\.\d{8} a=", lines[4])
+    assert "exact (score, K=1): optimal" in report.stderr
+    data = report.to_json()
+    assert set(data) >= {"score_before", "score_after", "bound", "gap", "status", "steps"}
+    assert data["score_after"] == pytest.approx(_brute(BalanceProblem(state, group, 1), 1))
+    assert "echo jobset 1, 1 jobs" in report.stdout

@@ -454,10 +454,21 @@ def test_random_requests(htools, seed, tmp_path):
     _compare_random(htools, seed, tmp_path)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", range(60, 360))
-def test_random_requests_slow(ganeti, seed, tmp_path):
-    _compare_random(ganeti, seed, tmp_path)
+# 300 more seeds: every tenth in the default run, the rest marked slow and ci (.ci/run runs
+# them all; pyproject.toml's markers)
+MORE_SEEDS = range(60, 360)
+SAMPLED_SEEDS = MORE_SEEDS[::10]
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(s, marks=() if s in SAMPLED_SEEDS else (pytest.mark.slow, pytest.mark.ci))
+        for s in MORE_SEEDS
+    ],
+)
+def test_random_requests_more(htools, seed, tmp_path):
+    _compare_random(htools, seed, tmp_path)
 
 
 def test_a_drained_secondary_is_declined(htools, tmp_path):

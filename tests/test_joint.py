@@ -251,7 +251,8 @@ def test_no_time_to_build_the_model_answers_the_start_at_once():
     start improved by the search, every instance moved and checked, status feasible with no
     bound and the reason, without building the model. Until 2026-11-27 the model was built
     and copied into HiGHS after the deadline: `--time-limit 1` on a 200-node evacuation of 40
-    answered in 4.0-4.4 s, now in about 2 s with a better plan. With time left it is built."""
+    answered in 4.0-4.4 s, now in about 2 s with a better plan. With time left (10 s: 3 s
+    were too few on a loaded machine) it is built."""
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     out_of_time = answer(
         parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=1e-6))
@@ -260,7 +261,7 @@ def test_no_time_to_build_the_model_answers_the_start_at_once():
     assert "10 were moved" in info
     assert "feasible, no bound: no time left to build the joint model;" in info
     assert [(run.status, run.build_s) for run in out_of_time.runs] == [("feasible", 0.0)]
-    in_time = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=3.0)))
+    in_time = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=10)))
     assert in_time.runs[0].build_s > 0
     assert "no time left" not in json.loads(in_time.response)["info"]
 
@@ -424,15 +425,16 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
 
 def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     """With the walk beside the model, the search from hail's plan runs until the model's
-    deadline, unless every group's plan is proven: then the answer comes at once (a 60 s
+    deadline, unless every group's plan is proven: then the answer comes at once (a 600 s
     bound; a request whose model is proven in well under a second)."""
     seed = _seeds("node-evacuate", 4)[3]  # hail moves all three, the model proves its plan
     text = gen.dumps(gen.for_seed(seed))
     monkeypatch.setattr(joint_search, "walk_aside", lambda *_: True)
     began = time.monotonic()
-    response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=60)))
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=600))
+    response = answer(parse_request(text), options)
     assert "optimal" in json.loads(response.response)["info"]
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 60  # not the 600 s deadline, with room for load
 
 
 def _evacuation(seed: int, mode: str | None = None) -> tuple[str, ClusterState, dict]:

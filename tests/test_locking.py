@@ -94,7 +94,7 @@ def test_shared_lock_modes_and_timeouts(threads: Threads) -> None:
         ("exclusive-try", False),
         ("exclusive-0.1", False),
     ]
-    assert 0.09 <= waited < 2
+    assert 0.09 <= waited < 20  # at least its 0.1 s; the upper bound only catches a hang
     lock.release()
     # blocking: waits for the holder, then gets it
     assert lock.acquire()

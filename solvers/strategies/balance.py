@@ -148,6 +148,11 @@ def balance(
             return score < best_score - 1e-12
         return not reached or len(steps) < len(best_steps)
 
+    def finals_of(steps: Sequence[Step]) -> dict[str, tuple[str, str | None]]:
+        after = _replayed(problem, steps)
+        return {i.name: after.locations[i.name] for i in data.instances}
+
+    best_plan = finals_of(best_steps) if reached else None
     while rounds < MAX_ROUNDS:
         with sw:
             m = form.build(data, spec)
@@ -159,6 +164,11 @@ def balance(
             for values, rem in points:
                 for row in form.tangent_rows(m, values, rem):
                     session.add_bound(*row)
+        if hasattr(session, "solve_with_fixed") and best_plan is not None:
+            # the best plan known, completed by the solver into the first incumbent
+            fixed = form.load_plan(m, data, best_plan)
+            res = session.solve_with_fixed(fixed, time_limit=left())
+            solve_s += res.solve_s
         rebuild = False
         while rounds < MAX_ROUNDS:
             limit = left()
@@ -196,6 +206,7 @@ def balance(
             score, scores = _checked(problem, steps_t)
             if better(steps_t, score):
                 best_steps, best_score, best_scores = steps_t, score, scores
+                best_plan = dict(finals)
                 reached = True
             value = best_score if fewest_to is None else float(len(best_steps))
             if reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1):
@@ -226,3 +237,38 @@ def balance(
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
+
+
+def hbal_start(problem: BalanceProblem, max_rounds: int) -> tuple[Step, ...]:
+    """hbal's own answer (its port, model/htools/hbal.py `balance`): at most `max_rounds`
+    steps (negative: as many as hbal takes), with hbal's min-gain rules."""
+    from model.htools.hbal import balance as hbal_search
+    from model.htools.hbal import movable_instances, scope_of
+
+    rules = problem.rules
+    pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(problem.state, problem.group_uuid, pool)
+    table = hbal_search(problem.state, scope, rules.search(), max_rounds)
+    return tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+
+
+def answer(
+    problem: BalanceProblem,
+    *,
+    max_steps: int | None,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    fewest: bool = False,
+    target_score: float | None = None,
+) -> tuple[BalanceAnswer, tuple[Step, ...]]:
+    """`exalloc balance`'s exact answer and hbal's (the port's) steps: K = `max_steps`, or
+    the length of hbal's answer; with `fewest`, the fewest steps to a score no worse than
+    hbal's (or `target_score`)."""
+    greedy = hbal_start(problem, -1 if max_steps is None else max_steps)
+    k = len(greedy) if max_steps is None else max_steps
+    problem = replace(problem, max_steps=k)
+    if fewest:
+        target = target_score
+        if target is None:
+            target = check_balance(problem, greedy).objectives["score"]
+        return balance(problem, greedy, options=options, fewest_to=target), greedy
+    return balance(problem, greedy, options=options), greedy

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from model.backends.iallocator import (
@@ -25,7 +25,7 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable, split_run_note
+from model.htools.answer import HailAnswer, jsonable
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
     ArgumentKind,
@@ -280,10 +280,9 @@ def run(args: Any) -> HailReport:
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     shown = _stderr(inp, report.answer, args)
-    response, run_note = split_run_note(report.answer.response)
-    plain = replace(report.answer, response=response)
+    run_note = report.answer.note
     notes = (*_notes(args), *([run_note] if run_note else []))
-    report = HailReport(plain, timing=timing, notes=notes, stderr=shown, run_note=run_note)
+    report = HailReport(report.answer, timing=timing, notes=notes, stderr=shown, run_note=run_note)
     if args.compare:
         from programs.hail_compare import with_comparison
 

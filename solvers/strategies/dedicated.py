@@ -31,7 +31,7 @@ from model.capacity import secondary_usage as row_secondary_usage
 from model.cluster import Cluster
 from model.dedicated import format_metric, vector_of
 from model.errors import CheckFailedError, InputError, SolverError
-from model.htools.answer import HailAnswer, SolverRun, run_note
+from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.htools.dedicated import (
     GroupOutcome,
     Screen,
@@ -235,10 +235,11 @@ def allocate(
             f"the model claims {format_metric(best.lost, best.disk_mib)}"
         )
     return HailAnswer(
-        response_json(True, info + run_note(runs), list(best.nodes)),
+        response_json(True, info, list(best.nodes)),
         "allocate",
         placements=((req.name, best.nodes),),
         runs=runs,
+        note=solver_note(runs),
         objectives=shown_objectives(report.objectives),
     )
 
@@ -504,10 +505,11 @@ def multi_allocate(
         found = "the solver found none in time" if no_batch else "better than the best found"
         note = f"; kept the one-by-one batch, {found}"
     return HailAnswer(
-        response_json(True, info + run_note(runs, note), result),
+        response_json(True, info, result),
         "multi-allocate",
         placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
         runs=runs,
+        note=solver_note(runs, note),
         objectives=shown_objectives(report.objectives),
     )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
 # cli.py only builds the top-level parser, dispatches to a program, prints, and maps errors to
 # exit codes; each program under programs/ owns its arguments (`add_arguments`) and its `run`.
@@ -74,7 +75,7 @@ def _add_program(name: str, parser: argparse.ArgumentParser) -> None:
         return
     import importlib
 
-    from programs.options import standard_options
+    from programs.parser import standard_options
 
     program = importlib.import_module(f"programs.{COMMANDS[name][0]}")
     program.add_arguments(parser)
@@ -90,7 +91,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     import argparse
 
     from programs import options
-    from programs.parser import Commands, Parser
+    from programs.parser import Commands, Parser, standard_options
 
     parser = Parser(
         prog="exalloc",
@@ -99,7 +100,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
         "README.md and docs/ explain each command and how its answers are proven.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    options.standard_options(parser)
+    standard_options(parser)
     parser.add_argument(
         "--debug",
         action="store_true",
@@ -119,8 +120,15 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
+def main(
+    argv: Sequence[str] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    *,
+    iallocator: bool = False,
+) -> int:
+    """Parse, run, print. `parser` lets a server reuse one built ahead of the call;
+    `iallocator`: Ganeti's call (exalloc-hail, the hail-server), which shows no progress
+    unless asked."""
     import json
 
     from model.errors import ExallocError, HtoolsError, UsageError, printable
@@ -130,13 +138,15 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     args = (parser or build_parser()).parse_args(attached_optionals(words))
     settle_solver_options(args)
     try:
-        report = args.run(args)
+        with _progress(args, iallocator):
+            report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
         for note in getattr(report, "notes", ()):
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
         sys.stderr.write(getattr(report, "stderr", ""))
     except HtoolsError as err:  # the htools program's own line, as scripts match it
-        print(printable(str(err)), file=sys.stderr)
+        body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
+        sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))
         return err.exit_code
     except UsageError as err:  # as argparse's own: the command's usage line, then the error
         usage = getattr(args, "usage", None)
@@ -152,6 +162,18 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
         return _internal_error(err, debug=getattr(args, "debug", False))
     return _print(text, getattr(report, "exit_code", EXIT_OK))
+
+
+def _progress(args: argparse.Namespace, iallocator: bool) -> AbstractContextManager[object]:
+    """The solves' status line on stderr (solvers/progress.py): with --progress, or when
+    stderr is a terminal outside iallocator mode; never on stdout."""
+    from solvers import progress
+
+    terminal = sys.stderr.isatty()
+    shown = getattr(args, "progress", False) or (terminal and not iallocator)
+    if getattr(args, "own_progress", False):  # `batch` draws its own bar
+        shown = False
+    return progress.reporting(sys.stderr if shown else None, terminal=terminal)
 
 
 def _print(text: str, exit_code: int) -> int:
@@ -195,7 +217,7 @@ def _warm_main() -> Callable[[list[str]], int]:
     """`main` with its parser built now: hail-server workers build it before their call."""
     import functools
 
-    return functools.partial(main, parser=build_parser(ready=("hail",)))
+    return functools.partial(main, parser=build_parser(ready=("hail",)), iallocator=True)
 
 
 def hail_parser() -> argparse.ArgumentParser:
@@ -212,7 +234,7 @@ def hail_parser() -> argparse.ArgumentParser:
 def hail_main(argv: Sequence[str] | None = None) -> int:
     """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return main(["hail", *args], parser=hail_parser())
+    return main(["hail", *args], parser=hail_parser(), iallocator=True)
 
 
 def hail_console() -> int:

@@ -6,8 +6,9 @@
 
 Each group: machine shapes of tests/htools_gen.py, drbd, ext and rbd instances filling each
 node's memory to a share drawn from up to `--fill`. The real hbal runs with `-l K` (its time
-and score); exalloc starts from hbal's steps and reports its status, score, bound, gap, and
-build and solve times apart.
+and score); exalloc's model starts from hbal's steps (what `exalloc balance` takes from
+hbal's port, whose own time is not counted here) and reports its status, score, bound, gap,
+and build and solve times apart.
 """
 
 from __future__ import annotations

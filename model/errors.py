@@ -65,7 +65,8 @@ class InputError(ExallocError):
 class HtoolsError(InputError):
     """An input error a stand-in reports in the htools program's own words, as `CLI.exitErr`
     prints them (`Error: MESSAGE` on stderr, exit 1): Ganeti's shell tests and the scripts
-    that call htools match the line (htools-invalid.test, htools-no-backend.test)."""
+    that call htools match the line (htools-invalid.test, htools-no-backend.test). A newline
+    ending the message is an empty line after it, as htools' `exitErr (printf "...\\n")`."""
 
     def __str__(self) -> str:
         return f"Error: {self.message}"

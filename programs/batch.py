@@ -310,6 +310,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
     )
     solver_options(parser)
+    # its own bar (one line per finished input), not the solves' status line (cli._progress)
+    parser.set_defaults(own_progress=True)
 
 
 def run(args: Any) -> BatchReport:
@@ -328,7 +330,7 @@ def run(args: Any) -> BatchReport:
         # a live cluster is read only when its task runs now (a done one is not read again)
         todo = [freeze(t) for t in tasks if t.key not in done]
         skipped = len(tasks) - len(todo)
-        enabled = not args.no_progress and sys.stderr.isatty()
+        enabled = args.progress or (not args.no_progress and sys.stderr.isatty())
         if args.scheduler:
             stream = run_dask(todo, options, args.scheduler)
         else:

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from model.backends.iallocator import (
@@ -28,14 +28,13 @@ from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
-    ArgumentKind,
     capacity_checks_option,
     json_option,
     save_option,
     solver_options,
-    standard_options,
     static_kvm_option,
 )
+from programs.parser import ArgumentKind, standard_options
 from service import hail_client
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
@@ -48,7 +47,7 @@ class HailReport:
 
     answer: HailAnswer
     compare: Mapping[str, Any] | None = None
-    timing: Mapping[str, float] = field(default_factory=dict)  # load_s, answer_s (in process)
+    timing: Mapping[str, Any] = field(default_factory=dict)  # load_s, answer_s, stages
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr: what exalloc does differently from hail here
     stderr: str = ""  # hail's own stderr output asked for (-p, -S), printed as it is
@@ -88,14 +87,16 @@ class HailReport:
             "objectives": jsonable(a.objectives),
             "timing": dict(self.timing),
         }
+        if a.groups:  # an allocate: every group tried, ranked (seed 001)
+            out["groups"] = jsonable(list(a.groups))
         if self.compare is not None:
             out["compare"] = jsonable(self.compare)
         return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "request", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)"
+    parser.add_argument(  # one, else hail's own error (exit 1): `requests`
+        "request", nargs="*", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)"
     )
     parser.add_argument(
         "-t",
@@ -125,7 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     static_kvm_option(parser)
     _hail_only_options(parser)
-    solver_options(parser)
+    solver_options(
+        parser,
+        time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s for the whole answer, as Ganeti waits",
+    )
     json_option(parser)
 
 
@@ -249,10 +253,22 @@ def _notes(args: Any) -> tuple[str, ...]:
     return ()
 
 
+def request_path(words: list[str]) -> str:
+    """The one request file, or hail's error (`wrapReadRequest`, exit 1)."""
+    from model.errors import HtoolsError
+
+    if not words:
+        raise HtoolsError("This program needs an input file.")
+    if len(words) > 1:
+        raise HtoolsError("Only one argument is accepted (the input file)")
+    return words[0]
+
+
 def run(args: Any) -> HailReport:
     """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
     from solvers.strategies.iallocator import answer
 
+    args.request = request_path(args.request)
     opts = options_of(args)
     kvm = args.static_kvm_node_memory
     # the backend (highspy or ortools, and Pyomo) is imported at the first solve: most
@@ -276,9 +292,15 @@ def run(args: Any) -> HailReport:
             cluster = cluster.without_dynamic_util()
         inp = with_cluster(inp, cluster, source)
     loaded = time.perf_counter()
+    # the time limit bounds the whole call, reading included (issue 40, item 4)
+    limit = opts.solver.time_limit
+    if limit is not None:
+        opts = replace(opts, solver=opts.solver.within(max(limit - (loaded - start), 0.1)))
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
+    if report.answer.stages:
+        timing["stages"] = dict(report.answer.stages)
     shown = _stderr(inp, report.answer, args)
     run_note = report.answer.note
     notes = (*_notes(args), *([run_note] if run_note else []))

@@ -17,14 +17,15 @@ from model.score import METRICS, cluster_metrics, cluster_score, score_of_metric
 from model.state import ClusterState, node_states
 from programs.options import (
     htools_source_options,
+    ignore_dynu_option,
     json_option,
     no_arguments_option,
     offline_option,
     refuse_arguments,
     save_option,
-    standard_options,
     verbosity_options,
 )
+from programs.parser import standard_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,12 +309,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     htools_source_options(parser)
     verbosity_options(parser, "increase the verbosity level")
     offline_option(parser)
-    parser.add_argument(
-        "--ignore-dynu",
-        dest="ignore_dynu",
-        action="store_true",
-        help="ignore dynamic utilisation (every instance's load is 0)",
-    )
+    ignore_dynu_option(parser)
     standard_options(parser, "hinfo", ())
     no_arguments_option(parser)
     parser.add_argument(

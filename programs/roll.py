@@ -37,10 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         live_source_options,
         offline_option,
         solver_options,
-        standard_options,
         static_kvm_option,
         verbosity_options,
     )
+    from programs.parser import standard_options
 
     source = p.add_mutually_exclusive_group()  # none given: hroller's own error
     source.add_argument(

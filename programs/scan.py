@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from programs.options import ArgumentKind, standard_options
+from programs.parser import ArgumentKind, standard_options
 
 if TYPE_CHECKING:
     from model.cluster import Cluster

@@ -34,9 +34,9 @@ from programs.options import (
     print_commands_option,
     save_option,
     solver_options,
-    standard_options,
     static_kvm_option,
 )
+from programs.parser import standard_options
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
     from solvers.strategies.squeeze import SqueezePlan

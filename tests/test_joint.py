@@ -220,18 +220,25 @@ def _seeds(kind: str, count: int) -> list[int]:
     _seeds("multi-allocate", 12) + _seeds("node-evacuate", 12) + _seeds("change-group", 8),
     ids=lambda s: f"seed{s}",
 )
-def test_joint_never_worse_than_one_by_one(seed):
-    """Same or more instances than htools' one-by-one walk (with the same exact N+1 check);
-    when as many, a score no greater (each recomputed from the request)."""
+def test_joint_never_worse_than_one_by_one(htools, tmp_path, seed):
+    """Same or more instances than htools' one-by-one walk (exalloc's port, with the same
+    exact N+1 check) and than the installed hail itself; when as many, a score no greater
+    (each recomputed from the request)."""
     text = gen.dumps(gen.for_seed(seed))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=3.0))
-    one = _reply(one_by_one_answer(parse_request(text), options))
-    joint = _reply(answer(parse_request(text), options))
-    assert _acted(joint) >= _acted(one)
-    if _acted(joint) == _acted(one) and _acted(one):
-        assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
-
-        assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
+    one = json.loads(one_by_one_answer(parse_request(text), options).response)
+    ans = answer(parse_request(text), options)
+    joint = json.loads(ans.response)
+    path = tmp_path / "request.json"
+    path.write_text(text)
+    # the installed hail's plan bounds a proven joint plan (an unproven one is held to the
+    # port's walk, whose N+1 check is exact where hail's is not; on these seeds, run here, the
+    # unproven plans were no worse than hail's either)
+    proven = all(run.status == "optimal" for run in ans.runs)
+    for other in (one, real_hail(htools, path)) if proven else (one,):
+        assert _acted(joint) >= _acted(other)
+        if _acted(joint) == _acted(other) and _acted(other):
+            assert _score_after(text, joint) <= _score_after(text, other) + 1e-9
 
 
 def test_joint_model_out_of_time_before_any_plan_claims_nothing():

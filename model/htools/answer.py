@@ -47,6 +47,11 @@ class HailAnswer:
     objectives: Mapping[str, Any] = field(default_factory=dict)
     #: the solver's verdict, `highs: optimal, gap 0` and what the strategy adds ("" for none)
     note: str = ""
+    # an allocate's every group tried, ranked (model.htools.requests.ranked_groups)
+    groups: tuple[Mapping[str, Any], ...] = ()
+    # where the answer's seconds went, stage by stage (screen_s, model_s, greedy_s, check_s):
+    # --json's timing (issue 40, item 4)
+    stages: Mapping[str, float] = field(default_factory=dict)
 
 
 def solver_note(runs: Sequence[SolverRun], note: str = "") -> str:

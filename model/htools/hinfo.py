@@ -80,8 +80,8 @@ def set_node_status(cluster: Cluster, offline: Sequence[str]) -> Cluster:
     if not offline:
         return cluster
     wrong = wrong_offline_names(cluster, offline)
-    if wrong is not None:
-        raise HtoolsError(wrong)
+    if wrong is not None:  # exitErr of printf "...\n": the line and an empty one
+        raise HtoolsError(wrong + "\n")
     names, _ = offline_names([n.name for n in cluster.nodes], offline)
     nodes = tuple(replace(n, offline=True) if n.name in names else n for n in cluster.nodes)
     return replace(cluster, nodes=nodes)

@@ -31,6 +31,13 @@ from solvers import Status, Stopwatch
 from solvers.lexicographic import open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 
+#: Seconds per model variable to build the model and copy it into HiGHS (measured on
+#: benchmarks/bench_balance.py's 40-node groups, 84,000 variables in 10-25 s on a loaded
+#: 2-core machine), and the share of the time limit the build may take
+MODEL_SECONDS_PER_VARIABLE = 2e-4
+MODEL_SHARE = 0.5
+#: Share of the time limit hbal's port may go on beyond K steps, for planes where it ends
+MORE_SHARE = 0.1
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 MAX_ROUNDS = 500
@@ -96,6 +103,7 @@ def balance(
     *,
     options: SolverOptions = DEFAULT_OPTIONS,
     fewest_to: float | None = None,
+    extra_points: Sequence[ClusterState] = (),
 ) -> BalanceAnswer:
     """The least score within `problem.max_steps` steps (or, with `fewest_to`, the fewest
     steps reaching a score no worse than it), never worse than `start` (hbal's steps)."""
@@ -125,10 +133,24 @@ def balance(
         bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
                       notes=("nothing hbal may move",) if not data.instances else ())  # fmt: skip
+    size = model_size(data)
+    if deadline is not None and size * MODEL_SECONDS_PER_VARIABLE > MODEL_SHARE * (
+        deadline - time.perf_counter()
+    ):
+        why = (
+            f"no time for the model: about {size} variables would take about "
+            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
+            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, without a bound"
+        )
+        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=(why,))
     spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
+    # planes at the group now, after each prefix of the start's steps, and where hbal's
+    # search goes on to (`extra_points`: a well spread point, whose planes bound the spreads
+    # of balanced plans more tightly than the planes now)
     points = [_point(problem.state, data)]
-    if start:
-        points.append(_point(_replayed(problem, start), data))
+    for k in range(1, len(start) + 1):
+        points.append(_point(_replayed(problem, start[:k]), data))
+    points += [_point(st, data) for st in extra_points]
     rounds = cuts = 0
     solve_s = 0.0
     bound: float | None = None
@@ -239,17 +261,53 @@ def balance(
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
 
 
-def hbal_start(problem: BalanceProblem, max_rounds: int) -> tuple[Step, ...]:
-    """hbal's own answer (its port, model/htools/hbal.py `balance`): at most `max_rounds`
-    steps (negative: as many as hbal takes), with hbal's min-gain rules."""
-    from model.htools.hbal import balance as hbal_search
-    from model.htools.hbal import movable_instances, scope_of
+def model_size(data: BalanceData) -> int:
+    """About how many variables formulations/balance.py makes: per instance four per
+    candidate node and role (the one-step classes, the (x,y) nodes, X and Y), per node the
+    spreads' values, the reserve's choices and the N+1 flags."""
+    per_instance = sum(4 * (len(i.primaries) + len(i.secondaries)) + 4 for i in data.instances)
+    n = len(data.nodes)
+    return per_instance + n * (n + 20)
+
+
+def hbal_start(
+    problem: BalanceProblem, max_rounds: int, *, more_until: float | None = None
+) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    """hbal's own answer (its port, model/htools/hbal.py, with hbal's min-gain rules): at most
+    `max_rounds` steps (negative: as many as hbal takes), and, until the perf_counter time
+    `more_until`, the steps hbal would take after those (hbal's rounds do not depend on -l:
+    its first K steps are `hbal -l K`'s answer)."""
+    from model.htools.hbal import (
+        do_next_balance,
+        initial_table,
+        movable_instances,
+        optimal_score,
+        scope_of,
+        try_balance,
+    )
+    from model.htools.metrics import RowCache
 
     rules = problem.rules
     pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(problem.state, problem.group_uuid, pool)
-    table = hbal_search(problem.state, scope, rules.search(), max_rounds)
-    return tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+    options = rules.search()
+    stop = optimal_score(problem.state, scope) + 1e-9
+    table = initial_table(problem.state, scope)
+    cache = RowCache()
+    answer_len = None
+    while do_next_balance(table, -1, stop):
+        if max_rounds >= 0 and len(table.placements) >= max_rounds:
+            if answer_len is None:
+                answer_len = len(table.placements)
+            if more_until is None or time.perf_counter() > more_until:
+                break
+        nxt = try_balance(options, scope, table, cache)
+        if nxt is None:
+            break
+        table = nxt
+    steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+    k = len(steps) if answer_len is None else answer_len
+    return steps[:k], steps
 
 
 def answer(
@@ -263,12 +321,20 @@ def answer(
     """`exalloc balance`'s exact answer and hbal's (the port's) steps: K = `max_steps`, or
     the length of hbal's answer; with `fewest`, the fewest steps to a score no worse than
     hbal's (or `target_score`)."""
-    greedy = hbal_start(problem, -1 if max_steps is None else max_steps)
+    began = time.perf_counter()
+    more = None if options.time_limit is None else began + MORE_SHARE * options.time_limit
+    greedy, further = hbal_start(problem, -1 if max_steps is None else max_steps, more_until=more)
     k = len(greedy) if max_steps is None else max_steps
     problem = replace(problem, max_steps=k)
+    points = []
+    if further[len(greedy) :]:  # planes where hbal's search goes on to
+        points.append(_replayed(replace(problem, max_steps=len(further)), further))
+    if options.time_limit is not None:
+        options = options.within(max(options.time_limit - (time.perf_counter() - began), 0.1))
+    target = None
     if fewest:
         target = target_score
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
-        return balance(problem, greedy, options=options, fewest_to=target), greedy
-    return balance(problem, greedy, options=options), greedy
+    ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    return ans, greedy

@@ -72,7 +72,7 @@ def test_silent_connections_do_not_pin_the_workers(server: Server) -> None:
     meanwhile = client([str(ALLOCATE)], server.socket)
     took = time.monotonic() - start
     same(meanwhile, expected)
-    assert took < ACCEPT_TIMEOUT_S + 15, took
+    assert took < ACCEPT_TIMEOUT_S + 60, took  # not held for ever; room for a loaded machine
     for conn in silent:  # each is told why, at the read timeout
         refused = _reply(conn).refused
         assert refused == f"no complete call within {READ_TIMEOUT_S:g} s", refused

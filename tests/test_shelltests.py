@@ -64,7 +64,6 @@ def stand_ins() -> dict[str, list[str]]:
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
 PENDING = {
     "hspace": "exalloc space --greedy (hspace's port, issue 36) has not landed",
-    "hbal": "exalloc balance --greedy (hbal's port, issue 37) has not landed",
 }
 
 #: Cases of a pending program that pass already: they expect only a usage error (exit 2) or a
@@ -91,11 +90,6 @@ STAND_IN_FAILS = {
 
 #: Found by these tests, being fixed (issue 39, stage 2).
 STAND_IN_GAPS = {
-    "htools-balancing:54": (
-        "hcheck reads the balanced snapshot hbal -S wrote before it (htools-balancing:47), "
-        "which waits for exalloc balance --greedy (issue 37)"
-    ),
-    "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
 }
 

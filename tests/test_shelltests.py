@@ -64,7 +64,6 @@ def stand_ins() -> dict[str, list[str]]:
 
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
 PENDING = {
-    "hspace": "exalloc space --greedy (hspace's port, issue 36) has not landed",
     "hbal": "exalloc balance --greedy (hbal's port, issue 37) has not landed",
     "hcheck": "exalloc n1 --greedy with hcheck's report needs hbal's search (issues 37, 39)",
 }
@@ -76,7 +75,6 @@ PASS_BEFORE_LANDING = frozenset(
     {
         "htools-basic:34",  # hcheck --help
         "htools-invalid:6",  # hbal --no-such-option
-        "htools-invalid:10",  # hspace --no-such-option
         "htools-invalid:22",  # hcheck --no-such-option
         "htools-multi-group:4",  # hbal on two groups: exit != 0
         "htools-multi-group:16",  # hbal -G no-such-group: exit != 0

@@ -29,6 +29,8 @@ def update_missing(cluster: Cluster) -> list[str]:
     states = node_states(cluster).nodes
     used_disk_mib = {node.name: 0 for node in cluster.nodes}
     for inst in cluster.instances:  # `nodeIdsk`: every instance's disk on its primary and secondary
+        if inst.forthcoming:  # not in the nodes' pList / sList (htools keeps them apart)
+            continue
         used_disk_mib[inst.primary] += inst.disk_mib
         if inst.secondary:
             used_disk_mib[inst.secondary] += inst.disk_mib

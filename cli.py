@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
 # cli.py only builds the top-level parser, dispatches to a program, prints, and maps errors to
 # exit codes; each program under programs/ owns its arguments (`add_arguments`) and its `run`.
@@ -75,9 +76,12 @@ def _add_program(name: str, parser: argparse.ArgumentParser) -> None:
         return
     import importlib
 
+    from programs.parser import standard_options
+
     program = importlib.import_module(f"programs.{COMMANDS[name][0]}")
     program.add_arguments(parser)
-    parser.set_defaults(run=program.run)
+    standard_options(parser)  # -V/--version and --help-completion on every command
+    parser.set_defaults(run=program.run, usage=parser.format_usage)
     if name == "hail-server":  # its workers answer each call through `main` (_warm_main)
         parser.set_defaults(make_main=_warm_main)
 
@@ -88,15 +92,16 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     import argparse
 
     from programs import options
+    from programs.parser import Commands, Parser, standard_options
 
-    parser = options.Parser(
+    parser = Parser(
         prog="exalloc",
         description=PRODUCT,
         epilog="Run 'exalloc COMMAND --help' for a command's options.\n"
         "README.md and docs/ explain each command and how its answers are proven.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action=options.VersionAction, help="show the version and exit")
+    standard_options(parser)
     parser.add_argument(
         "--debug",
         action="store_true",
@@ -105,7 +110,7 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     options.solver_options(parser, shown=False)
     options.json_option(parser, shown=False)
     sub = parser.add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=options.Parser, action=options.Commands
+        dest="command", metavar="COMMAND", parser_class=Parser, action=Commands
     )
     sub.required = True
     sub.fill = _add_program
@@ -116,22 +121,39 @@ def build_parser(ready: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
-    """Parse, run, print. `parser` lets a server reuse one built ahead of the call."""
+def main(
+    argv: Sequence[str] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    *,
+    iallocator: bool = False,
+) -> int:
+    """Parse, run, print. `parser` lets a server reuse one built ahead of the call;
+    `iallocator`: Ganeti's call (exalloc-hail, the hail-server), which shows no progress
+    unless asked."""
     import json
 
-    from model.errors import ExallocError, printable
+    from model.errors import ExallocError, HtoolsError, UsageError, printable
     from programs.options import attached_optionals, settle_solver_options
 
     words = sys.argv[1:] if argv is None else argv
     args = (parser or build_parser()).parse_args(attached_optionals(words))
     settle_solver_options(args)
     try:
-        report = args.run(args)
+        with _progress(args, iallocator):
+            report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
         for note in getattr(report, "notes", ()):
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
         sys.stderr.write(getattr(report, "stderr", ""))
+    except HtoolsError as err:  # the htools program's own line, as scripts match it
+        body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
+        sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))
+        return err.exit_code
+    except UsageError as err:  # as argparse's own: the command's usage line, then the error
+        usage = getattr(args, "usage", None)
+        sys.stderr.write(usage() if usage else "")
+        print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
+        return err.exit_code
     except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
         return err.exit_code
@@ -141,6 +163,18 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
     except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
         return _internal_error(err, debug=getattr(args, "debug", False))
     return _print(text, getattr(report, "exit_code", EXIT_OK))
+
+
+def _progress(args: argparse.Namespace, iallocator: bool) -> AbstractContextManager[object]:
+    """The solves' status line on stderr (solvers/progress.py): with --progress, or when
+    stderr is a terminal outside iallocator mode; never on stdout."""
+    from solvers import progress
+
+    terminal = sys.stderr.isatty()
+    shown = getattr(args, "progress", False) or (terminal and not iallocator)
+    if getattr(args, "own_progress", False):  # `batch` draws its own bar
+        shown = False
+    return progress.reporting(sys.stderr if shown else None, terminal=terminal)
 
 
 def _print(text: str, exit_code: int) -> int:
@@ -184,7 +218,7 @@ def _warm_main() -> Callable[[list[str]], int]:
     """`main` with its parser built now: hail-server workers build it before their call."""
     import functools
 
-    return functools.partial(main, parser=build_parser(ready=("hail",)))
+    return functools.partial(main, parser=build_parser(ready=("hail",)), iallocator=True)
 
 
 def hail_parser() -> argparse.ArgumentParser:
@@ -201,14 +235,14 @@ def hail_parser() -> argparse.ArgumentParser:
 def hail_main(argv: Sequence[str] | None = None) -> int:
     """`exalloc-hail [OPTIONS] REQUEST.json` answered in this process."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return main(["hail", *args], parser=hail_parser())
+    return main(["hail", *args], parser=hail_parser(), iallocator=True)
 
 
 def hail_console() -> int:
     """The `exalloc-hail` script (scripts/exalloc-hail): the answer of a running `exalloc
-    hail-server` (programs.hail_client.forward, which imports almost nothing), else this
+    hail-server` (service.hail_client.forward, which imports almost nothing), else this
     process's own (argparse and the rest imported only then)."""
-    from programs.hail_client import forward
+    from service.hail_client import forward
 
     args = sys.argv[1:]
     code = forward(args)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import bench_joint  # noqa: E402
 
 import cli  # noqa: E402
-from solvers.strategies import joint  # noqa: E402
+from solvers.strategies import joint_evacuate, joint_search  # noqa: E402
 
 
 def _hail(path: Path, limit: float) -> tuple[float, dict]:
@@ -73,13 +73,15 @@ def main() -> None:
             path.write_text(json.dumps(bench_joint.evacuation(200, 40, seed)))
             _, best = _hail(path, args.long)
             known = _plan(best)
-            saved = joint._narrow_walk, joint.SECONDS_PER_TRIAL
-            joint._narrow_walk = lambda *_a, _plan=known, **_k: dict(_plan)  # the model's start
-            joint.SECONDS_PER_TRIAL = float("inf")  # no walk of hail's, before or beside
+            saved = joint_search.narrow_walk, joint_evacuate.SECONDS_PER_TRIAL
+            joint_search.narrow_walk = lambda *_a, _plan=known, **_k: dict(
+                _plan
+            )  # the model's start
+            joint_evacuate.SECONDS_PER_TRIAL = float("inf")  # no walk of hail's, before or beside
             try:
                 short_s, short = _hail(path, args.short)
             finally:
-                joint._narrow_walk, joint.SECONDS_PER_TRIAL = saved
+                joint_search.narrow_walk, joint_evacuate.SECONDS_PER_TRIAL = saved
             print(f"| {seed} | {_status(best)} | {_status(short)} | {short_s:.1f} |", flush=True)
 
 

@@ -33,7 +33,7 @@ from bound_from_best import _hail, _plan  # noqa: E402
 
 from model.placement import SD_METRICS, PlacementProblem  # noqa: E402
 from model.spread import joint_floors, least_spread, twin_groups  # noqa: E402
-from solvers.strategies import joint  # noqa: E402
+from solvers.strategies import joint_evacuate  # noqa: E402
 
 Plan = Mapping[str, tuple[str, str | None]]
 
@@ -92,13 +92,13 @@ def main() -> None:
     p.add_argument("--time-limit", type=float, default=30.0)
     args = p.parse_args()
     captured: list[PlacementProblem] = []
-    solve = joint.place_jointly
+    solve = joint_evacuate.place_jointly
 
     def capture(state, problem, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
         captured.append(problem)
         return solve(state, problem, *a, **k)
 
-    joint.place_jointly = capture
+    joint_evacuate.place_jointly = capture
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.seeds):
             path = Path(tmp) / f"evacuate{seed}.json"

@@ -295,7 +295,9 @@ def define_fairness(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
     """|W_f T_s - w_s T_f| <= W_f - 1: each member within 1 MiB of its weighted share.
 
     Written exactly as T_f = W_f k_f + r_f, T_s = w_s k_f + y_s (0 <= r_f < W_f,
-    0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x.
+    0 <= y_s <= w_s) so that the solver branches on a few small integers, not on x. r_f and
+    y_s are also at most the capacity C (they are parts of totals), so no row's terms pass
+    W_f C, which the reader keeps within 2^53 (model.bareon.schema.FAIR_PRODUCT_LIMIT).
     """
     groups = p.fair_groups
     weight = {(f, s): w for f, s, w in p.fair_members}
@@ -307,10 +309,14 @@ def define_fairness(m: pyo.ConcreteModel, p: LayoutProblem) -> None:
         bounds=(0, p.capacity_mib // min(min(g.weights) for g in groups) if groups else 0),
     )
     m.group_rest = pyo.Var(
-        m.F, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f: (0, groups[f].weight_sum - 1)
+        m.F,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda _m, f: (0, min(groups[f].weight_sum - 1, p.capacity_mib)),
     )
     m.member_rest = pyo.Var(
-        m.FS, domain=pyo.NonNegativeIntegers, bounds=lambda _m, f, s: (0, weight[f, s])
+        m.FS,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda _m, f, s: (0, min(weight[f, s], p.capacity_mib)),
     )
 
     # T_s = w_s k_f + y_s

@@ -46,7 +46,8 @@ import pyomo.core as pyo
 
 from formulations.objective import Objective
 from model.n1 import MIGRATABLE_TEMPLATES, Packing
-from model.resources import check_migration, policy_shortfall
+from model.policy import policy_shortfall
+from model.resources import check_migration
 from model.space import NodeRoom, SpaceProblem
 
 

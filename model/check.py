@@ -24,15 +24,17 @@ from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import Any
 
+from model.balance import BalanceProblem, Step, allowed_step
 from model.cluster import Cluster, Instance, ISpec
 from model.dedicated import allocation_vector
 from model.errors import CheckFailedError
 from model.n1 import EvacuationPlan, replay
+from model.policy import minmax_shortfall
 from model.resources import (
+    FailMode,
     InstanceDemand,
     Shortfall,
     check_migration,
-    minmax_shortfall,
     primary_shortfalls,
     probe_demand,
 )
@@ -697,5 +699,60 @@ def check_space(
         "instances": answer.count,
         "by_group": answer.by_group(state),
         "final_state": final,
+    }
+    return CheckReport(tuple(violations), objectives)
+
+
+# --- hbal's steps (model/balance.py) -----------------------------------------------------------
+
+
+def check_balance(problem: BalanceProblem, steps: Sequence[Step]) -> CheckReport:
+    """Replay ordered hbal steps one by one on the group as loaded: each instance must be one
+    hbal may move (`model.balance.movable`), each step one of the moves hbal offers it where
+    it is then (model/htools/hbal.py `instance_moves`, through `model.balance.allowed_step`:
+    onto an online node of the group), and each must pass htools' per-step checks on the
+    state it meets (`ClusterState.move`, applyMoveEx: add/remove rules, soft checks unless
+    forced). At most `problem.max_steps` steps. The score is recomputed from the final state
+    (`model.score` over the group), never taken from a formulation.
+
+    Objectives: `steps`, `score_before`, `score`, and `scores` (the score after each step).
+    """
+    state = problem.state
+    group = problem.group_uuid
+    violations: list[Violation] = []
+    if len(steps) > problem.max_steps:
+        violations.append(
+            Violation("steps", f"{len(steps)} steps, more than the {problem.max_steps} allowed")
+        )
+    movable = set(problem.movable)
+    scores: list[float] = []
+    force = problem.rules.ignore_soft_errors
+    for i, step in enumerate(steps, 1):
+        name = step.instance
+        if name not in state.locations:
+            violations.append(Violation("unknown_instance", f"step {i}", instance=name))
+            break
+        if name not in movable:
+            violations.append(Violation("not_movable", f"step {i}: hbal does not move it",
+                                        instance=name))  # fmt: skip
+            break
+        why = allowed_step(problem, state, step)
+        if why is not None:
+            violations.append(Violation("move", f"step {i} ({step.code}): {why}", instance=name))
+            break
+        after = state.move(name, step.kind, step.target, force=force)
+        if isinstance(after, FailMode):
+            violations.append(Violation(
+                str(after).lower(), f"step {i} ({step.code}) fails htools' check {after}",
+                node=step.target, instance=name,
+            ))  # fmt: skip
+            break
+        state = after
+        scores.append(cluster_score(state, group))
+    objectives = {
+        "steps": len(steps),
+        "score_before": cluster_score(problem.state, group),
+        "score": cluster_score(state, group),
+        "scores": tuple(scores),
     }
     return CheckReport(tuple(violations), objectives)

@@ -46,13 +46,30 @@ def about(source: str | None) -> Iterator[None]:
     try:
         yield
     except ExallocError as err:
-        if err.source is None and source is not None:
+        if err.source is None and source is not None and not isinstance(err, UsageError):
             err.source = str(source)
         raise
 
 
+class UsageError(ExallocError):
+    """A command line that cannot be run (an option out of range, no inputs): exit 2, with the
+    command's usage line, before anything is read or written."""
+
+    exit_code = 2
+
+
 class InputError(ExallocError):
     """Malformed or inconsistent input (text backend, JSON, YAML, yaql, schema)."""
+
+
+class HtoolsError(InputError):
+    """An input error a stand-in reports in the htools program's own words, as `CLI.exitErr`
+    prints them (`Error: MESSAGE` on stderr, exit 1): Ganeti's shell tests and the scripts
+    that call htools match the line (htools-invalid.test, htools-no-backend.test). A newline
+    ending the message is an empty line after it, as htools' `exitErr (printf "...\\n")`."""
+
+    def __str__(self) -> str:
+        return f"Error: {self.message}"
 
 
 class InfeasibleError(ExallocError):
@@ -78,7 +95,7 @@ class JobError(ExallocError):
 
 
 class LockError(ExallocError):
-    """A lock that does not exist (any more), or a name added twice (model.locking)."""
+    """A lock that does not exist (any more), or a name added twice (service.locking)."""
 
 
 class BadRequestError(InputError):

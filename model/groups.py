@@ -33,13 +33,13 @@ from model.check import Violation
 from model.check import _distinct as distinct_shortfalls  # the checker's own dedup rule
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES, MEMORY_USING_STATUSES
 from model.operations import Step, command, opcode
+from model.policy import policy_shortfall
 from model.resources import (
     NodeState,
     apply_primary,
     apply_secondary,
     check_migration,
     pair_location_score,
-    policy_shortfall,
     primary_shortfalls,
     remove_primary,
     remove_secondary,

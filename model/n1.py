@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 
 from model.capacity import DISK, MEMORY, SPINDLES, hard_rows, max_total_vcpus
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES
-from model.resources import FailMode, MoveKind, check_migration, policy_shortfall
+from model.policy import policy_shortfall
+from model.resources import FailMode, MoveKind, check_migration
 from model.state import ClusterState, StateEdit
 
 HARD = "hard"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.backends.iallocator import (
+from model.backends.iallocator_response import (
     failover_opcode,
     migrate_opcode,
     move_opcode,

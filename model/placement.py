@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from model.batch import BatchProblem, NewInstance, NodeData
 from model.capacity import capacity_rows, primary_usage, secondary_usage
 from model.cluster import NodeGroup
+from model.policy import policy_shortfall
 from model.resources import (
     FailMode,
     InstanceDemand,
@@ -38,7 +39,6 @@ from model.resources import (
     add_secondary,
     apply_primary,
     apply_secondary,
-    policy_shortfall,
 )
 from model.score import METRICS, WEIGHTS, Metric, cluster_score
 from model.state import ClusterState

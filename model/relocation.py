@@ -246,7 +246,8 @@ def scenario_of(
     admissibility of `model.n1.packing_of`: migration tags for migrated instances, the
     group's policy for re-created ones)."""
     from model.n1 import MIGRATABLE_TEMPLATES
-    from model.resources import check_migration, policy_shortfall
+    from model.policy import policy_shortfall
+    from model.resources import check_migration
 
     group = state.nodes[node].group_uuid
     bins = tuple(

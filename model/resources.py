@@ -13,6 +13,15 @@ MiB.
 Instances enter this module as an `InstanceDemand`: what an instance asks of a node. It
 is built from a model `Instance` (`demand_of`) or directly, e.g. for the dedicated
 allocator's test instances, whose disk total differs from the sum of their (empty) disk list.
+
+One module, over 1,000 lines, because it is one concept: what a node holds and can take, as
+htools' Node.hs computes it. Every function is a transition of the immutable `NodeState` or a
+check on one, and they stay side by side because they must agree term by term: `apply_primary`
+and `remove_primary` (and their secondary twins) mirror each other, loading (`loaded_states`)
+accumulates the same terms, the shortfall iterators are exactly the checks the adds make, and a
+move (`apply_move`, Moves.hs) is those adds and removes on two or three nodes under htools'
+force rules. Whether an instance matches a policy (Instance.hs) is not node arithmetic: that is
+model/policy.py.
 """
 
 from __future__ import annotations
@@ -1051,64 +1060,6 @@ def _without(names: tuple[str, ...], name: str) -> tuple[str, ...]:
         return names
     i = names.index(name)
     return names[:i] + names[i + 1 :]
-
-
-# --- ipolicy (Instance.instMatchesPolicy) -----------------------------------------------
-
-
-def spec_shortfall(
-    d: InstanceDemand, spec: ISpec, *, above: bool, exclusive_storage: bool
-) -> FailMode | None:
-    """Is the instance below `spec` (above=True: checking a min) or over it (a max)?"""
-
-    def bad(value: int, bound: int) -> bool:
-        return value < bound if above else value > bound
-
-    if bad(d.memory_mib, spec.memory_size):
-        return FailMode.MEM
-    if any(bad(size, spec.disk_size) for size in d.disk_sizes_mib):
-        return FailMode.DISK
-    if bad(d.vcpus, spec.cpu_count):
-        return FailMode.CPU
-    if exclusive_storage:
-        if d.disk_spindles is None or bad(d.disk_spindles, spec.spindle_use):
-            return FailMode.SPINDLES
-    elif bad(d.spindle_use, spec.spindle_use):
-        return FailMode.SPINDLES
-    if d.disk_template != "diskless" and bad(len(d.disk_sizes_mib), spec.disk_count):
-        return FailMode.DISK_COUNT
-    return None
-
-
-def minmax_shortfall(
-    d: InstanceDemand, ipolicy: IPolicy, exclusive_storage: bool
-) -> FailMode | None:
-    """htools `instMatchesSpecs`: None if the instance fits some min/max pair.
-
-    When no pair fits, the failure of the first pair is reported, as htools does.
-    """
-    first: FailMode | None = None
-    for i, mm in enumerate(ipolicy.minmax):
-        fail = spec_shortfall(
-            d, mm.min, above=True, exclusive_storage=exclusive_storage
-        ) or spec_shortfall(d, mm.max, above=False, exclusive_storage=exclusive_storage)
-        if fail is None:
-            return None
-        if i == 0:
-            first = fail
-    return first
-
-
-def policy_shortfall(
-    d: InstanceDemand, ipolicy: IPolicy, exclusive_storage: bool
-) -> FailMode | None:
-    """htools `instMatchesPolicy`: the min/max specs, then the allowed disk templates."""
-    fail = minmax_shortfall(d, ipolicy, exclusive_storage)
-    if fail is not None:
-        return fail
-    if d.disk_template not in ipolicy.disk_templates:
-        return FailMode.DISK
-    return None
 
 
 # --- instance moves (Cluster/Moves.hs `applyMoveEx`) --------------------------------------

@@ -59,11 +59,11 @@ from model.capacity import (
 )
 from model.cluster import Cluster, Disk, Instance, ISpec
 from model.errors import InputError
+from model.policy import policy_shortfall
 from model.resources import (
     FailMode,
     InstanceDemand,
     NodeState,
-    policy_shortfall,
     primary_shortfalls,
     secondary_shortfalls,
 )

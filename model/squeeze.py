@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from model.backends.iallocator import power_opcodes, tags_opcode
+from model.backends.iallocator_response import power_opcodes, tags_opcode
 from model.backends.jobs import JobSet, moving
 from model.capacity import (
     DISK,

@@ -15,41 +15,34 @@ after a kill starts at once (docs/batch.md, "Interrupted runs").
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fcntl
 import json
 import os
-import signal
 import sys
-import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.errors import ExallocError, InputError
-from programs.options import greedy_timeout_option, live_source_options, solver_options
+from model.errors import InputError
+from programs.executors import run_dask, run_local
+from programs.judging import metric_value, verdict
+from programs.options import (
+    greedy_timeout_option,
+    live_source_options,
+    number_type,
+    solver_options,
+)
 from programs.tasks import (
-    Options,
-    Task,
     discover,
     freeze,
     live_tasks,
-    metric_value,
     options_from,
     plan,
     require_inputs,
-    solve_task,
-    verdict,
 )
-
-CONNECT_TIMEOUT = "10s"  # how long to wait for a Dask scheduler before giving up
-
 
 # -- inputs ---------------------------------------------------------------------------------------
 
@@ -131,170 +124,6 @@ def read_results(path: str) -> list[dict[str, Any]]:
     return out
 
 
-# -- executors ------------------------------------------------------------------------------------
-
-
-def _failed(task: Task, error: str) -> dict[str, Any]:
-    return {
-        "input": task.input,
-        "problem": task.problem,
-        "size": task.size,
-        "status": "error",
-        "error": error,
-    }
-
-
-#: prctl(2) option: the signal a process gets when its parent dies (linux/prctl.h).
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to SIGKILL this worker when the batch process dies, whatever kills it: an
-    orphaned worker would only burn CPU on an input nobody will record."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the worker ends with its next task
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
-def _worker_init(parent: int) -> None:
-    """Each pool worker: die with the batch process, then warm up."""
-    _die_with_parent(parent)
-    _warm_up()
-
-
-def _warm_up() -> None:
-    """Import the solver stack once per worker, so the first input's time is its own."""
-    import importlib
-
-    for name in (
-        "pyomo.core",
-        "solvers.strategies.squeeze",
-        "programs.hail",
-        "programs.partition",
-    ):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the task's own import reports it, as a failed input
-            pass
-
-
-def _solve_marked(task: Task, options: Options, marker: str) -> dict[str, Any]:
-    """solve_task, leaving `marker` on disk while it runs: if the worker dies, the parent sees
-    which inputs were in flight (a broken pool fails every future, started or not)."""
-    Path(marker).touch()
-    try:
-        return solve_task(task, options)
-    finally:
-        Path(marker).unlink(missing_ok=True)
-
-
-def _pool_run(
-    tasks: dict[tuple[str, str], Task], options: Options, workers: int, markers: dict
-) -> Iterator[tuple[Task, dict[str, Any] | None]]:
-    """(task, record) as they complete; then (task, None) for each task that was in flight
-    when a worker died. Tasks that never started stay in `tasks` for the caller to retry."""
-    pool = ProcessPoolExecutor(
-        max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),)
-    )
-    futures: dict[Future, Task] = {}
-    broken = False
-    for t in tasks.values():
-        try:
-            futures[pool.submit(_solve_marked, t, options, markers[t.key])] = t
-        except BrokenProcessPool:  # a worker died while the rest were being handed out
-            broken = True  # (those never started: they stay in `tasks`)
-            break
-    try:
-        while futures and not broken:
-            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-            for future in finished:
-                task = futures.pop(future)
-                try:
-                    record = future.result()
-                except BrokenProcessPool:
-                    broken = True
-                    continue
-                del tasks[task.key]
-                yield task, record
-    finally:
-        pool.shutdown(wait=not broken, cancel_futures=True)
-    for key in [k for k in tasks if os.path.exists(markers[k])]:
-        os.unlink(markers[key])
-        yield tasks.pop(key), None
-
-
-def run_local(tasks: list[Task], options: Options, workers: int) -> Iterator[dict[str, Any]]:
-    """Records as they complete, from a local process pool that is rebuilt if a worker dies.
-
-    The inputs in flight when a worker died are suspects: each is run again alone, and only
-    one that kills its worker there too is recorded as failed. The rest simply go on."""
-    pending = {t.key: t for t in tasks}
-    suspects: list[Task] = []
-    with tempfile.TemporaryDirectory(prefix="exalloc-batch-") as scratch:
-        markers = {key: os.path.join(scratch, f"{n}.running") for n, key in enumerate(pending)}
-        idle_breaks = 0  # pools that died before any input ran (e.g. in the initializer)
-        while pending and idle_breaks < 3:
-            before = len(pending)
-            for task, record in _pool_run(pending, options, workers, markers):
-                if record is None:
-                    suspects.append(task)
-                else:
-                    yield record
-            idle_breaks = idle_breaks + 1 if len(pending) == before else 0
-        suspects += pending.values()  # only left if workers keep dying before starting
-        for task in suspects:
-            alone = {task.key: task}
-            results = [r for _, r in _pool_run(alone, options, 1, markers) if r is not None]
-            yield results[0] if results else _failed(task, "worker process died on this input")
-
-
-def _absolute(task: Task) -> Task:
-    """The task with absolute paths: Dask workers need not share this process's folder
-    (a live cluster travels as its snapshot, under its label)."""
-    if task.live is not None:
-        return task
-    hw = os.path.abspath(task.hw) if task.hw else None
-    return dataclasses.replace(task, input=os.path.abspath(task.input), hw=hw)
-
-
-def run_dask(tasks: list[Task], options: Options, address: str) -> Iterator[dict[str, Any]]:
-    """Records as they complete on a Dask distributed cluster (the same task function)."""
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError:
-        raise ExallocError(
-            "--scheduler needs dask[distributed]: pip install 'dask[distributed]'"
-        ) from None
-    try:
-        client = Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError, TypeError) as err:  # ValueError: bad address
-        raise ExallocError(f"cannot reach the Dask scheduler at {address}: {err}") from None
-    try:
-        run = uuid.uuid4().hex[:12]  # keys unique per run: schedulers are shared
-        futures = {
-            client.submit(
-                solve_task, _absolute(t), options, pure=False, key=f"exalloc-{t.problem}-{run}-{i}"
-            ): t
-            for i, t in enumerate(tasks)
-        }
-        for future in as_completed(futures):
-            task = futures[future]
-            try:
-                record = future.result()
-            except Exception as err:  # noqa: BLE001 - a lost worker is one failed input
-                record = _failed(task, f"dask: {type(err).__name__}: {err}")
-            future.release()
-            yield {**record, "input": task.input}  # the key stays the path as given
-    finally:
-        client.close()
-
-
 # -- progress -------------------------------------------------------------------------------------
 
 
@@ -365,6 +194,7 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = [r for r in records if r["problem"] == problem]
         ok = [r for r in rs if not r.get("error")]
         verdicts = Counter(verdict(r) for r in rs)
+        judged = any(r.get("greedy") for r in rs)  # else no greedy tool ran: "-", not 0
         times = sorted(r["wall_s"] for r in ok if isinstance(r.get("wall_s"), int | float))
         pairs = [
             (a, b)
@@ -380,9 +210,9 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ok": len(ok),
                 "failed": len(rs) - len(ok),
                 "optimal": sum(1 for r in ok if r.get("status") == "optimal"),
-                "exact_better": verdicts["exact better"],
-                "same": verdicts["same"],
-                "greedy_better": verdicts["greedy better"],
+                "exact_better": verdicts["exact better"] if judged else None,
+                "same": verdicts["same"] if judged else None,
+                "greedy_better": verdicts["greedy better"] if judged else None,
                 # totals over the inputs both answered, so the two columns compare
                 "exact_total": _total(a for a, _ in pairs) if pairs else None,
                 "greedy_total": _total(b for _, b in pairs) if pairs else None,
@@ -461,7 +291,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="*", metavar="DIR_OR_GLOB", help="folders, globs or files")
     live_source_options(parser, repeatable=True)
     parser.add_argument("--out", required=True, metavar="RESULTS.jsonl", help="results (appended)")
-    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=number_type(1, strict=False, integer=True),
+        default=2,
+        help="local worker processes (default 2)",
+    )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -475,18 +310,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
     )
     solver_options(parser)
+    # its own bar (one line per finished input), not the solves' status line (cli._progress)
+    parser.set_defaults(own_progress=True)
 
 
 def run(args: Any) -> BatchReport:
     start = time.perf_counter()
-    if args.workers < 1:
-        raise InputError(f"--workers must be at least 1, not {args.workers}")
     out = os.path.realpath(args.out)
     inputs: list[str] = []
     for spec in args.inputs:  # the results file itself is never an input
         inputs.extend(p for p in discover(spec) if p not in inputs and os.path.realpath(p) != out)
     live = live_tasks(args)
-    require_inputs(inputs, live)
+    require_inputs(inputs, live, args.inputs)
     tasks = plan(inputs) + live
     options = options_from(args, compare=args.compare)
     results = ResultsFile(args.out)
@@ -495,7 +330,7 @@ def run(args: Any) -> BatchReport:
         # a live cluster is read only when its task runs now (a done one is not read again)
         todo = [freeze(t) for t in tasks if t.key not in done]
         skipped = len(tasks) - len(todo)
-        enabled = not args.no_progress and sys.stderr.isatty()
+        enabled = args.progress or (not args.no_progress and sys.stderr.isatty())
         if args.scheduler:
             stream = run_dask(todo, options, args.scheduler)
         else:

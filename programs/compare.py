@@ -7,22 +7,19 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from programs.judging import answer_text, format_value, value_cell, verdict
 from programs.options import greedy_timeout_option, json_option, live_source_options, solver_options
+from programs.runners import solve_task
 from programs.tasks import (
     INSTALL_HINT,
     METRICS,
-    answer_text,
     discover,
-    format_value,
     freeze,
     input_name,
     live_tasks,
     options_from,
     plan,
     require_inputs,
-    solve_task,
-    value_cell,
-    verdict,
 )
 
 
@@ -124,7 +121,7 @@ def run(args: Any) -> CompareReport:
     for spec in args.inputs:  # files, folders or globs, as for exalloc batch
         inputs.extend(p for p in discover(spec) if p not in inputs)
     live = live_tasks(args)
-    require_inputs(inputs, live)
+    require_inputs(inputs, live, args.inputs)
     tasks = plan(inputs) + [freeze(t) for t in live]
     records = tuple(solve_task(t, options) for t in tasks)
     missing = any((r.get("greedy") or {}).get("error") == INSTALL_HINT for r in records)

@@ -199,6 +199,7 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> CompressReport:
 
 
 def run(args: Any) -> CompressReport:
+    shared.refuse_cpsat(args, "compress")
     source = source_of(args)
     with about(source.label):
         return answer(source, GroupOptions.of(args))

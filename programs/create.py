@@ -8,8 +8,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from programs.alloc_client import call, socket_path
 from programs.options import json_option, seconds_type, service_socket_option
+from service.client import call, socket_path
 
 EXIT_CREATED, EXIT_TEMP_NORES, EXIT_NORES = 0, 3, 4
 STATUS_EXIT = {"created": EXIT_CREATED, "temp_nores": EXIT_TEMP_NORES, "nores": EXIT_NORES}

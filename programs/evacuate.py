@@ -123,6 +123,7 @@ def answer(
 
 
 def run(args: Any) -> EvacuateReport | Executed:
+    shared.refuse_cpsat(args, "evacuate")
     check_luxi(args)
     nodes = [n for n in args.nodes.split(",") if n]
     source = source_of(args)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from model.errors import InputError
+from model.errors import InputError, UsageError
 from model.files import write_file
 from model.generate import (
     DEDICATED_IPOLICY,
@@ -55,9 +55,9 @@ def parse_range(text: str, what: str) -> tuple[int, int]:
         lo, _, hi = text.partition("-")
         low, high = int(lo), int(hi or lo)
     except ValueError:
-        raise InputError(f"{what} must be N or LOW-HIGH, not {text!r}") from None
+        raise UsageError(f"{what} must be N or LOW-HIGH, not {text!r}") from None
     if low < 1 or high < low:
-        raise InputError(f"{what} range {text!r} is empty or below 1")
+        raise UsageError(f"{what} range {text!r} is empty or below 1")
     return low, high
 
 
@@ -68,12 +68,12 @@ def parse_node_types(text: str) -> tuple[tuple[int, int, int], ...]:
         try:
             mem, dsk, cpu = (int(x) for x in item.split(":"))
         except ValueError:
-            raise InputError(f"--node-types takes MEM:DISK:CPUS[,...], not {item!r}") from None
+            raise UsageError(f"--node-types takes MEM:DISK:CPUS[,...], not {item!r}") from None
         if min(mem, dsk, cpu) < 1:
-            raise InputError(f"--node-types {item!r}: sizes must be positive")
+            raise UsageError(f"--node-types {item!r}: sizes must be positive")
         types.append((mem, dsk, cpu))
     if not types:
-        raise InputError("--node-types is empty")
+        raise UsageError("--node-types is empty")
     return tuple(types)
 
 
@@ -81,7 +81,7 @@ def _templates(text: str) -> tuple[str, ...]:
     names = tuple(t for t in text.split(",") if t)
     bad = [t for t in names if t not in TEMPLATES]
     if bad or not names:
-        raise InputError(f"--templates takes a comma list of {','.join(TEMPLATES)}, not {text!r}")
+        raise UsageError(f"--templates takes a comma list of {','.join(TEMPLATES)}, not {text!r}")
     return names
 
 
@@ -94,7 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write into")
     parser.add_argument("--count", type=int, default=10, help="snapshots to write (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--nodes", default="8", metavar="N|LOW-HIGH", help="nodes per snapshot")
+    parser.add_argument(
+        "--nodes", default="8", metavar="N|LOW-HIGH", help="nodes per snapshot (default 8)"
+    )
     parser.add_argument("--groups", type=int, default=1, help="node groups (default 1)")
     parser.add_argument(
         "--node-types",
@@ -116,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dedicated nodes (exclusive storage, plain instances with spindles)",
     )
     parser.add_argument(
-        "--fill", type=float, default=0.5, help="share of node memory in use (default 0.5)"
+        "--fill", type=float, default=0.5, help="share of node memory in use, 0..1 (default 0.5)"
     )
     parser.add_argument(
         "--standby",
@@ -129,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--requests",
         default="allocate,multi-allocate",
         metavar="LIST",
-        help="IAllocator requests per snapshot: allocate,multi-allocate or none",
+        help="IAllocator requests per snapshot: allocate,multi-allocate or none "
+        "(default allocate,multi-allocate)",
     )
     parser.add_argument(
         "--multi-count",
@@ -139,7 +142,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="instances per multi-allocate request (default 3)",
     )
-    parser.add_argument("--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write")
+    parser.add_argument(
+        "--bareon", type=int, default=0, metavar="N", help="Bareon pairs to write (default 0)"
+    )
     parser.add_argument(
         "--bareon-disks",
         dest="bareon_disks",
@@ -166,14 +171,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: Any) -> GenerateReport:
     if args.count < 0 or args.bareon < 0:
-        raise InputError("--count and --bareon must not be negative")
+        raise UsageError("--count and --bareon must not be negative")
     nodes = parse_range(args.nodes, "--nodes")
     node_types = parse_node_types(args.node_types) if args.node_types else NODE_TYPES
     templates = _templates(args.templates)
     requests = tuple(r for r in args.requests.split(",") if r) if args.requests != "none" else ()
     bad = [r for r in requests if r not in REQUEST_KINDS]
     if bad:
-        raise InputError(f"--requests takes allocate,multi-allocate or none, not {args.requests!r}")
+        raise UsageError(f"--requests takes allocate,multi-allocate or none, not {args.requests!r}")
+    try:  # every option is checked before the folder exists (issue 40, item 9)
+        ClusterSpec(
+            nodes=nodes[0],
+            groups=min(args.groups, nodes[0]) if args.groups >= 1 else args.groups,
+            node_types=node_types,
+            templates=templates,
+            fill=args.fill,
+            standby=min(args.standby, nodes[0] - 1) if args.standby >= 0 else args.standby,
+        ).validate()
+    except InputError as err:
+        raise UsageError(err.message) from None
+    if args.multi_count < 1 or args.bareon_disks < 1 or args.bareon_spaces < 1:
+        raise UsageError("--multi-count, --bareon-disks and --bareon-spaces must be at least 1")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from model.backends import load_cluster
 from model.cluster import Cluster
-from model.errors import CheckFailedError, InputError
+from model.errors import CheckFailedError, InputError, UsageError
 from model.groups import (
     Relocation,
     Storage,
@@ -120,6 +120,17 @@ class GroupOptions:
     def strategy_kwargs(self) -> dict[str, Any]:
         """What every solvers.strategies.groups entry point takes."""
         return {"mode": self.mode, "offline_targets": self.offline_targets, "options": self.solver}
+
+
+def refuse_cpsat(args: Any, command: str) -> None:
+    """The relocation models hold N+1 reserves and averages as continuous variables
+    (formulations/relocation.py), which CP-SAT cannot take: the option is refused before
+    anything is read (issue 40, item 3)."""
+    if args.solver_options.solver == "cpsat":
+        raise UsageError(
+            f"--solver cpsat cannot solve {command}'s model (its N+1 reserves are continuous "
+            "variables): use --solver highs, the default"
+        )
 
 
 def as_source(where: ClusterSource | str) -> ClusterSource:

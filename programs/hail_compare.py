@@ -239,7 +239,7 @@ def compare_text(report: Any) -> str:
             lines.append(f"{n:<{w}}  {a:<28}  {b}{mark}")
         lines.append("")
     mine, hail = c["outcome"]["exalloc"], c["outcome"]["hail"]
-    lines.append(f"{'after the answer':<22}{'exalloc':<24}hail")
+    lines.append(f"{'after the answer':<24}{'exalloc':<24}hail")
     for key, label in (
         ("instances", "instances placed/moved"),
         ("score", "cluster score"),
@@ -248,7 +248,7 @@ def compare_text(report: Any) -> str:
     ):
         a, b = mine[key], hail[key]
         a, b = (f"{a:.8f}", f"{b:.8f}") if key == "score" else (_yes(a), _yes(b))
-        lines.append(f"{label:<22}{a:<24}{b}")
+        lines.append(f"{label:<24}{a:<24}{b}")
     if c["hail_check"]:
         lines.append("hail's answer fails the checker: " + "; ".join(c["hail_check"]))
     if not c["nodes"] or not report.runs:  # the dedicated metric only where it is the metric
@@ -256,17 +256,17 @@ def compare_text(report: Any) -> str:
     lines.append("")
     eo, ho = c["exalloc_objectives"], c["hail_objectives"]
     lines.append("allocation vectors (test instances by min disk, descending)")
-    lines.append(f"{'':<22}{'exalloc':<24}hail")
+    lines.append(f"{'':<24}{'exalloc':<24}hail")
     lines.append(
-        f"{'lost, total':<22}{_vec(eo.get('lost_allocations_total', ())):<24}"
+        f"{'lost, total':<24}{_vec(eo.get('lost_allocations_total', ())):<24}"
         f"{_vec(ho.get('lost_allocations_total', ()))}"
     )
     lines.append(
-        f"{'cluster after':<22}{_vec(eo.get('allocation_vector_after', ())):<24}"
+        f"{'cluster after':<24}{_vec(eo.get('allocation_vector_after', ())):<24}"
         f"{_vec(ho.get('allocation_vector_after', ()))}"
     )
     lines.append(
-        f"{'remaining disk MiB':<22}{eo.get('remaining_disk_mib', 0)!s:<24}"
+        f"{'remaining disk MiB':<24}{eo.get('remaining_disk_mib', 0)!s:<24}"
         f"{ho.get('remaining_disk_mib', 0)}"
     )
     if c["nodes"]:

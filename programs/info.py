@@ -1,4 +1,6 @@
-"""`exalloc info`: a summary of a cluster snapshot like `hinfo -v -v -v`, score included."""
+"""`exalloc info`: hinfo byte for byte (model/htools/hinfo.py); `--summary` and `--json` give
+exalloc's own view of the cluster: its groups with their policies and scores, the free and
+total resources, the instance policies (docs/info.md)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,21 @@ from typing import Any
 
 from model.backends.iallocator import ipolicy_json
 from model.cluster import Cluster, IPolicy, ISpec
+from model.htools.nodelist import parse_fields
 from model.resources import NodeState
 from model.score import METRICS, cluster_metrics, cluster_score, score_of_metrics
 from model.state import ClusterState, node_states
-from programs.options import cluster_source, json_option, save_option, static_kvm_option
+from programs.options import (
+    htools_source_options,
+    ignore_dynu_option,
+    json_option,
+    no_arguments_option,
+    offline_option,
+    refuse_arguments,
+    save_option,
+    verbosity_options,
+)
+from programs.parser import standard_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +89,7 @@ class GroupInfo:
             "n1_happy": self.bad_nodes == 0,
             "exclusive_storage": self.exclusive_storage,
             "score": _finite(self.score),
+            "not_finite": _not_finite({"score": self.score}),
             "resources": self.totals.to_json(),
             "ipolicy": ipolicy_json(self.ipolicy),
         }
@@ -88,13 +102,26 @@ def _spec_text(s: ISpec) -> str:
     )
 
 
-def _finite(x: float) -> float | str:
-    """JSON has no NaN/Inf; keep them visible as strings (as Haskell prints them)."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    return x
+def _finite(x: float) -> float | None:
+    """JSON has no NaN/Inf: such a value is null, and `not_finite` says why (issue 40, item
+    10: it was the string "NaN")."""
+    return x if math.isfinite(x) else None
+
+
+def _why_not_finite(name: str, x: float) -> str:
+    shown = "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if name.startswith("spindles"):
+        why = "a node with 0 spindles divides 0 by 0, as in htools"
+    elif name == "score":
+        why = "a metric it sums is not finite"
+    else:
+        why = "the metric divides by a capacity of 0, as in htools"
+    return f"{shown} (as hinfo prints it): {why}"
+
+
+def _not_finite(values: dict[str, float]) -> dict[str, str]:
+    """Every null the JSON has for a NaN or an infinity, with its reason."""
+    return {k: _why_not_finite(k, v) for k, v in values.items() if not math.isfinite(v)}
 
 
 @dataclass(frozen=True)
@@ -120,6 +147,8 @@ class InfoReport:
             "instances": len(c.instances),
             "score": _finite(self.score),
             "metrics": {k: _finite(v) for k, v in self.metrics.items()},
+            # why a score or metric above is null: {"spindles_cv": "NaN (...): ..."}
+            "not_finite": _not_finite({"score": self.score, **self.metrics}),
             "weights": {m.name: m.weight for m in METRICS},
             "n1_happy": not self.bad_nodes,
             "bad_nodes": list(self.bad_nodes),
@@ -255,17 +284,74 @@ def summarise(cluster: Cluster, path: str = "") -> InfoReport:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cluster_source(parser, "cluster snapshot in the htools text format")
+    """hinfo 3.0.2's options (its output by default), and exalloc's own view (--summary,
+    --json)."""
+    parser.description = (
+        "hinfo, byte for byte (model/htools/hinfo.py); --summary or --json: exalloc's "
+        "richer view (groups' policies, resources, scores). See docs/info.md."
+    )
+    parser.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        nargs="?",
+        const="",
+        metavar="FIELDS",
+        help="print the node list on stderr (-pFIELDS or --print-nodes=FIELDS; + adds to "
+        "the default fields)",
+    )
+    parser.add_argument(
+        "--print-instances",
+        dest="print_instances",
+        action="store_true",
+        help="print the instance map on stderr",
+    )
+    htools_source_options(parser)
+    verbosity_options(parser, "increase the verbosity level")
+    offline_option(parser)
+    ignore_dynu_option(parser)
+    standard_options(parser, "hinfo", ())
+    no_arguments_option(parser)
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="exalloc's view instead of hinfo's: groups with their policies, exclusive "
+        "storage and scores, free and total resources, instance policies",
+    )
     save_option(parser, "also write the cluster as read to FILE (htools text format)")
-    static_kvm_option(parser)
     json_option(parser)
 
 
-def run(args: Any) -> InfoReport:
-    """`exalloc info` with -t, -m or -L; `-S FILE` first freezes the cluster into FILE."""
-    from programs.sources import cluster_of, save_snapshot
+@dataclass(frozen=True)
+class HinfoReport:
+    """hinfo's output, as it prints it (`--json` prints exalloc's view, InfoReport)."""
 
-    cluster, source = cluster_of(args)
+    stdout: str
+    stderr: str
+    exit_code: int = 0
+
+    def text(self) -> str:
+        return self.stdout
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stdout": self.stdout, "stderr": self.stderr, "exit_code": self.exit_code}
+
+
+def run(args: Any) -> InfoReport | HinfoReport:
+    """`exalloc info`: hinfo's output from -t, -m, -L or -I (`-O` nodes set offline), or,
+    with --summary, exalloc's view; `-S FILE` first freezes the cluster into FILE."""
+    from model.htools.hinfo import HinfoOptions, hinfo, set_node_status
+    from programs.sources import htools_cluster, save_snapshot
+
+    refuse_arguments(args)
+    cluster, label, warning = htools_cluster(args)
+    if args.ignore_dynu:
+        cluster = cluster.without_dynamic_util()
     if args.save:
         save_snapshot(cluster, args.save)
-    return summarise(cluster, source.label)
+    if args.summary or args.json:
+        return summarise(set_node_status(cluster, args.offline), label)
+    fields = None if args.print_nodes is None else parse_fields(args.print_nodes)
+    options = HinfoOptions(args.verbose, fields, args.print_instances, tuple(args.offline))
+    out = hinfo(cluster, options)  # hinfo's own error for a wrong -O name, as it prints it
+    return HinfoReport(out.stdout, warning + out.stderr, out.exit_code)

@@ -27,8 +27,8 @@ from model.backends.text import parse_text
 from model.cluster import Cluster
 from model.errors import ExallocError, InputError
 from model.generate import instance_shapes
-from programs.alloc_client import ConnectionLost, call, socket_path
 from programs.options import json_option, seconds_type, service_socket_option
+from service.client import ConnectionLost, call, socket_path
 
 #: Wait before resubmitting a temp_nores answer (Ganeti 3.0 retries every 2 s; creations
 #: here are short).

@@ -11,16 +11,28 @@ import argparse
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from model.errors import InputError, about
 from model.state import ClusterState, node_states, unique_instance_names
 from programs.groups import GroupOptions, as_source, known_groups, read
-from programs.options import group_cluster_source, json_option, solver_options
+from programs.options import (
+    htools_source_options,
+    ignore_dynu_option,
+    json_option,
+    no_arguments_option,
+    offline_option,
+    refuse_arguments,
+    solver_options,
+    verbosity_options,
+)
+from programs.parser import standard_options
 from programs.sources import ClusterSource, source_of
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `answer`, not by the parser
+    from model.htools.hcheck import GroupStats, HcheckOptions, HcheckOutput
     from solvers.strategies.n1 import N1Report, NodeVerdict
 
 HCHECK = "hcheck"
@@ -37,9 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "For every node: a plan that re-places its primaries on the rest of its "
         "group (drbd failover, migration, recreation), or the proof that none exists. "
-        "See docs/n1.md."
+        "--greedy: hcheck 3.0.2 itself. See docs/n1.md."
     )
-    group_cluster_source(parser)
+    htools_source_options(parser)
     parser.add_argument(
         "--n1",
         choices=("hard", "strict"),
@@ -59,12 +71,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compare", action="store_true", help="also run the real hcheck and show its counts"
     )
+    verbosity_options(parser, "-v: every node, with its plan step by step (--greedy: hcheck's)")
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="every node, with its plan step by step"
+        "--greedy",
+        action="store_true",
+        help="hcheck's own report, byte for byte: htools' greedy global N+1 and, when the "
+        "cluster needs rebalancing, hbal's search (model/htools/hcheck.py)",
     )
+    parser.add_argument(
+        "--machine-readable",
+        dest="machine_readable",
+        action="store_true",
+        help="hcheck's HCHECK_* shell variables (without --greedy: the exact verdicts)",
+    )
+    parser.add_argument(
+        "--no-simulation",
+        dest="no_simulation",
+        action="store_true",
+        help="--greedy: no rebalancing simulation (hcheck's option)",
+    )
+    parser.add_argument(
+        "--no-capacity-checks",
+        dest="capacity",
+        action="store_false",
+        help="--greedy: leave out the global N+1 check (hcheck's option)",
+    )
+    offline_option(parser)
+    ignore_dynu_option(parser)
+    _hbal_options(parser)
+    standard_options(parser, "hcheck", ())
+    no_arguments_option(parser)
     solver_options(parser)
     json_option(parser)
     parser.set_defaults(pool_prefix="pool:", no_greedy=False, print_commands=False)
+
+
+def _hbal_options(parser: argparse.ArgumentParser) -> None:
+    """hcheck's options for its rebalancing simulation (hbal's, `fromCLIOptions`)."""
+    parser.add_argument(
+        "-l", "--max-length", dest="max_length", type=int, default=-1, metavar="N",
+        help="--greedy: at most N moves per group in the simulation (default: no limit)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-e", "--min-score", dest="min_score", type=float, default=1e-9, metavar="EPSILON",
+        help="--greedy: stop the simulation at the group's optimal score plus EPSILON",
+    )  # fmt: skip
+    parser.add_argument(
+        "-g", "--min-gain", dest="min_gain", type=float, default=0.01, metavar="DELTA",
+        help="--greedy: the least gain of a move (hbal's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-gain-limit", dest="min_gain_limit", type=float, default=0.1, metavar="SCORE",
+        help="--greedy: below this score, moves must gain --min-gain",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-disk-moves", dest="disk_moves", action="store_false",
+        help="--greedy: no moves that copy disks in the simulation",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-instance-moves", dest="instance_moves", action="store_false",
+        help="--greedy: only secondary changes in the simulation",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ignore-soft-errors", dest="ignore_soft_errors", action="store_true",
+        help="--greedy: ignore soft errors in the simulation",
+    )  # fmt: skip
+    parser.add_argument(
+        "--evac-mode", dest="evac_mode", action="store_true",
+        help="--greedy: only move instances off offline or drained nodes",
+    )  # fmt: skip
 
 
 def _node_line(v: NodeVerdict, width: int, verbose: bool) -> list[str]:
@@ -215,7 +290,106 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> N1ProgramReport
     return N1ProgramReport(label, report, counts, options.verbose, greedy)
 
 
-def run(args: Any) -> N1ProgramReport:
+@dataclass(frozen=True)
+class HcheckReport:
+    """hcheck's output and exit code (`--json`: the counts per group, before and after)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    data: dict[str, Any]
+
+    def text(self) -> str:
+        return self.stdout
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+
+def _hcheck_options(args: Any) -> HcheckOptions:
+    from model.htools.hbal import BalanceOptions
+    from model.htools.hcheck import HcheckOptions
+
+    balance = BalanceOptions(
+        disk_moves=args.disk_moves,
+        instance_moves=args.instance_moves,
+        ignore_soft_errors=args.ignore_soft_errors,
+        evac_mode=args.evac_mode,
+        min_gain=args.min_gain,
+        min_gain_limit=args.min_gain_limit,
+    )
+    return HcheckOptions(
+        verbose=args.verbose,
+        machine_readable=args.machine_readable,
+        no_simulation=args.no_simulation,
+        capacity=args.capacity,
+        balance=balance,
+        max_rounds=args.max_length,
+        min_score=args.min_score,
+    )
+
+
+def _stats_json(output: HcheckOutput) -> dict[str, Any]:
+    def groups(stats: Sequence[GroupStats]) -> list[dict[str, Any]]:
+        return [{"name": g.name, "score": g.score, "counts": list(g.counts)} for g in stats]
+
+    return {
+        "needs_rebalance": output.needs_rebalance,
+        "initial": groups(output.initial),
+        "final": groups(output.final),
+        "exit_code": output.exit_code,
+    }
+
+
+def greedy_report(args: Any) -> HcheckReport:
+    """`exalloc n1 --greedy`: hcheck 3.0.2 (model/htools/hcheck.py), its loader's warning
+    first."""
+    from model.htools.hcheck import hcheck
+    from model.htools.hinfo import set_node_status, wrong_offline_names
+    from programs.sources import htools_cluster
+
+    cluster, _, warning = htools_cluster(args)
+    if args.ignore_dynu:
+        cluster = cluster.without_dynamic_util()
+    wrong = wrong_offline_names(cluster, args.offline)
+    if wrong is not None:  # after the loader's warning, as hcheck prints it
+        return HcheckReport("", f"{warning}Error: {wrong}\n\n", 1, {"error": wrong})
+    state = node_states(set_node_status(cluster, args.offline))
+    output = hcheck(state, _hcheck_options(args))
+    return HcheckReport(output.stdout, warning, output.exit_code, _stats_json(output))
+
+
+def exact_keys(report: N1Report, state: ClusterState, args: Any) -> HcheckReport:
+    """`--machine-readable` without --greedy: hcheck's keys with the exact verdicts (the
+    nodes no plan evacuates for GN1_FAIL), no rebalancing simulation (the after phase is
+    the initial one, as hcheck's `--no-simulation --machine-readable`)."""
+    from model.htools.hcheck import hcheck
+
+    failing = {
+        state.cluster.group(g.name).uuid: sum(1 for v in g.nodes if v.evacuable is not True)
+        for g in report.groups
+    }
+    options = replace(_hcheck_options(args), no_simulation=True, capacity=True)
+    output = hcheck(state, options, gn1_failures=failing)
+    return HcheckReport(output.stdout, "", output.exit_code, _stats_json(output))
+
+
+def run(args: Any) -> N1ProgramReport | HcheckReport:
+    refuse_arguments(args)
+    if args.greedy:
+        return greedy_report(args)
+    if args.text_data is None and args.master is None and args.luxi is None:
+        from programs.sources import htools_cluster
+
+        if args.ialloc_src is not None:
+            raise InputError("-I (an IAllocator request's cluster) is read by --greedy; use -t")
+        htools_cluster(args)  # htools' error: no backend
     source = source_of(args)
+    options = replace(GroupOptions.of(args), verbose=args.verbose > 1)
     with about(source.label):
-        return answer(source, GroupOptions.of(args))
+        report = answer(source, options)
+    if args.machine_readable:
+        with about(source.label):
+            state = node_states(read(source, options))
+            return exact_keys(report.report, state, args)
+    return report

@@ -8,7 +8,7 @@ reads them, and takes the shared groups from here: where the cluster comes from 
 getopt-style optional arguments htools takes (`-L[SOCKET]`, `--mond[=CHOICE]`, `-p[FIELDS]`)
 are rewritten by `attached_optionals` before argparse sees them.
 
-`Parser` and `Commands` are the machinery `cli.py` builds its command line with. This module is
+The parser classes `cli.py` builds its command line with are programs/parser.py. This module is
 imported on every in-process start of `exalloc-hail` (docs/hail.md, "Start-up"): it imports
 argparse and nothing heavier.
 """
@@ -17,58 +17,24 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: The exit code of a usage error (argparse's).
-EXIT_USAGE = 2
+NO_ARGUMENTS = "This program doesn't take any arguments."
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that prints usage errors as 'exalloc: error: ...' and exits 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message}\n")
+def no_arguments_option(parser: argparse.ArgumentParser) -> None:
+    """A program that takes no positional argument refuses one as htools does (`CLI.exitErr`:
+    exit 1, not a usage error): the words are kept here, `refuse_arguments` says so."""
+    parser.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)
 
 
-class Commands(argparse._SubParsersAction):
-    """The commands, each program's own arguments added only once its command is chosen, by
-    `fill(name, parser)`: `exalloc --help` and an `exalloc-hail` call import no program they do
-    not run (start-up time, docs/hail.md)."""
+def refuse_arguments(args: argparse.Namespace) -> None:
+    """htools' `Error: This program doesn't take any arguments.`, exit 1."""
+    if getattr(args, "arguments", None):
+        from model.errors import HtoolsError
 
-    fill: Callable[[str, argparse.ArgumentParser], None]
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        chosen = self.choices.get(values[0]) if values else None
-        if chosen is not None:
-            self.fill(values[0], chosen)
-        super().__call__(parser, namespace, values, option_string)
-
-
-class VersionAction(argparse.Action):
-    """--version, looked up only when asked for."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from programs.version import version
-
-        sys.stdout.write(f"exalloc {version()}\n")
-        parser.exit()
-
-
-def version_option(parser: argparse.ArgumentParser) -> None:
-    """`-V`/`--version`, as hail's and hsqueeze's."""
-    parser.add_argument("-V", "--version", action=VersionAction, help="show the version and exit")
+        raise HtoolsError(NO_ARGUMENTS)
 
 
 def number_type(low: float, *, strict: bool, integer: bool = False) -> Callable[[str], Any]:
@@ -91,10 +57,19 @@ def number_type(low: float, *, strict: bool, integer: bool = False) -> Callable[
 # -- the solver and the output ------------------------------------------------------------------
 
 #: What a command that declares no solver option (or was given none) reads.
-SOLVER_DEFAULTS = {"solver": "highs", "time_limit": None, "gap": 0.0, "threads": 1, "json": False}
+SOLVER_DEFAULTS = {
+    "solver": "highs",
+    "time_limit": None,
+    "gap": 0.0,
+    "threads": 1,
+    "json": False,
+    "progress": False,
+}
 
 
-def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> None:
+def solver_options(
+    parser: argparse.ArgumentParser, *, shown: bool = True, time_limit_default: str = ""
+) -> None:
     """Solver options of the commands that solve. They are also accepted before the command
     (older scripts put them there) but shown only on the commands that use them."""
 
@@ -113,7 +88,10 @@ def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> No
         type=number_type(0, strict=True),
         metavar="SECONDS",
         default=argparse.SUPPRESS,
-        help=text("stop after SECONDS and report the best answer found with its gap"),
+        help=text(
+            "stop after SECONDS and report the best answer found with its gap"
+            + (f" (default {time_limit_default})" if time_limit_default else "")
+        ),
     )
     group.add_argument(
         "--gap",
@@ -127,6 +105,15 @@ def solver_options(parser: argparse.ArgumentParser, *, shown: bool = True) -> No
         type=number_type(1, strict=False, integer=True),
         default=argparse.SUPPRESS,
         help=text("solver threads (default 1)"),
+    )
+    group.add_argument(
+        "--progress",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=text(
+            "show the solve's progress on stderr (stage, best, bound, gap, elapsed); the "
+            "default when stderr is a terminal, except in exalloc-hail"
+        ),
     )
 
 
@@ -225,6 +212,7 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
     """-m ADDRESS and -L[SOCKET]: read a running cluster as htools does (docs/live.md;
     repeatable: one input per option, for compare and batch)."""
     action = "append" if repeatable else "store"
+    again = "; repeat the option for more clusters, each one input" if repeatable else ""
     target.add_argument(
         "-m",
         "--master",
@@ -232,7 +220,7 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
         action=action,
         metavar="ADDRESS",
         help="read the cluster through RAPI at ADDRESS (https://ADDRESS:5080 unless ADDRESS "
-        "holds a ':', e.g. http://host:8080; file://DIR reads saved answers)",
+        f"holds a ':', e.g. http://host:8080; file://DIR reads saved answers){again}",
     )
     target.add_argument(
         "-L",
@@ -243,7 +231,67 @@ def live_source_options(target: argparse._ActionsContainer, *, repeatable: bool 
         const="",
         metavar="SOCKET",
         help=f"read the cluster through LUXI, at SOCKET if attached (-L/path or --luxi=/path; "
-        f"default {LUXI_DEFAULT_HELP})",
+        f"default {LUXI_DEFAULT_HELP}){again}",
+    )
+
+
+def htools_source_options(parser: argparse.ArgumentParser) -> None:
+    """An htools program's backends, as `ExtLoader.loadExternalData` takes them: -t FILE,
+    -m ADDRESS, -L[SOCKET] and -I FILE (an IAllocator request's cluster). None, or more than
+    one of the first three, is htools' own error, exit 1 (programs.sources.htools_cluster),
+    not a usage error."""
+    parser.add_argument(
+        "-t", "--text-data", dest="text_data", metavar="FILE", help="the cluster data FILE"
+    )
+    live_source_options(parser)
+    parser.add_argument(
+        "-I",
+        "--ialloc-src",
+        dest="ialloc_src",
+        metavar="FILE",
+        help="the cluster of an IAllocator request FILE",
+    )
+    static_kvm_option(parser)
+
+
+class _Quiet(argparse.Action):
+    """-q: one less verbosity (htools' -v and -q move one counter)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, *_: Any) -> None:
+        setattr(ns, self.dest, getattr(ns, self.dest, 1) - 1)
+
+
+def verbosity_options(parser: argparse.ArgumentParser, verbose_help: str = "more output") -> None:
+    """htools' -v and -q (`oVerbose`, `oQuiet`): one counter, 1 by default."""
+    parser.add_argument(
+        "-v", "--verbose", dest="verbose", action="count", default=1, help=verbose_help
+    )
+    parser.add_argument("-q", "--quiet", dest="verbose", action=_Quiet, help="less output")
+
+
+def offline_option(parser: argparse.ArgumentParser) -> None:
+    """htools' -O NODE (`oOfflineNode`, repeatable): treat NODE as offline."""
+    parser.add_argument(
+        "-O",
+        "--offline",
+        dest="offline",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="treat NODE as offline (repeatable; a unique prefix of a name will do)",
+    )
+
+
+def ignore_dynu_option(parser: argparse.ArgumentParser) -> None:
+    """htools' --ignore-dynu (`oIgnoreDyn`): no dynamic utilisation (`clearDynU`)."""
+    parser.add_argument(
+        "--ignore-dynu",
+        dest="ignore_dynu",
+        action="store_true",
+        help="ignore dynamic utilisation (every instance's load is 0)",
     )
 
 

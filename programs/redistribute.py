@@ -116,6 +116,7 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> RedistributeRep
 
 
 def run(args: Any) -> RedistributeReport | Executed:
+    shared.refuse_cpsat(args, "redistribute")
     check_luxi(args)
     source = source_of(args)
     with about(source.label):

@@ -19,7 +19,7 @@ from typing import Any
 from model.errors import InputError, OutputError
 from model.files import write_files
 from programs.batch import TOTALS, read_results, summarise
-from programs.tasks import metric_value, value_cell, verdict
+from programs.judging import metric_value, value_cell, verdict
 
 SUMMARY_COLUMNS = (
     ("problem", "problem"),

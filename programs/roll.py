@@ -29,21 +29,18 @@ def node_tags(text: str) -> tuple[str, ...]:
     return node_tags_option(text)
 
 
-class _Quiet(argparse.Action):
-    """-q: one less verbosity (htools' -v and -q move one counter)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, *_: Any) -> None:
-        setattr(ns, self.dest, getattr(ns, self.dest, 1) - 1)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hroller 3.0.2's options (the backends and `--static-kvm-node-memory` shared with the
     other programs), exalloc's `--greedy`, `--memory-aware`, `--json` and solver options."""
-    from programs.htools_options import add_generic_options
-    from programs.options import json_option, live_source_options, solver_options, static_kvm_option
+    from programs.options import (
+        json_option,
+        live_source_options,
+        offline_option,
+        solver_options,
+        static_kvm_option,
+        verbosity_options,
+    )
+    from programs.parser import standard_options
 
     source = p.add_mutually_exclusive_group()  # none given: hroller's own error
     source.add_argument(
@@ -51,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     live_source_options(source)
     static_kvm_option(p)
-    add_generic_options(p, "hroller")
+    standard_options(p, "hroller", ())
     p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hroller's own error
     p.add_argument(
         "-I",
@@ -60,23 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="read the cluster from an IAllocator request",
     )
-    p.add_argument(
-        "-O",
-        "--offline",
-        dest="offline",
-        action="append",
-        default=[],
-        metavar="NODE",
-        help="treat NODE as offline (repeatable; a unique prefix of a name will do)",
-    )
+    offline_option(p)
     p.add_argument(
         "--offline-maintenance",
         dest="offline_maintenance",
         action="store_true",
         help="instances are shut down, not migrated: only primary and secondary conflict",
     )
-    p.add_argument("-v", "--verbose", dest="verbose", action="count", default=1, help="more output")
-    p.add_argument("-q", "--quiet", dest="verbose", action=_Quiet, help="less output")
+    verbosity_options(p)
     p.add_argument(
         "--no-headers", dest="no_headers", action="store_true", help="omit the header line"
     )

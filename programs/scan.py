@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from programs.htools_options import ArgumentKind, add_generic_options
+from programs.parser import ArgumentKind, standard_options
 
 if TYPE_CHECKING:
     from model.cluster import Cluster
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="node memory assumed on kvm nodes (default 4096, as htools)",
     )
-    add_generic_options(parser, "hscan", [ArgumentKind("host")])
+    standard_options(parser, "hscan", [ArgumentKind("host")])
 
 
 def summary_line(cluster: Cluster) -> str:

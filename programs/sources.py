@@ -85,6 +85,30 @@ def cluster_of(args: Namespace) -> tuple[Cluster, ClusterSource]:
     return source.load(static_kvm_node_memory=args.static_kvm_node_memory), source
 
 
+def htools_cluster(args: Namespace) -> tuple[Cluster, str, str]:
+    """(cluster, label, the loader's warning) as `ExtLoader.loadExternalData` loads it for an
+    htools program (programs.options.htools_source_options): one of -t, -m, -L or -I, else
+    htools' own error; the warning on inconsistent data (model.htools.loader) unless `-q`
+    brought the verbosity to 0. Not for -I: exalloc reads a request once, htools twice, and
+    its second reading finds nothing missing."""
+    from model.errors import HtoolsError
+    from model.htools.loader import loading_warning
+
+    given = [args.text_data is not None, args.master is not None, args.luxi is not None]
+    if sum(given) > 1:
+        raise HtoolsError("Only one of the rapi, luxi, and data files options should be given.")
+    if any(given):
+        cluster, source = cluster_of(args)
+        warning = loading_warning(cluster) if args.verbose != 0 else ""
+        return cluster, source.label, warning
+    if args.ialloc_src is None:
+        raise HtoolsError("failed to load data, aborting: No backend selected! Exiting.")
+    from model.backends.iallocator import load_request
+
+    request = load_request(args.ialloc_src, static_kvm_node_memory=args.static_kvm_node_memory)
+    return request.cluster, args.ialloc_src, ""
+
+
 def save_snapshot(cluster: Cluster, path: str) -> None:
     """`-S FILE`: the htools text snapshot, written atomically, reported on stderr as htools
     reports it."""

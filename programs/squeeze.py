@@ -35,8 +35,8 @@ from programs.options import (
     save_option,
     solver_options,
     static_kvm_option,
-    version_option,
 )
+from programs.parser import standard_options
 
 if TYPE_CHECKING:  # the strategy imports Pyomo: loaded by `run`, not by the parser
     from solvers.strategies.squeeze import SqueezePlan
@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run the plan's jobs on the cluster read with -L, job set by job set, as hsqueeze -X "
         "(docs/squeeze.md)",
     )
-    version_option(parser)
+    standard_options(parser, "hsqueeze", ())
     static_kvm_option(
         parser,
         "node memory assumed on kvm nodes (default 4096, as hsqueeze); text snapshots (-t)"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.files import write_file
-from programs.alloc_client import call, socket_path
 from programs.options import json_option, save_option, service_socket_option
+from service.client import call, socket_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,8 +7,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from programs.alloc_client import call, socket_path
 from programs.options import json_option, seconds_type, service_socket_option
+from service.client import call, socket_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ import pyomo.core as pyo
 from ortools.sat.python import cp_model
 from pyomo.repn import generate_standard_repn
 
-from model.errors import SolverError
+from model.errors import SolverError, UsageError
 from solvers.output_lock import one_per_process
 from solvers.result import SolveResult, Status, VarValues, classify, finite_or_none
 
@@ -129,10 +129,10 @@ class CpSatBridge:
         hit = self._vars.get(id(v))
         if hit is not None:
             return hit[1]
-        if not v.is_integer():
-            raise SolverError(
-                f"CP-SAT cannot handle continuous variable {v.name!r}: "
-                "use HiGHS, or make it integer"
+        if not v.is_integer():  # the option's fault, not the input's (issue 40, item 3)
+            raise UsageError(
+                f"--solver cpsat cannot solve this question's model (its variable {v.name!r} "
+                "is continuous): use --solver highs"
             )
         lb, ub = v.lb, v.ub
         if lb is None or ub is None or not (math.isfinite(lb) and math.isfinite(ub)):

@@ -28,6 +28,7 @@ from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 from pyomo.core.base.objective import ObjectiveData
 
 from model.errors import SolverError
+from solvers import progress
 from solvers.output_lock import one_per_process
 from solvers.result import (
     SolveResult,
@@ -193,14 +194,33 @@ class UncapturedHighs(PyomoHighs):
             if value is not None:
                 highs.setOptionValue(key, value)
         dump = _dump_run(highs, config) if os.environ.get(DUMP_ENV) else None
+        watch = _watch_mip(highs, progress.current())
         config.timer.start("optimize")
-        with _silenced_fds():
-            highs.run()
+        try:
+            with _silenced_fds():
+                highs.run()
+        finally:
+            if watch is not None:
+                highs.cbMipInterrupt.unsubscribe(watch)
         config.timer.stop("optimize")
         if dump is not None:
             highs.setOptionValue("output_flag", False)
             highs.setOptionValue("log_file", "")
         return self._postsolve(io.StringIO())
+
+
+def _watch_mip(highs: Any, reporter: progress.StatusLine | None) -> Any:
+    """HiGHS's incumbent, bound and gap on the status line while it branches (the callback
+    runs on HiGHS's thread: the reporter is taken here, on the caller's)."""
+    if reporter is None or not hasattr(highs, "cbMipInterrupt"):
+        return None
+
+    def report(event: Any) -> None:
+        out = event.data_out
+        reporter.solving(out.mip_primal_bound, out.mip_dual_bound, out.mip_gap)
+
+    highs.cbMipInterrupt.subscribe(report)
+    return report
 
 
 def _dump_run(highs: Any, config: Any) -> Path:

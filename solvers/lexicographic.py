@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import pyomo.core as pyo
 
 from formulations.objective import Objective
+from solvers import progress
 from solvers.result import LexResult, SolveResult, Status, classify
 
 #: Tolerance used to fix a non-integral objective, relative to max(|v|, 1).
@@ -118,6 +119,7 @@ def solve_lexicographic(
     if not objectives:
         raise ValueError("solve_lexicographic needs at least one objective")
     names = tuple(o.name for o in objectives)
+    reporter = progress.current()
     start = time.perf_counter()
     stages: list[SolveResult] = []
     session = open_session(solver, model, mip_gap, threads, seed, presolve)
@@ -127,7 +129,11 @@ def solve_lexicographic(
             if time_limit is not None:
                 left = max(time_limit - (time.perf_counter() - start), MIN_STAGE_S)
             session.set_objective(obj.expr, obj.sense)
+            if reporter is not None:
+                reporter.stage(obj.name, k, len(objectives))
             res = session.solve(time_limit=left, build_s=build_s if k == 0 else 0.0)
+            if reporter is not None:
+                reporter.solving(res.objective, res.bound, res.gap)
             if res.status is Status.TIME_LIMIT and stages and stages[-1].has_solution:
                 res = _from_previous(res, obj, stages[-1])
             stages.append(res)

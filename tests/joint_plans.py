@@ -20,10 +20,11 @@ from model.backends.iallocator import IAllocatorInput, new_instance, parse_reque
 from model.check import Move, check_allocation, check_moves
 from model.htools.evacuate import CHANGE_ALL
 from model.placement import _networks_ok
-from model.resources import FailMode, add_primary, policy_shortfall
+from model.policy import policy_shortfall
+from model.resources import FailMode, add_primary
 from model.score import cluster_score
 from model.state import ClusterState, node_states
-from solvers.strategies.joint import _replay
+from solvers.strategies.joint_moves import _replay
 from solvers.strategies.n1 import check_cluster
 
 Target = tuple[str, str | None]

@@ -1,5 +1,5 @@
 """Small dedicated clusters built so that a given answer of the allocation service must occur
-(tests of `exalloc alloc-server` and `model.alloc_service`)."""
+(tests of `exalloc alloc-server` and `service.allocation`)."""
 
 from __future__ import annotations
 

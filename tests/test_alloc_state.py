@@ -1,4 +1,4 @@
-"""model.alloc_state and model.journal: requests, committed creations, replay after a crash."""
+"""service.state and service.journal: requests, committed creations, replay after a crash."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from live_clusters import ONE_BIG_TWO_SMALL, roomy_text
 
-from model.alloc_state import CreateSpec, Creation, Limits, LiveCluster, parse_create
 from model.backends.text import parse_text
 from model.errors import BadRequestError, InputError, ServiceError
-from model.journal import JOURNAL_FILE, Journal
+from service.journal import JOURNAL_FILE, Journal
+from service.state import CreateSpec, Creation, Limits, LiveCluster, parse_create
 
 LIMITS = Limits.of(parse_text(ONE_BIG_TWO_SMALL))
 

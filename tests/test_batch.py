@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from programs import batch, tasks
-from programs.tasks import Options, Task, classify, solve_task
+from programs import batch, executors, tasks
+from programs.runners import solve_task
+from programs.tasks import Options, Task, classify
 from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -255,7 +256,7 @@ def test_unreachable_scheduler_is_a_one_line_error(
 ) -> None:
     from model.errors import ExallocError
 
-    monkeypatch.setattr(batch, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", "1s")
     args = _batch_args(
         [str(FIXTURES / "two_disks_none_none.yaml")], tmp_path / "r.jsonl", scheduler=address
     )
@@ -271,9 +272,9 @@ def test_dead_worker_is_recorded_and_the_rest_completes(tmp_path: Path, monkeypa
         for name in ("two_disks_none_none.yaml", "two_disks_none_size.yaml")
     ]
     tasks = [Task("x", "crash"), *good, Task("y", "crash")]
-    monkeypatch.setattr(batch, "solve_task", _crash_or_solve)
-    monkeypatch.setattr(batch, "_warm_up", _no_warm_up)  # each rebuilt pool starts fast
-    records = list(batch.run_local(tasks, Options(), workers=2))
+    monkeypatch.setattr(executors, "solve_task", _crash_or_solve)
+    monkeypatch.setattr(executors, "_warm_up", _no_warm_up)  # each rebuilt pool starts fast
+    records = list(executors.run_local(tasks, Options(), workers=2))
     assert sorted(r["input"] for r in records) == sorted(t.input for t in tasks)
     by_input = {r["input"]: r for r in records}
     for task in good:
@@ -294,14 +295,14 @@ def test_a_worker_dying_inside_a_solve_blocks_no_other(monkeypatch) -> None:
         for name in ("two_disks_none_none.yaml", "two_disks_none_size.yaml")
     ]
     tasks = [Task("x", "crash"), *good]
-    monkeypatch.setattr(batch, "solve_task", _die_holding_the_output_lock)
-    monkeypatch.setattr(batch, "_warm_up", _no_warm_up)
+    monkeypatch.setattr(executors, "solve_task", _die_holding_the_output_lock)
+    monkeypatch.setattr(executors, "_warm_up", _no_warm_up)
     # as in this test process and in the hail server: Pyomo loaded before the workers fork
     import multiprocessing  # noqa: F401
 
     import pyomo.core  # noqa: F401
 
-    records = {r["input"]: r for r in batch.run_local(tasks, Options(), workers=2)}
+    records = {r["input"]: r for r in executors.run_local(tasks, Options(), workers=2)}
     assert "worker process died on this input" in records["x"]["error"]
     assert [records[t.input]["status"] for t in good] == ["optimal", "optimal"]
     assert [records[t.input]["error"] for t in good] == [None, None]
@@ -410,7 +411,7 @@ def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     assert record["greedy"]["answer"]["status"] == "infeasible"
 
 
-def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
+def test_main_job_on_the_bundled_data(htools, tmp_path: Path) -> None:
     """The README's main job: every bundled input answered, exalloc never worse than greedy."""
     out = tmp_path / "results.jsonl"
     done = subprocess.run(
@@ -423,6 +424,6 @@ def test_main_job_on_the_bundled_data(ganeti, tmp_path: Path) -> None:
         assert f"\n{problem} " in done.stdout
     lines = _lines(out)
     assert not any(r.get("error") or (r.get("greedy") or {}).get("error") for r in lines)
-    from programs.tasks import verdict
+    from programs.judging import verdict
 
     assert "greedy better" not in {verdict(r) for r in lines}

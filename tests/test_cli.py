@@ -49,13 +49,18 @@ def test_building_every_command_line_imports_no_solver() -> None:
 def test_top_level_help_imports_no_program() -> None:
     loaded = _modules_after("import cli\ncli.build_parser().format_help()")
     programs = [m for m in loaded if m.startswith("programs.")]
-    assert programs == ["programs.options"]
+    assert programs == ["programs.options", "programs.parser"]
 
 
 def test_exalloc_hail_in_process_imports_only_hail() -> None:
     loaded = _modules_after("import cli\ncli.hail_parser()")
-    programs = {m for m in loaded if m.startswith("programs.")}
-    assert programs == {"programs.options", "programs.hail", "programs.hail_client"}
+    programs = {m for m in loaded if m.startswith(("programs.", "service."))}
+    assert programs == {
+        "programs.options",
+        "programs.parser",
+        "programs.hail",
+        "service.hail_client",
+    }
 
 
 def test_a_chosen_command_gets_its_arguments_when_parsed() -> None:
@@ -76,3 +81,45 @@ def test_exalloc_hail_is_named_so_in_its_usage(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert err.startswith("usage: exalloc-hail ")
     assert "\nexalloc-hail: error: the following arguments are required: REQUEST.json" in err
+
+
+# -- htools' conventions on every command (issue 39; Ganeti's htools-basic/invalid.test) --------
+
+
+def _exit_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `exalloc ARGV` in process."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("command", [*cli.COMMANDS, None])
+def test_every_command_has_htools_version_and_completion(
+    command: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--version` and `--help-completion` exit 0 on every command; the completion lists
+    every shown option in htools' form (`-V,--version none`); an unknown option is a usage
+    error, exit 2."""
+    words = [command] if command else []
+    code, out, _ = _exit_of([*words, "--version"], capsys)
+    assert code == 0 and out.startswith("exalloc ")
+    code, out, _ = _exit_of([*words, "--help-completion"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and "--help-completion none" in lines
+    assert any(line.endswith("--version none") for line in lines)
+    assert all(line.split(" ", 1)[0].startswith("-") or line.split()[1].isdigit() for line in lines)
+    code, _, err = _exit_of([*words, "--no-such-option"], capsys)
+    assert code == 2 and "error:" in err
+
+
+def test_completion_of_positional_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    """Positional arguments end the completion text as htools' `argComplToText` does: hail's
+    one request file, hscan's any number of hosts."""
+    assert _exit_of(["hail", "--help-completion"], capsys)[1].endswith("\nfile 1 1\n")
+    assert _exit_of(["scan", "--help-completion"], capsys)[1].endswith("\nhost 0 none\n")
+    assert _exit_of(["--help-completion"], capsys)[1].endswith(
+        "\nchoices=" + ",".join(cli.COMMANDS) + " 1 1\n"
+    )

@@ -8,11 +8,9 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-import pytest
-
 from model.backends.text import dump_text
 from model.generate import ClusterSpec, generate_cluster, generate_request
-from programs import compare, tasks
+from programs import compare, judging, tasks
 from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,15 +47,14 @@ def test_partition_against_lp_floor() -> None:
     for r in report.records:
         assert r["problem"] == "partition" and r["status"] == "optimal", r.get("error")
         assert r["greedy"]["tool"] == "lp-floor"
-        assert tasks.verdict(r) in ("same", "exact better")
+        assert judging.verdict(r) in ("same", "exact better")
     text = report.text()
     assert "lp-floor" in text and "MiB lost" in text
     assert report.exit_code == 0
 
 
-def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
+def test_squeeze_against_real_hsqueeze(htools, tmp_path: Path) -> None:
     """On ext clusters exalloc frees at least as many nodes, both plans pass the checker."""
-    pytest.importorskip("programs.squeeze")
     paths = _snapshots(tmp_path, range(4), nodes=6, templates=("ext",), fill=0.3)
     report = compare.run(_args(*paths))
     for r in report.records:
@@ -66,13 +63,12 @@ def test_squeeze_against_real_hsqueeze(ganeti, tmp_path: Path) -> None:
         greedy = r["greedy"]
         assert greedy["tool"] == "hsqueeze" and greedy["violations"] == 0
         assert r["value"] >= greedy["value"]
-        assert tasks.verdict(r) in ("same", "exact better")
+        assert judging.verdict(r) in ("same", "exact better")
     assert "hsqueeze" in report.text()
 
 
-def test_hsqueeze_short_names_are_resolved(ganeti) -> None:
+def test_hsqueeze_short_names_are_resolved(htools) -> None:
     """hsqueeze prints names without the common domain suffix; the checker needs them whole."""
-    pytest.importorskip("programs.squeeze")
     records = compare.run(_args(REPO / "data" / "clusters" / "mixed-two-groups.data")).records
     record = next(r for r in records if r["problem"] == "squeeze")  # two groups: n1 etc. too
     greedy = record["greedy"]
@@ -95,7 +91,7 @@ def test_without_htools_exalloc_is_shown_alone(tmp_path: Path, monkeypatch) -> N
     assert text.count("scripts/get-ganeti-reference") == 1
 
 
-def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
+def test_requests_are_answered_by_real_hail(htools, tmp_path: Path) -> None:
     cluster = generate_cluster(ClusterSpec(nodes=5, fill=0.3), 4)
     request = tmp_path / "r.allocate.json"
     request.write_text(json.dumps(generate_request(cluster, 4)))
@@ -106,48 +102,47 @@ def test_requests_are_answered_by_real_hail(ganeti, tmp_path: Path) -> None:
 
 def test_answer_lines() -> None:
     squeeze = {"mode": "offline", "nodes": ["n3", "n4"], "moves": 5}
-    assert tasks.answer_text(squeeze) == "power off n3, n4; 5 moves"
-    assert tasks.answer_text({"mode": "none", "nodes": [], "moves": 0}) == "no action"
+    assert judging.answer_text(squeeze) == "power off n3, n4; 5 moves"
+    assert judging.answer_text({"mode": "none", "nodes": [], "moves": 0}) == "no action"
     placed = {"placements": {"i1": ["n1", "n2"], "i2": ["n3"]}}
-    assert tasks.answer_text(placed) == "i1 -> n1/n2; i2 -> n3"
+    assert judging.answer_text(placed) == "i1 -> n1/n2; i2 -> n3"
     layout = {
         "layout": [{"disk_id": "sda", "spaces": [{"space_id": "lv1", "size": 20},
                                                 {"space_id": "lv2", "size": 0},
                                                 {"space_id": "unallocated", "size": 80}]}],
         "unallocated_mib": 80,
     }  # fmt: skip
-    assert tasks.answer_text(layout) == "sda: lv1 20 (unallocated 80 MiB)"
+    assert judging.answer_text(layout) == "sda: lv1 20 (unallocated 80 MiB)"
 
 
 def test_verdicts() -> None:
     base = {"problem": "squeeze", "error": None, "value": 3}
-    assert tasks.verdict({**base, "greedy": {"value": 2}}) == "exact better"
-    assert tasks.verdict({**base, "greedy": {"value": 3}}) == "same"
-    assert tasks.verdict({**base, "greedy": {"value": 4}}) == "greedy better"
+    assert judging.verdict({**base, "greedy": {"value": 2}}) == "exact better"
+    assert judging.verdict({**base, "greedy": {"value": 3}}) == "same"
+    assert judging.verdict({**base, "greedy": {"value": 4}}) == "greedy better"
     lost = {"problem": "partition", "error": None, "value": 0}
-    assert tasks.verdict({**lost, "greedy": {"value": 10}}) == "exact better"
-    assert tasks.verdict({**lost, "greedy": {"value": None}}) == "exact better"
-    assert tasks.verdict({**lost, "greedy": {"error": "x"}}) == "-"
-    assert tasks.verdict({**lost, "error": "bad"}) == "-"
+    assert judging.verdict({**lost, "greedy": {"value": 10}}) == "exact better"
+    assert judging.verdict({**lost, "greedy": {"value": None}}) == "exact better"
+    assert judging.verdict({**lost, "greedy": {"error": "x"}}) == "-"
+    assert judging.verdict({**lost, "error": "bad"}) == "-"
     fewer_moves = {**base, "answer": {"moves": 2}, "greedy": {"value": 3, "answer": {"moves": 4}}}
-    assert tasks.verdict(fewer_moves) == "exact better"
+    assert judging.verdict(fewer_moves) == "exact better"
     broken = {**base, "greedy": {"value": 3, "violations": 2}}
-    assert tasks.verdict(broken) == "exact better"
+    assert judging.verdict(broken) == "exact better"
 
 
 def test_response_placements(tmp_path: Path) -> None:
     request = tmp_path / "r.json"
     request.write_text('{"request": {"type": "allocate", "name": "i0"}}')
     one = {"success": True, "result": ["n1", "n2"]}
-    assert tasks.response_placements(str(request), one) == {"i0": ["n1", "n2"]}
-    assert tasks.response_placements(str(request), {"success": False, "result": []}) == {}
+    assert judging.response_placements(str(request), one) == {"i0": ["n1", "n2"]}
+    assert judging.response_placements(str(request), {"success": False, "result": []}) == {}
     multi = {"success": True, "result": [[["i1", ["n1"]], ["i2", ["n2", "n1"]]], ["i3"]]}
-    assert tasks.response_placements(str(request), multi) == {"i1": ["n1"], "i2": ["n2", "n1"]}
+    assert judging.response_placements(str(request), multi) == {"i1": ["n1"], "i2": ["n2", "n1"]}
 
 
 def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
     """Both answers judged by the checker: placed count and lost-allocation vector."""
-    pytest.importorskip("programs.hail")
     paths = [
         ganeti.data_dir / "hail-alloc-dedicated-1.json",
         ganeti.data_dir / "hail-multialloc-dedicated.json",
@@ -169,7 +164,7 @@ def test_dedicated_requests_against_real_hail(ganeti, tmp_path: Path) -> None:
             assert r["status"] == "infeasible" and r["greedy"]["value"] == 0
         else:
             assert r["status"] == "optimal" and r["lost"]
-        assert tasks.verdict(r) in ("same", "exact better")
+        assert judging.verdict(r) in ("same", "exact better")
     assert report.records[0]["problem"] == "allocate"
     assert report.records[1]["problem"] == "multi-allocate"
 

@@ -10,8 +10,7 @@ import pytest
 
 from model.backends.iallocator import parse_request
 from solvers.options import SolverOptions
-from solvers.strategies import descent
-from solvers.strategies import joint as joint_strategy
+from solvers.strategies import descent, joint, joint_change_group, joint_evacuate
 from solvers.strategies.iallocator import IAllocatorOptions, answer
 from solvers.strategies.placement import place_jointly, true_score
 
@@ -45,7 +44,8 @@ def _inputs(data: dict, monkeypatch: pytest.MonkeyPatch, calls: list | None = No
                 got.append((problem, dict(start), score, kind_of, verdict))
         raise _Captured
 
-    monkeypatch.setattr(joint_strategy, "place_jointly", spy)
+    for module in (joint, joint_evacuate, joint_change_group):  # every joint model
+        monkeypatch.setattr(module, "place_jointly", spy)
     options = IAllocatorOptions(solver=SolverOptions(time_limit=5.0))
     try:
         answer(parse_request(gen.dumps(data)), options)
@@ -63,9 +63,12 @@ def _seeds(kinds: tuple[str, ...], count: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize(
-    "seed", _seeds(("node-evacuate", "multi-allocate"), 16), ids=lambda s: f"seed{s}"
-)
+# node-evacuate / multi-allocate seeds (of `_seeds`' first 30) whose joint model has a single
+# move the checker passes: the others (1, 21, 37, 46, 55, 73, ...) have nothing to compare.
+RANKING_SEEDS = (3, 10, 12, 19, 28, 30, 39, 48, 57, 64, 66, 84, 93, 102, 109, 111)
+
+
+@pytest.mark.parametrize("seed", RANKING_SEEDS, ids=lambda s: f"seed{s}")
 def test_the_ranking_is_the_checkers_score(seed, monkeypatch):
     """Along random single moves of a generated request's start, the ranking changes exactly
     as the checker's score does (on plans the checker passes; exclusion tags included)."""
@@ -90,8 +93,7 @@ def test_the_ranking_is_the_checkers_score(seed, monkeypatch):
             search.move(name, pair)
             assert search.rank() - rank == pytest.approx(new_score - score, abs=1e-9)
             compared += 1
-    if not compared:
-        pytest.skip("no joint model with a move the checker passes")
+    assert compared >= 1, "no joint model with a move the checker passes"
 
 
 @pytest.mark.parametrize(

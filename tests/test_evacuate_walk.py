@@ -72,7 +72,8 @@ def _cases(seed: int):  # noqa: ANN202
             yield state, d, primary, secondary, members, targets, force
 
 
-@pytest.mark.parametrize("seed", range(30))
+# seed 14's cluster has no drbd instance: nothing to walk
+@pytest.mark.parametrize("seed", [s for s in range(31) if s != 14])
 def test_combined_walk_is_the_pair_by_pair_walk(seed: int) -> None:
     compared = 0
     for state, d, primary, secondary, members, avail, force in _cases(seed):
@@ -84,8 +85,7 @@ def test_combined_walk_is_the_pair_by_pair_walk(seed: int) -> None:
             assert isinstance(got, Evacuated)
             assert (got.primary, got.secondary, got.steps, dict(got.nodes)) == want
         compared += 1
-    if compared == 0:
-        pytest.skip("no drbd instance in this cluster")
+    assert compared >= 1, "no drbd instance in this cluster"
 
 
 def test_the_comparison_sees_failures_offline_primaries_and_choices() -> None:

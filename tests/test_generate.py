@@ -171,30 +171,32 @@ def test_generate_command_writes_named_files(tmp_path: Path) -> None:
         (["--node-types", "0:100:8"], "sizes must be positive"),
     ],
 )
-def test_generate_bad_options_are_one_line_errors(
+def test_generate_bad_options_are_usage_errors(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     done = _cli("generate", "--out", str(tmp_path / "g"), *args)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error (issue 40, item 9), before the folder exists
     assert message in done.stderr and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("usage: exalloc generate ")
+    assert done.stderr.strip().splitlines()[-1].startswith("exalloc: error: ")
+    assert not (tmp_path / "g").exists()
 
 
-def test_real_htools_load_generated_inputs(ganeti, tmp_path: Path) -> None:
+def test_real_htools_load_generated_inputs(htools, tmp_path: Path) -> None:
     """hinfo reads every snapshot without warnings; hail answers every request."""
     for k, spec in enumerate(SPECS):
         cluster = generate_cluster(spec, k)
         data = tmp_path / f"c{k}.data"
         data.write_text(dump_text(cluster))
         info = subprocess.run(
-            [str(ganeti.hinfo), "-t", str(data)], capture_output=True, text=True, check=False
+            [str(htools.hinfo), "-t", str(data)], capture_output=True, text=True, check=False
         )
         assert info.returncode == 0 and "missing" not in info.stderr, info.stderr
         for kind in ("allocate", "multi-allocate"):
             req = tmp_path / f"c{k}.{kind}.json"
             req.write_text(json.dumps(generate_request(cluster, k, kind)))
             done = subprocess.run(
-                [str(ganeti.hail), str(req)], capture_output=True, text=True, check=False
+                [str(htools.hail), str(req)], capture_output=True, text=True, check=False
             )
             assert done.returncode == 0, done.stderr
             assert "success" in json.loads(done.stdout)

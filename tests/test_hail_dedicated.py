@@ -72,8 +72,8 @@ def excl_dir(ganeti, tmp_path_factory) -> Path:
     return out
 
 
-def real_hail(ganeti, path: Path) -> dict:
-    proc = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
+def real_hail(htools, path: Path) -> dict:
+    proc = subprocess.run([str(htools.hail), str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -91,9 +91,9 @@ def same_as_hail(theirs: dict, mine: dict) -> bool:
 
 
 @pytest.mark.parametrize("name", DEDICATED_ALLOCATE)
-def test_test_data_allocate_is_hails_answer(ganeti, excl_dir, name) -> None:
+def test_test_data_allocate_is_hails_answer(htools, excl_dir, name) -> None:
     path = excl_dir / name
-    theirs, mine = real_hail(ganeti, path), ours(path.read_text())
+    theirs, mine = real_hail(htools, path), ours(path.read_text())
     assert same_as_hail(theirs, mine), (theirs, mine)
     if mine["success"]:
         assert mine["info"].endswith("[exalloc highs: optimal, gap 0]")
@@ -145,11 +145,11 @@ def test_multialloc_dedicated_at_least_as_good_as_hail(ganeti, tmp_path, group_n
 @pytest.mark.parametrize(
     "name", ["hail-reloc-drbd.json.excl-stor", "hail-node-evac.json.excl-stor"]
 )
-def test_other_request_types_on_dedicated_groups_answer_as_hail(ganeti, excl_dir, name) -> None:
+def test_other_request_types_on_dedicated_groups_answer_as_hail(htools, excl_dir, name) -> None:
     """relocate and node-evacuate use hail's normal algorithm even on exclusive storage
     (docs/hail.md); exalloc answers them as hail does (they were declined before issue 11)."""
     path = excl_dir / name
-    assert same_as_hail(real_hail(ganeti, path), ours(path.read_text()))
+    assert same_as_hail(real_hail(htools, path), ours(path.read_text()))
 
 
 def test_non_dedicated_allocate_is_answered_as_hail(ganeti) -> None:
@@ -179,7 +179,7 @@ def _random_request(seed: int) -> str:
     return json.dumps(data)
 
 
-def test_320_random_dedicated_requests_choose_hails_nodes(ganeti, tmp_path) -> None:
+def test_320_random_dedicated_requests_choose_hails_nodes(htools, tmp_path) -> None:
     """Plain and drbd, full/half/quarter(/three-quarter) fills, 4 policies, 1-2 groups,
     with and without group_name, reserved memory, CPU limits, offline/drained nodes."""
     seeds = range(320)
@@ -190,7 +190,7 @@ def test_320_random_dedicated_requests_choose_hails_nodes(ganeti, tmp_path) -> N
         paths[s].write_text(text)
     with ThreadPoolExecutor(2) as pool:
         theirs = dict(
-            zip(seeds, pool.map(lambda s: real_hail(ganeti, paths[s]), seeds), strict=True)
+            zip(seeds, pool.map(lambda s: real_hail(htools, paths[s]), seeds), strict=True)
         )
     mismatches = []
     kinds = {"success": 0, "failure": 0, "drbd": 0}
@@ -204,7 +204,7 @@ def test_320_random_dedicated_requests_choose_hails_nodes(ganeti, tmp_path) -> N
     assert kinds["success"] >= 150 and kinds["failure"] >= 20 and kinds["drbd"] >= 50, kinds
 
 
-def test_greedy_trap_exalloc_keeps_a_full_slot(ganeti) -> None:
+def test_greedy_trap_exalloc_keeps_a_full_slot(htools) -> None:
     """hail puts the quarter on node-c (best fit), so the half must open the empty node;
     jointly the quarter goes to node-b and the half to node-c, keeping the full slot."""
     path = REQUESTS / "dedicated-greedy-trap.json"
@@ -212,7 +212,7 @@ def test_greedy_trap_exalloc_keeps_a_full_slot(ganeti) -> None:
     report = answer(inp, IAllocatorOptions())
     assert report.runs[0].status == "optimal"
     mine = json.loads(report.response)
-    theirs = real_hail(ganeti, path)
+    theirs = real_hail(htools, path)
     assert dict((n, v) for n, v in mine["result"][0]) == {
         "new-quarter": ["node-b"],
         "new-half": ["node-c"],
@@ -229,8 +229,36 @@ def test_greedy_trap_exalloc_keeps_a_full_slot(ganeti) -> None:
     assert after_mine[0] == after_hail[0] + 1
 
 
-@pytest.mark.parametrize("seed", range(24))
-def test_random_multi_allocate_at_least_as_good_as_hail(ganeti, tmp_path, seed) -> None:
+# Seeds where hail answers the batch (it fails most random ones, 43 of the first 150 answered),
+# drbd ones (seed % 4 == 0) among them, so "no worse than hail" is compared on each; and four
+# hail fails, where exalloc's answer is still proven and checked.
+MULTI_HAIL_ANSWERS = (
+    2,
+    5,
+    9,
+    13,
+    17,
+    19,
+    25,
+    29,
+    31,
+    33,
+    36,
+    37,
+    43,
+    52,
+    64,
+    76,
+    116,
+    120,
+    136,
+    148,
+)
+MULTI_HAIL_FAILS = (0, 1, 3, 4)
+
+
+@pytest.mark.parametrize("seed", MULTI_HAIL_ANSWERS + MULTI_HAIL_FAILS)
+def test_random_multi_allocate_at_least_as_good_as_hail(htools, tmp_path, seed) -> None:
     rng = random.Random(5000 + seed)
     data = gen.multi_allocate(
         rng,
@@ -248,7 +276,8 @@ def test_random_multi_allocate_at_least_as_good_as_hail(ganeti, tmp_path, seed) 
     report = answer(inp, IAllocatorOptions())
     mine = json.loads(report.response)
     assert report.runs == () or report.runs[0].status == "optimal"
-    theirs = real_hail(ganeti, path)
+    theirs = real_hail(htools, path)
+    assert theirs["success"] == (seed in MULTI_HAIL_ANSWERS), seed  # the case is what it was
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
 
@@ -256,10 +285,10 @@ def test_random_multi_allocate_at_least_as_good_as_hail(ganeti, tmp_path, seed) 
 @pytest.mark.parametrize(
     "name", ["dedicated-12-nodes-allocate.json", "dedicated-12-nodes-multi.json"]
 )
-def test_own_requests(ganeti, name) -> None:
+def test_own_requests(htools, name) -> None:
     path = REQUESTS / name
     inp = parse_request(path.read_text())
-    theirs, mine = real_hail(ganeti, path), ours(path.read_text())
+    theirs, mine = real_hail(htools, path), ours(path.read_text())
     if inp.request.__class__.__name__ == "AllocateRequest":
         assert same_as_hail(theirs, mine)
     else:
@@ -329,27 +358,27 @@ def test_cli_unknown_node_and_missing_key(capsys, tmp_path) -> None:
     assert code == 1 and "memory" in err and "Traceback" not in err
 
 
-def test_impossible_spec_fails_like_hail(ganeti, tmp_path) -> None:
+def test_impossible_spec_fails_like_hail(htools, tmp_path) -> None:
     data = _trap()
     req = data["request"]["instances"][1]
     data["request"] = dict(req, type="allocate", memory=10**6)
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
-    theirs, mine = real_hail(ganeti, path), ours(path.read_text())
+    theirs, mine = real_hail(htools, path), ours(path.read_text())
     assert same_as_hail(theirs, mine)
     assert mine["success"] is False and "No valid allocation solutions" in mine["info"]
 
 
-def test_unknown_group_and_three_nodes(ganeti, tmp_path) -> None:
+def test_unknown_group_and_three_nodes(htools, tmp_path) -> None:
     data = _trap()
     data["request"] = dict(data["request"]["instances"][0], type="allocate", group_name="nosuch")
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
-    assert same_as_hail(real_hail(ganeti, path), ours(path.read_text()))
+    assert same_as_hail(real_hail(htools, path), ours(path.read_text()))
     data["request"].pop("group_name")
     data["request"]["required_nodes"] = 3
     path.write_text(json.dumps(data))
-    assert same_as_hail(real_hail(ganeti, path), ours(path.read_text()))
+    assert same_as_hail(real_hail(htools, path), ours(path.read_text()))
 
 
 def test_compare_shows_both_answers_and_vectors(capsys) -> None:
@@ -371,7 +400,7 @@ def test_json_output(capsys) -> None:
 
 
 @pytest.mark.parametrize("seed", range(0, 60, 6))
-def test_cpsat_gives_the_same_answers(ganeti, tmp_path, seed) -> None:
+def test_cpsat_gives_the_same_answers(htools, tmp_path, seed) -> None:
     text = _random_request(seed)
     path = tmp_path / "r.json"
     path.write_text(text)
@@ -380,7 +409,7 @@ def test_cpsat_gives_the_same_answers(ganeti, tmp_path, seed) -> None:
             parse_request(text), IAllocatorOptions(solver=SolverOptions(solver="cpsat"))
         ).response
     )
-    assert same_as_hail(real_hail(ganeti, path), mine)
+    assert same_as_hail(real_hail(htools, path), mine)
     if mine["success"]:
         assert "[exalloc cpsat: optimal, gap 0]" in mine["info"]
 
@@ -399,7 +428,7 @@ def test_text_backend_replaces_the_cluster(ganeti, capsys, snapshot) -> None:
     assert same_as_hail(json.loads(proc.stdout), json.loads(out))
 
 
-def test_multi_allocate_drbd_jointly(ganeti, tmp_path) -> None:
+def test_multi_allocate_drbd_jointly(htools, tmp_path) -> None:
     rng = random.Random(77)
     data = gen.multi_allocate(rng, 8, 3, template="drbd", odd_nodes=False, fits=True)
     path = tmp_path / "m.json"
@@ -409,7 +438,7 @@ def test_multi_allocate_drbd_jointly(ganeti, tmp_path) -> None:
     mine = json.loads(report.response)
     assert report.runs[0].status == "optimal"
     assert all(len(nodes) == 2 for _, nodes in mine["result"][0])
-    theirs = real_hail(ganeti, path)
+    theirs = real_hail(htools, path)
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
 
@@ -431,7 +460,7 @@ def test_batch_respects_exclusion_tags() -> None:
     assert untagged["new-000"] == untagged["new-001"]  # best fit packs them together
 
 
-def test_batch_prefers_preferred_groups(ganeti, tmp_path) -> None:
+def test_batch_prefers_preferred_groups(htools, tmp_path) -> None:
     rng = random.Random(11)
     data = gen.multi_allocate(rng, 8, 3, groups=2, odd_nodes=False, fits=True)
     data["nodegroups"]["uuid-g1"]["alloc_policy"] = "last_resort"
@@ -442,7 +471,7 @@ def test_batch_prefers_preferred_groups(ganeti, tmp_path) -> None:
     group_of = {n: v["group"] for n, v in data["nodes"].items()}
     assert report.placements
     assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in report.placements)
-    theirs = real_hail(ganeti, path)
+    theirs = real_hail(htools, path)
     if theirs["success"]:
         assert all(group_of[nodes[0]] == "uuid-g2" for _, nodes in theirs["result"][0])
 
@@ -493,19 +522,33 @@ def test_multi_allocate_drbd_200_nodes_optimal_and_no_worse(ganeti, tmp_path) ->
     assert quality(inp, mine) <= quality(inp, real_hail(ganeti, path))
 
 
-def test_time_limit_without_any_answer_is_one_line(capsys) -> None:
+def test_time_limit_without_any_answer_is_one_line(capsys, monkeypatch) -> None:
+    """The solver stops without a batch (made so: the real one is given at least 0.5 s and
+    solves this request within it) and hail's one-by-one batch places none: one line, exit 1."""
+    import solvers.strategies.dedicated as hail_mod
+    from solvers import Status
+    from solvers.result import LexResult, SolveResult
+
+    real = hail_mod.solve_lexicographic
+
+    def nothing_for_batches(m, objs, **kw):
+        if m.name == "dedicated_single":
+            return real(m, objs, **kw)
+        stop = SolveResult(Status.TIME_LIMIT, None, None, None, 0.0, 0.0, "highs")
+        return LexResult.from_stages(tuple(o.name for o in objs), (stop,), 0.0)
+
+    monkeypatch.setattr(hail_mod, "solve_lexicographic", nothing_for_batches)
+    monkeypatch.setattr(hail_mod, "greedy_batch", lambda *args: {})
     code = cli.main(
         ["--time-limit", "0.000001", "hail", str(REQUESTS / "dedicated-12-nodes-multi.json")]
     )
     out, err = capsys.readouterr()
-    if code == 0:  # the solver was quicker than the limit: a valid answer
-        assert json.loads(out)["success"] is True
-    else:
-        assert code == 1 and out == "" and err.count("\n") == 1 and "time-limit" in err
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "stopped with time_limit before finding any batch" in err and "--time-limit" in err
 
 
 @pytest.mark.parametrize("seed", [20, 40, 132])
-def test_batches_on_awkward_clusters(ganeti, tmp_path, seed) -> None:
+def test_batches_on_awkward_clusters(htools, tmp_path, seed) -> None:
     """Regressions: a drbd kind with no candidate in a group; nodes already over their vCPU
     ratio that can only be secondaries; full nodes whose counts are zero."""
     rng = random.Random(seed)
@@ -534,12 +577,12 @@ def test_batches_on_awkward_clusters(ganeti, tmp_path, seed) -> None:
     report = answer(inp, IAllocatorOptions())
     mine = json.loads(report.response)
     assert mine["success"] and mine["result"][0]
-    theirs = real_hail(ganeti, path)
+    theirs = real_hail(htools, path)
     if theirs["success"]:
         assert quality(inp, mine) <= quality(inp, theirs)
 
 
-def test_160_perturbed_requests_choose_hails_nodes(ganeti, tmp_path) -> None:
+def test_160_perturbed_requests_choose_hails_nodes(htools, tmp_path) -> None:
     """Rarer paths (see dedicated_gen.perturb): kvm, exclusion tags, down/offline/forthcoming
     instances, nodes missing resources, restrict-to-nodes, two disks, unknown spindles."""
     mismatches = []
@@ -557,7 +600,7 @@ def test_160_perturbed_requests_choose_hails_nodes(ganeti, tmp_path) -> None:
         text = json.dumps(gen.perturb(rng, data))
         path = tmp_path / "w.json"
         path.write_text(text)
-        theirs, mine = real_hail(ganeti, path), ours(text)
+        theirs, mine = real_hail(htools, path), ours(text)
         successes += theirs["success"]
         if not same_as_hail(theirs, mine):
             mismatches.append((seed, theirs, mine))
@@ -584,8 +627,13 @@ def _perturbed_batch(seed: int) -> dict:
     return data
 
 
-@pytest.mark.parametrize("seed", [48, 379, *range(0, 60, 3)])
-def test_perturbed_batches_check_and_are_no_worse(ganeti, tmp_path, seed) -> None:
+# Seeds whose batch hail answers with a plan the checker passes (33 of the first 400), so
+# "no worse" is compared on each; and 48, which hail does not answer so.
+PERTURBED_COMPARED = (7, 10, 26, 53, 56, 58, 69, 103, 123, 141, 143, 153, 157, 172, 185, 197, 379)
+
+
+@pytest.mark.parametrize("seed", [48, *PERTURBED_COMPARED])
+def test_perturbed_batches_check_and_are_no_worse(htools, tmp_path, seed) -> None:
     """Forthcoming drbd instances reserve no failover memory (seed 48); a forthcoming
     instance is not checked against exclusion tags, so it may join a tagged one (379)."""
     data = _perturbed_batch(seed)
@@ -593,11 +641,13 @@ def test_perturbed_batches_check_and_are_no_worse(ganeti, tmp_path, seed) -> Non
     path.write_text(json.dumps(data))
     inp = parse_request(path.read_text())
     mine = json.loads(answer(inp, IAllocatorOptions()).response)  # raises if the checker disagrees
-    theirs = real_hail(ganeti, path)
-    if theirs["success"]:
-        hail_check = check_allocation(node_states(inp.cluster), hail_placements(inp, theirs))
-        if hail_check.ok:
-            assert quality(inp, mine) <= quality(inp, theirs)
+    theirs = real_hail(htools, path)
+    compared = theirs["success"] and (
+        check_allocation(node_states(inp.cluster), hail_placements(inp, theirs)).ok
+    )
+    assert compared == (seed in PERTURBED_COMPARED), seed  # the case is what it was
+    if compared:
+        assert quality(inp, mine) <= quality(inp, theirs)
 
 
 def test_instance_names_must_be_new(capsys, tmp_path) -> None:
@@ -631,7 +681,7 @@ def _three_groups(seed: int) -> dict:
     return data
 
 
-def test_group_policies_and_group_name_like_hail(ganeti, tmp_path) -> None:
+def test_group_policies_and_group_name_like_hail(htools, tmp_path) -> None:
     """preferred / last_resort / unallocable groups, with and without group_name (no online
     nodes, not enough online nodes); a named unallocable group is the one deviation."""
     mismatches, compared = [], 0
@@ -643,14 +693,14 @@ def test_group_policies_and_group_name_like_hail(ganeti, tmp_path) -> None:
         if "exalloc does not place" in mine["info"]:
             continue
         compared += 1
-        theirs = real_hail(ganeti, path)
+        theirs = real_hail(htools, path)
         if not same_as_hail(theirs, mine):
             mismatches.append((seed, theirs["info"], mine["info"]))
     assert not mismatches, mismatches[:2]
     assert compared >= 130
 
 
-def test_named_unallocable_group_is_declined(ganeti, tmp_path) -> None:
+def test_named_unallocable_group_is_declined(htools, tmp_path) -> None:
     data = _trap()
     data["nodegroups"]["uuid-dedicated"]["alloc_policy"] = "unallocable"
     data["request"]["group_name"] = "dedicated"
@@ -659,12 +709,12 @@ def test_named_unallocable_group_is_declined(ganeti, tmp_path) -> None:
     data["request"] = dict(data["request"]["instances"][0], type="allocate", group_name="dedicated")
     path = tmp_path / "u.json"
     path.write_text(json.dumps(data))
-    assert real_hail(ganeti, path)["result"] == ["node-c"]  # hail uses it anyway
+    assert real_hail(htools, path)["result"] == ["node-c"]  # hail uses it anyway
     mine = ours(path.read_text())
     assert mine["success"] is False and "unallocable" in mine["info"]
 
 
-def test_unproven_batch_is_never_worse_than_one_by_one(ganeti, tmp_path, monkeypatch) -> None:
+def test_unproven_batch_is_never_worse_than_one_by_one(htools, tmp_path, monkeypatch) -> None:
     """When the joint solve stops unproven (here: only its first stage, as a time limit
     might leave it), hail's one-by-one batch is computed too and the better one kept, so
     the answer is never worse than hail's."""
@@ -692,13 +742,13 @@ def test_unproven_batch_is_never_worse_than_one_by_one(ganeti, tmp_path, monkeyp
         mine = json.loads(report.response)
         assert report.runs and report.runs[0].status == "feasible"
         kept += "kept the one-by-one batch" in mine["info"]
-        theirs = real_hail(ganeti, path)
+        theirs = real_hail(htools, path)
         if theirs["success"]:
             assert quality(inp, mine) <= quality(inp, theirs)
     assert kept >= 3  # the first stage alone leaves room that one-by-one does better on
 
 
-def test_batch_solve_that_finds_nothing_answers_hails_batch(ganeti, tmp_path, monkeypatch) -> None:
+def test_batch_solve_that_finds_nothing_answers_hails_batch(htools, tmp_path, monkeypatch) -> None:
     """When the time runs out before the joint solve finds any batch (a short limit on a busy
     machine), the answer is hail's one-by-one batch, labelled so, at least as good as the
     real hail's: until 2026-11-27 the request failed ("before finding any batch")."""
@@ -727,7 +777,7 @@ def test_batch_solve_that_finds_nothing_answers_hails_batch(ganeti, tmp_path, mo
         assert mine["success"] and mine["result"][0], mine["info"]
         assert report.runs[0].status == "time_limit"
         assert "kept the one-by-one batch, the solver found none in time" in mine["info"]
-        theirs = real_hail(ganeti, path)
+        theirs = real_hail(htools, path)
         if theirs["success"]:  # hail fails a batch one of whose instances fits nowhere
             compared += 1
             assert quality(inp, mine) <= quality(inp, theirs)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from test_hail_service import REQUESTS, Server, client, same
 
-from programs.hail_client import ACCEPT_TIMEOUT_S, ACK, MAX_MESSAGE_BYTES, Call, Reply
-from programs.hail_service import READ_TIMEOUT_S, printable
+from service.hail_client import ACCEPT_TIMEOUT_S, ACK, MAX_MESSAGE_BYTES, Call, Reply
+from service.hail_server import READ_TIMEOUT_S, printable
 
 ALLOCATE = REQUESTS / "dedicated-12-nodes-allocate.json"
 MULTI = REQUESTS / "dedicated-12-nodes-multi.json"
@@ -72,7 +72,7 @@ def test_silent_connections_do_not_pin_the_workers(server: Server) -> None:
     meanwhile = client([str(ALLOCATE)], server.socket)
     took = time.monotonic() - start
     same(meanwhile, expected)
-    assert took < ACCEPT_TIMEOUT_S + 15, took
+    assert took < ACCEPT_TIMEOUT_S + 60, took  # not held for ever; room for a loaded machine
     for conn in silent:  # each is told why, at the read timeout
         refused = _reply(conn).refused
         assert refused == f"no complete call within {READ_TIMEOUT_S:g} s", refused
@@ -132,12 +132,12 @@ def test_log_lines_escape_what_they_quote(server: Server, workdir: Path) -> None
     assert printable("z" * 300).endswith("z...") and len(printable("z" * 300)) == 203
 
 
-def test_worker_killed_mid_call_costs_that_call_only(server: Server, workdir: Path, ganeti):
+def test_worker_killed_mid_call_costs_that_call_only(server: Server, workdir: Path, htools):
     """`--compare` runs the real hail, slowed by two seconds; the worker running it is killed
     with SIGKILL: the client answers the call itself (the same answer), the server forks
     another worker and serves the next call."""
     slow = workdir / "slow-hail"
-    slow.write_text(f'#!/bin/sh\nsleep 2\nexec {ganeti.hail} "$@"\n')
+    slow.write_text(f'#!/bin/sh\nsleep 2\nexec {htools.hail} "$@"\n')
     slow.chmod(0o755)
     env = {"EXALLOC_REAL_HAIL": str(slow)}
     args = ["--compare", str(ALLOCATE)]

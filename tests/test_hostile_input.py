@@ -190,9 +190,9 @@ def test_the_reported_hang_is_a_quick_one_line_error(ganeti, tmp_path: Path) -> 
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "cli", "hail", str(path)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert time.perf_counter() - start < 20
+    assert time.perf_counter() - start < 100  # it ran for minutes; room for a loaded machine
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert "key 'total_cpus'" in done.stderr and "larger than 2^53" in done.stderr
     assert f"(at nodes.{name}.total_cpus)" in done.stderr
@@ -271,10 +271,12 @@ def test_every_request_has_a_default_time_bound(capsys, monkeypatch, tmp_path: P
     assert report["response"]["success"] is True
     statuses = {run["status"] for run in report["solver"]}
     if statuses == {"time_limit"}:  # a busy machine: no batch found in 2 s, hail's kept
-        assert "kept the one-by-one batch" in report["response"]["info"]
+        assert "kept the one-by-one batch" in report["solver_note"], report["solver_note"]
     else:
         assert statuses == {"feasible"}
-    assert took < 15, took  # the bound, the model's build and the one-by-one comparison
+    # the bound, the model's build and the one-by-one comparison (unbounded it runs minutes);
+    # 5 x the 15 s it once had, for a loaded machine
+    assert took < 75, took
 
 
 @pytest.mark.parametrize(
@@ -353,7 +355,7 @@ def test_yaml_bombs_are_one_line(capsys, tmp_path: Path, text: str, fragment: st
     path.write_text(text)
     start = time.perf_counter()
     err = _rejected(capsys, "partition", "--schema", str(path))
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 50  # a hang guard, with room for a loaded machine
     assert err.startswith(f"exalloc: error: {path}") and fragment in err, err
 
 
@@ -390,7 +392,7 @@ def test_squeeze_plan_without_enough_capacity_is_judged_as_the_program_checks_it
     the batch judge (and the fuzzing test) must see it that way, not count a broken probe."""
     import fuzz_inputs
 
-    from programs.tasks import judge_squeeze
+    from programs.judging import judge_squeeze
 
     seed = next(s for s in fuzz_inputs.text_seeds() if s.startswith("group-01|d95bafc8"))
     lines = seed.split("\n")
@@ -411,7 +413,7 @@ def test_squeeze_plan_without_enough_capacity_is_judged_as_the_program_checks_it
     assert judged["violations"] == 0
 
 
-def test_node_evacuate_with_a_nan_score_keeps_hails_plan(ganeti, capsys, tmp_path: Path) -> None:
+def test_node_evacuate_with_a_nan_score_keeps_hails_plan(htools, capsys, tmp_path: Path) -> None:
     """A spindle count of 0 on a non-exclusive node makes a metric 0/0 (NaN, as in htools):
     the joint score model is not built, and the answer is hail's own plan, not an error."""
     doc = json.loads((REPO / "data" / "requests" / "normal-node-evacuate.json").read_text())
@@ -424,7 +426,7 @@ def test_node_evacuate_with_a_nan_score_keeps_hails_plan(ganeti, capsys, tmp_pat
     ours = json.loads(out)
     theirs = json.loads(
         subprocess.run(
-            [str(ganeti.hail), str(path)], capture_output=True, text=True, check=True
+            [str(htools.hail), str(path)], capture_output=True, text=True, check=True
         ).stdout
     )
     assert ours["success"] and ours["result"] == theirs["result"]

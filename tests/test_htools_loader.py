@@ -65,7 +65,7 @@ def test_warnings_are_hinfos_on_ganetis_files(ganeti, tmp_path: Path) -> None:  
 
 
 @pytest.mark.reference
-def test_warnings_come_last_node_first(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+def test_warnings_come_last_node_first(htools, tmp_path: Path) -> None:  # noqa: ANN001
     path = tmp_path / "three.data"
     path.write_text(THREE_NODES)
     assert update_missing(parse_text(THREE_NODES)) == [

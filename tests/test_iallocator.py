@@ -18,13 +18,15 @@ from model.backends.iallocator import (
     MultiAllocateRequest,
     NodeEvacuateRequest,
     RelocateRequest,
-    evacuate_response,
-    format_failure_counts,
     load_request,
-    migrate_opcode,
-    multi_allocate_response,
     new_instance,
     parse_request,
+)
+from model.backends.iallocator_response import (
+    evacuate_response,
+    format_failure_counts,
+    migrate_opcode,
+    multi_allocate_response,
     replace_disks_opcode,
     response_json,
 )
@@ -51,13 +53,13 @@ def valid_requests(ganeti) -> list[Path]:
     return [p for p in requests(ganeti) if p.name not in INVALID]
 
 
-def hail(ganeti, *args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [str(ganeti.hail), *(str(a) for a in args)]
+def hail(htools, *args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(htools.hail), *(str(a) for a in args)]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
 
 
-def hail_error(ganeti, text: str) -> str | None:
-    out = hail(ganeti, "-", stdin=text)
+def hail_error(htools, text: str) -> str | None:
+    out = hail(htools, "-", stdin=text)
     if out.returncode == 0:
         return None
     return out.stderr.strip().splitlines()[0].removeprefix("Error: ")

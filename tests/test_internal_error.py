@@ -15,14 +15,14 @@ SNAPSHOT = REPO / "data" / "squeeze" / "greedy-gap.data"
 BUGGY = """
 import sys
 import cli
-import programs.info
+import model.htools.hinfo
 
 
 def broken_score(*args, **kwargs):
     return 1 / 0
 
 
-programs.info.cluster_score = broken_score
+model.htools.hinfo.cluster_score = broken_score
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -55,5 +55,5 @@ def test_debug_shows_the_traceback() -> None:
 def test_bad_input_is_still_exit_1_and_usage_2() -> None:
     done = _run("info", "-t", str(REPO / "no-such.data"))
     assert done.returncode == 1 and done.stderr.startswith("exalloc: error: ")
-    done = _run("info")
+    done = _run("info", "--no-such-option")
     assert done.returncode == 2

@@ -26,13 +26,14 @@ from model.state import ClusterState, node_states
 from solvers.aside import Aside, Flag, can_fork
 from solvers.options import SolverOptions
 from solvers.strategies import joint as joint_strategy
+from solvers.strategies import joint_change_group, joint_evacuate, joint_moves, joint_search
 from solvers.strategies import placement as placement_strategy
 from solvers.strategies.iallocator import IAllocatorOptions, answer, one_by_one_answer
 from solvers.strategies.n1 import check_cluster
 
 
-def real_hail(ganeti, path: Path) -> dict:
-    proc = subprocess.run([str(ganeti.hail), str(path)], capture_output=True, text=True)
+def real_hail(htools, path: Path) -> dict:
+    proc = subprocess.run([str(htools.hail), str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -105,10 +106,10 @@ def _moves_ok(state: ClusterState, moved: list) -> None:
 
 
 @pytest.mark.parametrize("mode", ["primary-only", "all"])
-def test_node_evacuate_moves_what_hail_strands(ganeti, tmp_path, mode):
+def test_node_evacuate_moves_what_hail_strands(htools, tmp_path, mode):
     path = tmp_path / "evacuate.json"
     path.write_text(evacuation_request(mode))
-    hail = real_hail(ganeti, path)
+    hail = real_hail(htools, path)
     ours = json.loads(answer(load_request(path), IAllocatorOptions()).response)
     state = node_states(load_request(path).cluster)
     assert hail["success"] and len(hail["result"][0]) == 4 and len(hail["result"][1]) == 1
@@ -127,12 +128,12 @@ def test_node_evacuate_moves_what_hail_strands(ganeti, tmp_path, mode):
     assert where["big1"] == where["big2"] != where["small1"] == where["small2"] == where["small3"]
 
 
-def test_node_evacuate_greedy_mode_is_hail(ganeti, tmp_path):
+def test_node_evacuate_greedy_mode_is_hail(htools, tmp_path):
     """`--capacity-checks greedy` stays hail's answer, byte for byte."""
     path = tmp_path / "evacuate.json"
     path.write_text(evacuation_request("primary-only"))
     greedy = answer(load_request(path), IAllocatorOptions(capacity_checks="greedy"))
-    assert json.loads(greedy.response) == real_hail(ganeti, path)
+    assert json.loads(greedy.response) == real_hail(htools, path)
 
 
 # --- multi-allocate -----------------------------------------------------------------------
@@ -142,11 +143,11 @@ def test_node_evacuate_greedy_mode_is_hail(ganeti, tmp_path):
 MULTI_SEED = 1054
 
 
-def test_multi_allocate_places_what_hail_leaves(ganeti, tmp_path):
+def test_multi_allocate_places_what_hail_leaves(htools, tmp_path):
     path = tmp_path / "multi.json"
     path.write_text(gen.dumps(gen.for_seed(MULTI_SEED)))
     inp = load_request(path)
-    hail = real_hail(ganeti, path)
+    hail = real_hail(htools, path)
     ours = json.loads(answer(inp, IAllocatorOptions()).response)
     wanted = len(inp.request.instances)
     assert hail["success"] and 0 < len(hail["result"][0]) < wanted
@@ -213,18 +214,25 @@ def _seeds(kind: str, count: int) -> list[int]:
     _seeds("multi-allocate", 12) + _seeds("node-evacuate", 12) + _seeds("change-group", 8),
     ids=lambda s: f"seed{s}",
 )
-def test_joint_never_worse_than_one_by_one(seed):
-    """Same or more instances than htools' one-by-one walk (with the same exact N+1 check);
-    when as many, a score no greater (each recomputed from the request)."""
+def test_joint_never_worse_than_one_by_one(htools, tmp_path, seed):
+    """Same or more instances than htools' one-by-one walk (exalloc's port, with the same
+    exact N+1 check) and than the installed hail itself; when as many, a score no greater
+    (each recomputed from the request)."""
     text = gen.dumps(gen.for_seed(seed))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=3.0))
     one = json.loads(one_by_one_answer(parse_request(text), options).response)
-    joint = json.loads(answer(parse_request(text), options).response)
-    assert _acted(joint) >= _acted(one)
-    if _acted(joint) == _acted(one) and _acted(one):
-        assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
-
-        assert _score_after(text, joint) <= _score_after(text, one) + 1e-9
+    ans = answer(parse_request(text), options)
+    joint = json.loads(ans.response)
+    path = tmp_path / "request.json"
+    path.write_text(text)
+    # the installed hail's plan bounds a proven joint plan (an unproven one is held to the
+    # port's walk, whose N+1 check is exact where hail's is not; on these seeds, run here, the
+    # unproven plans were no worse than hail's either)
+    proven = all(run.status == "optimal" for run in ans.runs)
+    for other in (one, real_hail(htools, path)) if proven else (one,):
+        assert _acted(joint) >= _acted(other)
+        if _acted(joint) == _acted(other) and _acted(other):
+            assert _score_after(text, joint) <= _score_after(text, other) + 1e-9
 
 
 def test_joint_model_out_of_time_before_any_plan_claims_nothing():
@@ -250,7 +258,8 @@ def test_no_time_to_build_the_model_answers_the_start_at_once():
     start improved by the search, every instance moved and checked, status feasible with no
     bound and the reason, without building the model. Until 2026-11-27 the model was built
     and copied into HiGHS after the deadline: `--time-limit 1` on a 200-node evacuation of 40
-    answered in 4.0-4.4 s, now in about 2 s with a better plan. With time left it is built."""
+    answered in 4.0-4.4 s, now in about 2 s with a better plan. With time left (10 s: 3 s
+    were too few on a loaded machine) it is built."""
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     out_of_time = answer(
         parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=1e-6))
@@ -259,7 +268,7 @@ def test_no_time_to_build_the_model_answers_the_start_at_once():
     assert "10 were moved" in info
     assert "feasible, no bound: no time left to build the joint model;" in info
     assert [(run.status, run.build_s) for run in out_of_time.runs] == [("feasible", 0.0)]
-    in_time = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=3.0)))
+    in_time = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=10)))
     assert in_time.runs[0].build_s > 0
     assert "no time left" not in json.loads(in_time.response)["info"]
 
@@ -272,17 +281,17 @@ def test_search_beside_the_model_starts_from_the_narrow_walk(monkeypatch, tmp_pa
     if not can_fork():
         pytest.skip("no fork here")
     record = tmp_path / "searched.json"
-    original = joint_strategy._search_groups
+    original = joint_search.search_groups
 
     def recording(plan, state1, names, groups, deadline, enough, seed=0):  # noqa: ANN001, ANN202
         out = original(plan, state1, names, groups, deadline, enough, seed)
-        judge = joint_strategy._moves_judge
+        judge = joint_moves._moves_judge
         scores = [judge(state1, names, {uuid})(found)[0] for uuid, found in out.items()]
         record.write_text(json.dumps({"start": len(plan), "seed": seed, "scores": scores}))
         return out
 
-    monkeypatch.setattr(joint_strategy, "_search_groups", recording)
-    monkeypatch.setattr(joint_strategy, "SECONDS_PER_TRIAL", 1.0)
+    monkeypatch.setattr(joint_search, "search_groups", recording)
+    monkeypatch.setattr(joint_evacuate, "SECONDS_PER_TRIAL", 1.0)
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     ans = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
     response = json.loads(ans.response)
@@ -300,12 +309,12 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
     if not can_fork():
         pytest.skip("no fork here")
     record = tmp_path / "searched.json"
-    original_search = joint_strategy._search_groups
-    original_walk = joint_strategy.try_node_evac
+    original_search = joint_search.search_groups
+    original_walk = joint_evacuate.try_node_evac
 
     def recording(plan, state1, names, groups, deadline, enough, seed=0):  # noqa: ANN001, ANN202
         out = original_search(plan, state1, names, groups, deadline, enough, seed)
-        judge = joint_strategy._moves_judge
+        judge = joint_moves._moves_judge
         scores = [judge(state1, names, {uuid})(found)[0] for uuid, found in out.items()]
         record.write_text(json.dumps({"start": plan, "seed": seed, "scores": scores}))
         return out
@@ -313,9 +322,9 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
     def cut(state, mode, names, *, deadline=None, **kw):  # noqa: ANN001, ANN202
         return None if deadline is not None else original_walk(state, mode, names, **kw)
 
-    monkeypatch.setattr(joint_strategy, "_search_groups", recording)
-    monkeypatch.setattr(joint_strategy, "try_node_evac", cut)
-    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
+    monkeypatch.setattr(joint_search, "search_groups", recording)
+    monkeypatch.setattr(joint_evacuate, "try_node_evac", cut)
+    monkeypatch.setattr(joint_search, "walk_aside", lambda *_: True)
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     inp = parse_request(text)
     ans = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
@@ -328,11 +337,11 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
             m
             for m, st in state.nodes.items()
             if st.group_uuid == state.nodes[state.locations[n][0]].group_uuid
-            and m not in joint_strategy.nodes_to_evacuate(state, "all", moving)
+            and m not in nodes_to_evacuate(state, "all", moving)
         ]
         for n in moving
     }
-    narrow = joint_strategy._narrow_walk(state, "all", moving, avail_of)
+    narrow = joint_search.narrow_walk(state, "all", moving, avail_of)
     assert {n: tuple(v) for n, v in seen["start"].items()} == narrow
     assert (seen["seed"], _acted(response)) == (1, 10)
     assert "hail's walk does not end within half the time" in response["info"]
@@ -365,8 +374,8 @@ def test_a_failed_search_beside_the_model_is_said(monkeypatch):
     def broken(*_args, **_kw):  # noqa: ANN002, ANN003, ANN202
         raise RuntimeError("broken on purpose")
 
-    monkeypatch.setattr(joint_strategy, "_search_groups", broken)
-    monkeypatch.setattr(joint_strategy, "SECONDS_PER_TRIAL", 1.0)  # the search from the narrow walk
+    monkeypatch.setattr(joint_search, "search_groups", broken)
+    monkeypatch.setattr(joint_evacuate, "SECONDS_PER_TRIAL", 1.0)  # the search from the narrow walk
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     ans = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
     response = json.loads(ans.response)
@@ -408,9 +417,9 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
     names the same one-by-one plan as with the walk before the model."""
     text = gen.dumps(gen.for_seed(seed))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=10.0))
-    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: False)
+    monkeypatch.setattr(joint_search, "walk_aside", lambda *_: False)
     before = json.loads(answer(parse_request(text), options).response)
-    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
+    monkeypatch.setattr(joint_search, "walk_aside", lambda *_: True)
     aside = json.loads(answer(parse_request(text), options).response)
     assert _acted(aside) == _acted(before)
     if _acted(before):
@@ -423,15 +432,16 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
 
 def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     """With the walk beside the model, the search from hail's plan runs until the model's
-    deadline, unless every group's plan is proven: then the answer comes at once (a 60 s
+    deadline, unless every group's plan is proven: then the answer comes at once (a 600 s
     bound; a request whose model is proven in well under a second)."""
     seed = _seeds("node-evacuate", 4)[3]  # hail moves all three, the model proves its plan
     text = gen.dumps(gen.for_seed(seed))
-    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: True)
+    monkeypatch.setattr(joint_search, "walk_aside", lambda *_: True)
     began = time.monotonic()
-    response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=60)))
+    options = IAllocatorOptions(solver=SolverOptions(time_limit=600))
+    response = answer(parse_request(text), options)
     assert "optimal" in json.loads(response.response)["info"]
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 60  # not the 600 s deadline, with room for load
 
 
 def _evacuation(seed: int, mode: str | None = None) -> tuple[str, ClusterState, dict]:
@@ -577,7 +587,7 @@ def _best_of_all(text: str, state: ClusterState) -> tuple[int, float, int]:
         moves = [Move(n, *plan[n]) for n in names if n in plan]
         if check_moves(state, moves, strict=True, evacuation=True).violations:
             continue
-        if isinstance(joint_strategy._replay(state, EVAC_MODES[mode], names, plan), str):
+        if isinstance(joint_moves._replay(state, EVAC_MODES[mode], names, plan), str):
             continue
         after = state
         for mv in moves:
@@ -887,21 +897,21 @@ def test_plans_refused_at_the_stages_optimum_send_the_stages_back(monkeypatch):
     `NodeData.fails_n1_as_is` (every node holding a primary added back free to fail N+1, a
     model looser than htools' steps): before, "infeasible" and hail's 6 moves; now the best
     plan, 7 moves, proven."""
-    loose = joint_strategy.placement_problem
+    loose = joint_evacuate.placement_problem
 
     def every_node_may_fail(state, *args, failing_as_is=frozenset(), **kwargs):
         return loose(state, *args, failing_as_is=frozenset(state.nodes), **kwargs)
 
     notes = []
-    solve = joint_strategy.place_jointly
+    solve = joint_evacuate.place_jointly
 
     def noted(*args, **kwargs):
         result = solve(*args, **kwargs)
         notes.extend(result.notes)
         return result
 
-    monkeypatch.setattr(joint_strategy, "placement_problem", every_node_may_fail)
-    monkeypatch.setattr(joint_strategy, "place_jointly", noted)
+    monkeypatch.setattr(joint_evacuate, "placement_problem", every_node_may_fail)
+    monkeypatch.setattr(joint_evacuate, "place_jointly", noted)
     text, state, response = _evacuation(33294, "secondary-only")
     moves, score, _ = _best_of_all(text, state)
     assert placement_strategy.RELAXED in notes
@@ -1072,13 +1082,13 @@ def test_change_group_targets_only_nodes_accepting_the_migration(monkeypatch):
         spec["tags"] = [t for t in spec["tags"] if not t.startswith("hv:")] + (["hv:x"] * tagged)
     text = gen.dumps(data)
     seen = []
-    place = joint_strategy.place_jointly
+    place = joint_change_group.place_jointly
 
     def recorded(state, problem, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         seen.append({n for (_, n) in problem.primary_sd})
         return place(state, problem, *args, **kwargs)
 
-    monkeypatch.setattr(joint_strategy, "place_jointly", recorded)
+    monkeypatch.setattr(joint_change_group, "place_jointly", recorded)
     response = json.loads(
         answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20))).response
     )
@@ -1103,9 +1113,9 @@ def test_the_search_beside_runs_only_for_a_long_walk(long_walk, monkeypatch):
             forked.append(args[1])  # hail's walk, done before the model
             super().__init__(fn, *args)
 
-    monkeypatch.setattr(joint_strategy, "Aside", Recorded)
-    monkeypatch.setattr(joint_strategy, "_walk_aside", lambda *_: False)
-    monkeypatch.setattr(joint_strategy, "WALK_ASIDE_SECONDS", 0.0 if long_walk else 1e9)
+    monkeypatch.setattr(joint_evacuate, "Aside", Recorded)
+    monkeypatch.setattr(joint_search, "walk_aside", lambda *_: False)
+    monkeypatch.setattr(joint_evacuate, "WALK_ASIDE_SECONDS", 0.0 if long_walk else 1e9)
     response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20)))
     assert json.loads(response.response)["success"]
     assert len(forked) == (1 if long_walk else 0)
@@ -1116,9 +1126,9 @@ def test_walk_aside_only_when_walking_first_starves_the_model():
     """40 drbd instances on 200 nodes (mode all: 10,000 placement variables, a walk of
     about 15 s by its estimate): beside the model at 30 s, before it at 45 s; a short walk
     always before it."""
-    assert joint_strategy._walk_aside(15.6, 30.0, 10_000)
-    assert not joint_strategy._walk_aside(15.6, 45.0, 10_000)
-    assert not joint_strategy._walk_aside(0.5, 30.0, 10_000)
+    assert joint_search.walk_aside(15.6, 30.0, 10_000)
+    assert not joint_search.walk_aside(15.6, 45.0, 10_000)
+    assert not joint_search.walk_aside(0.5, 30.0, 10_000)
 
 
 @pytest.mark.parametrize(

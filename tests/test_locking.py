@@ -1,4 +1,4 @@
-"""model.locking: Ganeti's lock semantics, ported opportunistic scenarios, many-thread properties.
+"""service.locking: Ganeti's lock semantics, ported opportunistic scenarios, many-thread properties.
 
 The `Ganeti*` tests port the opportunistic scenarios of Ganeti 2.11's
 test/py/ganeti.locking_unittest.py (docs/locking.md lists them) with the same situations and
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.errors import LockError
-from model.locking import (
+from service.locking import (
     ALL_SET,
     BGL,
     NAL,
@@ -94,7 +94,7 @@ def test_shared_lock_modes_and_timeouts(threads: Threads) -> None:
         ("exclusive-try", False),
         ("exclusive-0.1", False),
     ]
-    assert 0.09 <= waited < 2
+    assert 0.09 <= waited < 20  # at least its 0.1 s; the upper bound only catches a hang
     lock.release()
     # blocking: waits for the holder, then gets it
     assert lock.acquire()

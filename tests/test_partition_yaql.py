@@ -48,7 +48,7 @@ def test_unbounded_collection_is_stopped_with_space_key_and_expression(tmp_path)
     start = time.perf_counter()
     with pytest.raises(InputError) as err:
         read_problem(str(schema), str(hw))
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30  # the iteration limit, not a clock: a hang guard
     text = str(err.value)
     assert "space 'swap'" in text and "key 'size'" in text
     assert "range(0, 100000000)" in text and "iteration limit" in text
@@ -65,7 +65,7 @@ def test_cpu_burn_under_the_iterator_limit_is_stopped_by_the_clock():
     start = time.perf_counter()
     with pytest.raises(YaqlError, match="time limit"):
         sandbox.evaluate("range(0, 9000).select(range(0, 9000).sum()).sum()", HW)
-    assert time.perf_counter() - start < 3
+    assert time.perf_counter() - start < 15  # its 0.3 s, with room for a loaded machine
 
 
 def test_time_bound_also_holds_off_the_main_thread():

@@ -14,6 +14,7 @@ import pytest
 from model.backends.text import load_text, parse_text
 from model.cluster import DEFAULT_IPOLICY, Disk, Instance, IPolicy, ISpec, MinMax
 from model.dedicated import allocation_vector, minimal_instances, repeat_count
+from model.policy import policy_shortfall
 from model.resources import (
     FailMode,
     InstanceDemand,
@@ -21,7 +22,6 @@ from model.resources import (
     add_primary,
     add_secondary,
     demand_of,
-    policy_shortfall,
     primary_shortfalls,
     probe_demand,
     remove_primary,

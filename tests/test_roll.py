@@ -120,7 +120,7 @@ def _spec(seed: int) -> RollSpec:
 
 
 @pytest.mark.parametrize("seed", range(16))
-def test_port_equals_hroller(ganeti, capsys, tmp_path, seed: int) -> None:  # noqa: ANN001
+def test_port_equals_hroller(htools, capsys, tmp_path, seed: int) -> None:  # noqa: ANN001
     """stdout, stderr and exit code of the real hroller, option set by option set."""
     cluster = generate(_spec(seed))
     path = tmp_path / "c.data"
@@ -130,7 +130,7 @@ def test_port_equals_hroller(ganeti, capsys, tmp_path, seed: int) -> None:  # no
     extra = [["-O", rng.choice(names)], ["-O", rng.choice(names), "-O", names[0][:6]]]
     for argv in [*OPTION_SETS, *extra]:
         real = subprocess.run(
-            [str(ganeti.hroller), "-t", str(path), *argv], capture_output=True, text=True
+            [str(htools.hroller), "-t", str(path), *argv], capture_output=True, text=True
         )
         got = run_cli(capsys, "roll", "--greedy", "-t", str(path), *argv)
         assert got == (real.returncode, real.stdout, real.stderr), argv

@@ -101,7 +101,7 @@ def test_score_matches_hinfo(ganeti, name: str) -> None:
 
 
 @pytest.mark.reference
-def test_score_matches_hinfo_on_generated_clusters(ganeti, tmp_path) -> None:
+def test_score_matches_hinfo_on_generated_clusters(htools, tmp_path) -> None:
     """The clusters of 200 generated requests (tests/htools_gen.py: every template, up to
     three groups, tags, policies, offline and drained nodes), through their text snapshots:
     every metric as hinfo prints it (docs/htools-facts.md section 5: not through hinfo -I)."""
@@ -114,7 +114,7 @@ def test_score_matches_hinfo_on_generated_clusters(ganeti, tmp_path) -> None:
         cluster = parse_request(gen.dumps(gen.for_seed(seed))).cluster
         path = tmp_path / f"cluster-{seed}.data"
         path.write_text(dump_text(cluster))
-        ref_score, ref_metrics = hinfo_table(ganeti.hinfo, path)
+        ref_score, ref_metrics = hinfo_table(htools.hinfo, path)
         assert cluster_score(cluster) == pytest.approx(ref_score, abs=1e-6), seed
         metrics = cluster_metrics(cluster)
         for metric, value in ref_metrics.items():

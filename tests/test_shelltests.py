@@ -14,7 +14,6 @@ the stand-in half takes about 2 minutes on an idle 2-core machine.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import TESTSUITE
+from conftest import TESTSUITE, missing_reference
 from hypothesis import given
 from hypothesis import strategies as st
 from shelltests import (
@@ -65,7 +64,6 @@ def stand_ins() -> dict[str, list[str]]:
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
 PENDING = {
     "hbal": "exalloc balance --greedy (hbal's port, issue 37) has not landed",
-    "hcheck": "exalloc n1 --greedy with hcheck's report needs hbal's search (issues 37, 39)",
 }
 
 #: Cases of a pending program that pass already: they expect only a usage error (exit 2) or a
@@ -73,9 +71,7 @@ PENDING = {
 #: passing when the program lands.
 PASS_BEFORE_LANDING = frozenset(
     {
-        "htools-basic:34",  # hcheck --help
         "htools-invalid:6",  # hbal --no-such-option
-        "htools-invalid:22",  # hcheck --no-such-option
         "htools-multi-group:4",  # hbal on two groups: exit != 0
         "htools-multi-group:16",  # hbal -G no-such-group: exit != 0
         "htools-multi-group:22",
@@ -93,23 +89,12 @@ STAND_IN_FAILS = {
 
 #: Found by these tests, being fixed (issue 39, stage 2).
 STAND_IN_GAPS = {
-    "htools-basic:6": "exalloc-hail --help-completion",
+    "htools-balancing:54": (
+        "hcheck reads the balanced snapshot hbal -S wrote before it (htools-balancing:47), "
+        "which waits for exalloc balance --greedy (issue 37)"
+    ),
     "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
-    "htools-rapi:9": "exalloc scan",
-    "htools-balancing:4": "exalloc info -v -p --print-instances",
-    "htools-balancing:61": "exalloc info -v -p --print-instances",
-    "htools-basic:26": "exalloc info --version",
-    "htools-basic:30": "exalloc info --help-completion",
-    "htools-invalid:40": "exalloc info: hinfo's error for an argument",
-    "htools-multi-group:2": "exalloc info -v -p --print-instances",
-    "htools-multi-group:20": "exalloc info -v -p --print-instances",
-    "htools-no-backend:14": "exalloc info without a backend: exit 2, not hinfo's 1",
-    "htools-rapi:2": "exalloc info -v -p --print-instances",
-    "htools-single-group:2": "exalloc info -v -p --print-instances",
-    "htools-single-group:9": "exalloc info -v -p --print-instances",
-    "htools-text-backend:5": "exalloc info: htools' missing-resources warning",
-    "htools-text-backend:14": "exalloc info -v -v: the common-suffix message",
 }
 
 
@@ -172,7 +157,7 @@ def stand_in_judge(ganeti, tmp_path_factory) -> Iterator[Judge]:  # noqa: ANN001
 
 
 def _real_params() -> list:
-    if not CASES:  # no testsuite: one case, whose `ganeti` fixture fails in CI, skips elsewhere
+    if not CASES:  # no testsuite: one case, whose `ganeti` fixture fails (tests/conftest.py)
         return [pytest.param(None, id="no-ganeti-testsuite")]
     return [pytest.param(test, id=f"{program}:{test.id}") for test, program in CASES]
 
@@ -211,7 +196,7 @@ def test_every_htools_file_is_judged() -> None:
     """All of Ganeti 3.0.2's htools shell tests are collected (the spec's 129 of 7 files among
     them), each judging one of the eight programs."""
     if not CASES:
-        pytest.skip("no Ganeti testsuite: scripts/get-ganeti-reference")
+        missing_reference(f"Ganeti's shell tests ({SHELLTESTS_DIR})")
     by_file: dict[str, int] = {}
     for test, program in CASES:
         by_file[test.file] = by_file.get(test.file, 0) + 1
@@ -234,10 +219,7 @@ def test_verdicts_are_shelltestrunners(ganeti, tmp_path: Path) -> None:  # noqa:
     outputs that cost 0.01 s each."""
     shelltest = shutil.which("shelltest")
     if shelltest is None:
-        message = "shelltestrunner missing: run scripts/get-ganeti-reference"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_reference("shelltestrunner (shelltest)")
     real = real_programs()
     rotated = {
         name: [str(real[PROGRAMS[(k + 1) % len(PROGRAMS)]])] for k, name in enumerate(PROGRAMS)

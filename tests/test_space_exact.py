@@ -126,7 +126,7 @@ LOADED = re.compile(r"Loaded (\d+) nodes, (\d+) instances")
 
 @pytest.mark.reference
 @pytest.mark.parametrize("seed", range(12))
-def test_never_fewer_than_hspace_and_hinfo_loads_the_result(seed, ganeti, tmp_path) -> None:  # noqa: ANN001
+def test_never_fewer_than_hspace_and_hinfo_loads_the_result(seed, htools, tmp_path) -> None:  # noqa: ANN001
     c = sc.case(seed)
     path = tmp_path / "cluster.data"
     path.write_text(dump_text(c.cluster))
@@ -139,8 +139,8 @@ def test_never_fewer_than_hspace_and_hinfo_loads_the_result(seed, ganeti, tmp_pa
     assert result.count >= greedy
     final = tmp_path / "final.data"
     final.write_text(dump_text(result.final.snapshot()))
-    before = subprocess.run([ganeti.hinfo, "-t", path], capture_output=True, text=True)
-    after = subprocess.run([ganeti.hinfo, "-t", final], capture_output=True, text=True)
+    before = subprocess.run([htools.hinfo, "-t", path], capture_output=True, text=True)
+    after = subprocess.run([htools.hinfo, "-t", final], capture_output=True, text=True)
     assert after.returncode == 0, after.stderr
     n_before = int(LOADED.search(before.stdout).group(2))
     assert int(LOADED.search(after.stdout).group(2)) == n_before + result.count

@@ -53,10 +53,10 @@ def bare(jobs: list) -> list:
     ]
 
 
-def hsqueeze_run(ganeti, data: RapiAnswers, sock: Path, *words: str):  # noqa: ANN001, ANN201
+def hsqueeze_run(htools, data: RapiAnswers, sock: Path, *words: str):  # noqa: ANN001, ANN201
     with JobResponder(sock, data) as responder:
         proc = subprocess.run(
-            [str(ganeti.hsqueeze), f"-L{sock}", "-X", *words],
+            [str(htools.hsqueeze), f"-L{sock}", "-X", *words],
             capture_output=True,
             text=True,
             timeout=120,

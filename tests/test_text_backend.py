@@ -194,7 +194,7 @@ BAD_INPUTS = {
 
 @pytest.mark.reference
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_error_messages_match_htools(case, tmp_path, ganeti):
+def test_error_messages_match_htools(case, tmp_path, htools):
     text = BAD_INPUTS[case]
     expected = htools_error(text, tmp_path)
     assert expected is not None

@@ -29,7 +29,9 @@ HOSTILE = [
     ("huge range", "range(0, 1000000000).len()", "time limit"),
     # 10^8 elements, ~25 s unbounded: 3000 x 3000 took 2.3 s, a coin toss against the 2 s limit
     ("huge range", "range(0, 10000).select(range(0, 10000)).flatten().len()", "time limit"),
-    ("huge power", "pow(7, 100000000)", "time limit"),
+    ("huge power", "pow(7, 100000000)", "memory quota"),
+    # 2 GB and 6.3 s before yaql's own check of the result (issue 40, item 6)
+    ("huge shift", "shiftBitsLeft(1, 16000000000)", "memory quota"),
     ("huge power", "pow(2, 100000000) + 1", "memory quota"),
     ("regex", "regex('(a+)+$').matches('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!')",
      'Unknown function "regex"'),
@@ -69,7 +71,8 @@ def test_hostile_expression_is_stopped_in_one_line(
     assert err.startswith(f"exalloc: error: {path}:{line}: yaql error in space 'b', key 'size'")
     assert message in err, (attempt, err[:300])
     assert len(err) < 400  # the expression is quoted, a long one shortened
-    assert took < LIMITS.time_limit_s + 3, (attempt, took)
+    # stopped (the message says by what); the clock only catches a hang, with room for load
+    assert took < LIMITS.time_limit_s + 30, (attempt, took)
 
 
 def test_memory_quota_covers_parsing() -> None:
@@ -91,7 +94,7 @@ def test_memory_quota_covers_parsing() -> None:
         tracemalloc.stop()
         assert isinstance(value, str) == accepted, value
         assert peak <= LIMITS.memory_quota_bytes * 1.2, peak
-        assert took < 0.5, took
+        assert took < 5, took  # its own bound is 0.3 s; 5 s only catches an unbounded burn
 
 
 def test_all_expressions_of_a_schema_share_one_time_bound() -> None:
@@ -105,7 +108,53 @@ def test_all_expressions_of_a_schema_share_one_time_bound() -> None:
             sandbox.evaluate(burn, {})
         except YaqlError as err:
             reasons.append(err.reason)
-    assert time.perf_counter() - start < 2
-    assert reasons[:2] == ["stopped after 0.3 s (time limit)"] * 2
+    # the reasons below prove the shared bound; the clock only catches a hang (5 x 0.3 s would
+    # be 1.5 s unbounded, so a loaded machine gets room: no wall-clock claim in a unit test)
+    assert time.perf_counter() - start < 10
+    assert reasons[:2] == ["stopped after 0.3 s (time limit of one expression)"] * 2
     assert reasons[2].startswith(("stopped after 0.", "the expressions together"))  # what is left
+    if reasons[2].startswith("stopped after"):  # the budget, not the expression's 0.3 s, ran out
+        assert reasons[2].endswith("the rest of the 0.7 s all expressions of one schema share "
+                                   "(per-file time limit)"), reasons[2]  # fmt: skip
     assert reasons[-1].startswith("the expressions together used up their 0.7 s")
+
+
+def test_the_per_file_budget_is_named_when_it_stops_an_expression() -> None:
+    """A schema stopped by its 30 s said "stopped after 0.32 s (time limit)" (issue 40, 7)."""
+    sandbox = YaqlSandbox(YaqlLimits(time_limit_s=5.0, total_time_s=0.2))
+    with pytest.raises(YaqlError) as stopped:
+        sandbox.evaluate("range(0, 9000).select(range(0, 9000).sum()).sum()", {})
+    assert stopped.value.reason == (
+        "stopped after 0.2 s, the rest of the 0.2 s all expressions of one schema share "
+        "(per-file time limit)"
+    )
+    with pytest.raises(YaqlError) as spent:
+        sandbox.evaluate("1", {})
+    assert spent.value.reason.endswith("used up their 0.2 s (per-file time limit)")
+
+
+@pytest.mark.parametrize(
+    "expression", ["shiftBitsLeft(1, 80000000)", "pow(3, 50000000)", "pow(2, 80000000) + 1"]
+)
+def test_integer_results_are_bounded_before_they_are_computed(expression: str) -> None:
+    """The memory quota holds for integers too: a 10 MB result is refused before it exists."""
+    sandbox = YaqlSandbox()
+    tracemalloc.start()
+    try:
+        with pytest.raises(YaqlError, match="memory quota"):
+            sandbox.evaluate(expression, {})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= LIMITS.memory_quota_bytes, peak
+
+
+def test_bounded_integer_functions_still_answer() -> None:
+    sandbox = YaqlSandbox()
+    assert sandbox.evaluate("shiftBitsLeft(8, 2)", {}) == 32
+    assert sandbox.evaluate("shiftBitsLeft(0, 10000000000)", {}) == 0
+    assert sandbox.evaluate("pow(3, 2)", {}) == 9 and sandbox.evaluate("pow(3, 2, 5)", {}) == 4
+    assert (
+        sandbox.evaluate("pow(2, -1)", {}) == 0.5
+        and sandbox.evaluate("pow(-1, 10000000001)", {}) == -1
+    )

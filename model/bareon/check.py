@@ -248,6 +248,7 @@ def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str 
     """One line naming the requirements that cannot hold together, computed from the data."""
     grouped: set[int] = set()
     minimum = 0
+    raised: list[str] = []  # groups whose weights need more than their members' min_size
     for group in fairness_groups(problem):
         grouped |= set(group.space_indexes)
         need = group_minimum_mib(problem, group.space_indexes, group.weights)
@@ -257,6 +258,13 @@ def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str 
             return (
                 f"the weights ({shown}) of spaces {names} cannot be honoured within 1 MiB "
                 "inside their common min_size/max_size"
+            )
+        plain = sum(problem.spaces[i].min_mib for i in group.space_indexes)
+        if need > plain:
+            given = ", ".join(f"{float(problem.spaces[i].weight):g}" for i in group.space_indexes)
+            raised.append(
+                f"the weights ({given}) of spaces {names} ask {need} MiB of them where "
+                f"their min_size asks {plain} MiB"
             )
         minimum += need
     minimum += sum(s.min_mib for i, s in enumerate(problem.spaces) if i not in grouped)
@@ -273,8 +281,15 @@ def diagnose_infeasible(problem: PartitionProblem, overheads: Overheads) -> str 
                 "per LVM physical volume)"
             )
         names = ", ".join(needing) if len(needing) <= 8 else ", ".join(needing[:8]) + ", ..."
+        what = f"the minimum sizes of spaces {names} ({minimum} MiB)"
+        if raised:
+            what = (
+                f"the minimum sizes and weights of spaces {names} ({minimum} MiB: "
+                + "; ".join(raised)
+                + ")"
+            )
         return (
-            f"the minimum sizes of spaces {names} ({minimum} MiB) exceed the disks' capacity "
+            f"{what} exceed the disks' capacity "
             f"({capacity} MiB) by {minimum + overhead - capacity} MiB{extra}"
         )
     return None

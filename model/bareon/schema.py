@@ -249,6 +249,21 @@ def read_problem(
     return PartitionProblem(**parts, name=name, expected=expected)
 
 
+def exact_weight(value: int | float) -> Fraction:
+    """The weight as the user wrote it: the simplest fraction that reads back as the float.
+
+    Fraction(0.1) is the binary double 3602879701896397/2^55; the schema said 1/10, and a
+    yaql 1/3 means 1/3. A simpler fraction is taken only when it is the same float: an earlier
+    limit_denominator(10^6) turned 1e-9 into 0 and dropped the space from its fairness group
+    (issue 40, item 1).
+    """
+    if isinstance(value, int):
+        return Fraction(value)
+    written = Fraction(repr(float(value)))
+    simpler = written.limit_denominator(1_000_000)
+    return simpler if float(simpler) == value else written
+
+
 def _number(value: Any, what: str, source: str, line: int | None) -> float:
     """Every size and weight, held to exalloc's rule for numbers (model.validate)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -398,11 +413,11 @@ def _read_schema(
             )
         weight_raw = item.get("weight", 1)
         weight_raw = 1 if weight_raw is None else weight_raw
-        weight = Fraction(
+        weight = exact_weight(
             _number(
                 weight_raw, f"space {space_id!r}: weight", source, key_lines.get("weight", line)
             )
-        ).limit_denominator(1_000_000)
+        )
         best = _best_disks(
             item.get("best_with_disks"),
             disk_ids,
@@ -426,6 +441,7 @@ def _read_schema(
             )
         )
     vgs = _volume_groups(containers, spaces, source, notes)
+    _weights_representable(tuple(spaces), disks, source)
     return {
         "disks": disks,
         "spaces": tuple(spaces),
@@ -591,8 +607,12 @@ class FairGroup:
 
 def fairness_groups(problem: PartitionProblem) -> tuple[FairGroup, ...]:
     """bareon-allocator's grouping, minus fixed-size spaces (nothing to share) and weight 0."""
+    return _fair_groups(problem.spaces)
+
+
+def _fair_groups(spaces: Sequence[Space]) -> tuple[FairGroup, ...]:
     groups: dict[tuple, list[int]] = {}
-    for index, space in enumerate(problem.spaces):
+    for index, space in enumerate(spaces):
         if space.fixed or space.weight == 0:
             continue
         key = (space.min_mib, space.max_mib, space.best_disks)
@@ -601,12 +621,34 @@ def fairness_groups(problem: PartitionProblem) -> tuple[FairGroup, ...]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        fractions = [problem.spaces[i].weight for i in members]
+        fractions = [spaces[i].weight for i in members]
         scale = math.lcm(*(f.denominator for f in fractions))
         ints = [int(f * scale) for f in fractions]
         common = math.gcd(*ints)
         out.append(FairGroup(tuple(members), tuple(w // common for w in ints)))
     return tuple(out)
+
+
+#: The fairness rows multiply a group's integer weight sum W by MiB totals up to the disks'
+#: capacity C (docs/partition.md, "Fairness"): HiGHS computes in doubles and CP-SAT refuses a
+#: row that may overflow, so W * C must stay within 2^53, where every integer is exact.
+FAIR_PRODUCT_LIMIT = 2**53
+
+
+def _weights_representable(spaces: Sequence[Space], disks: Sequence[Disk], source: str) -> None:
+    """Refuse at reading the weights no solver can honour exactly (issue 40, item 1)."""
+    capacity = max(1, sum(d.size_mib for d in disks))
+    for group in _fair_groups(spaces):
+        if group.weight_sum * capacity <= FAIR_PRODUCT_LIMIT:
+            continue
+        names = ", ".join(spaces[i].space_id for i in group.space_indexes)
+        given = ", ".join(f"{float(spaces[i].weight):g}" for i in group.space_indexes)
+        raise InputError(
+            f"the weights ({given}) of spaces {names} scale to whole numbers summing to "
+            f"{group.weight_sum}; that sum times the disks' {capacity} MiB passes 2^53, the "
+            "largest the solvers compute exactly: give weights of a smaller ratio",
+            source=source,
+        )
 
 
 def a002620(n: int) -> int:

@@ -33,13 +33,13 @@ from model.htools.metrics import (
     update_stats,
 )
 from model.htools.solutions import AllocSolution, annotated, choose, group_lines, sum_allocs
+from model.policy import policy_shortfall
 from model.resources import (
     FailMode,
     InstanceDemand,
     add_primary,
     add_secondary,
     pair_location_score,
-    policy_shortfall,
 )
 from model.state import ClusterState
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from model.backends.iallocator import format_failure_counts
+from model.backends.iallocator_response import format_failure_counts
 from model.batch import NewInstance, NodeData
 from model.capacity import capacity_rows
 from model.check import CheckReport, check_allocation
@@ -22,14 +22,8 @@ from model.dedicated import format_metric, minimal_instances, vector_of
 from model.dedicated import test_usage as row_test_usage
 from model.htools.allocate import networks_ok
 from model.htools.answer import SolverRun
-from model.resources import (
-    FailMode,
-    InstanceDemand,
-    NodeState,
-    add_primary,
-    add_secondary,
-    policy_shortfall,
-)
+from model.policy import policy_shortfall
+from model.resources import FailMode, InstanceDemand, NodeState, add_primary, add_secondary
 from model.state import ClusterState
 
 POLICY_ORDER = {"preferred": 0, "last_resort": 1, "unallocable": 2}

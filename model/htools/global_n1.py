@@ -30,15 +30,8 @@ from dataclasses import dataclass
 from model.htools.capacity import N1Check, N1Verdict, Placement, state_after
 from model.htools.evacuate import CHANGE_PRIMARY, node_evac_instance
 from model.htools.metrics import RowCache
-from model.resources import (
-    FailMode,
-    InstanceDemand,
-    MoveKind,
-    NodeState,
-    add_primary,
-    apply_move,
-    policy_shortfall,
-)
+from model.policy import policy_shortfall
+from model.resources import FailMode, InstanceDemand, MoveKind, NodeState, add_primary, apply_move
 from model.state import ClusterState
 
 #: diskTemplateMovable: the templates GlobalN1 moves (blockdev, plain, file are re-created)

@@ -78,7 +78,7 @@ class NodeList:
         shown = state.nodes if nodes is None else nodes
         names = sorted(shown, key=lambda n: self.node_index.get(n, len(self.node_index)))
         rows = [[self._field(name, state.nodes[name], f) for f in fields] for name in names]
-        return _table([h for h, _ in header], rows, [num for _, num in header])
+        return table([h for h, _ in header], rows, [num for _, num in header])
 
     def _field(self, name: str, st: NodeState, field: str) -> str:
         show = _SHOW.get(field)
@@ -188,8 +188,9 @@ _HEADERS: Mapping[str, tuple[str, bool]] = {
 }
 
 
-def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
-    """Utils.printTable "": every line a space and the padded cells joined by spaces."""
+def table(header: list[str], rows: list[list[str]], numeric: list[bool], prefix: str = "") -> str:
+    """`Utils.printTable prefix`: every line the prefix, a space and the padded cells (numbers
+    to the right) joined by spaces."""
     table = [header, *rows]
     widths = [max(len(row[c]) for row in table) for c in range(len(header))]
     lines = []
@@ -198,7 +199,7 @@ def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str
             cell.rjust(w) if num else cell.ljust(w)
             for cell, w, num in zip(row, widths, numeric, strict=True)
         ]
-        lines.append(" " + " ".join(cells) + "\n")
+        lines.append(prefix + " " + " ".join(cells) + "\n")
     return "".join(lines)
 
 

@@ -21,11 +21,13 @@ from model.backends.iallocator import (
     MultiAllocateRequest,
     NodeEvacuateRequest,
     RelocateRequest,
+    new_instance,
+)
+from model.backends.iallocator_response import (
     evacuate_response,
     failover_opcode,
     migrate_opcode,
     multi_allocate_response,
-    new_instance,
     replace_disks_opcode,
     show_group,
 )

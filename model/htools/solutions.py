@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from model.backends.iallocator import format_failure_counts
+from model.backends.iallocator_response import format_failure_counts
 from model.backends.text import printf_fixed
 from model.htools.capacity import N1Check, N1Verdict, Placement
 from model.resources import FailMode

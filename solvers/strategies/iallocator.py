@@ -20,8 +20,8 @@ from model.backends.iallocator import (
     IAllocatorInput,
     MultiAllocateRequest,
     NodeEvacuateRequest,
-    response_json,
 )
+from model.backends.iallocator_response import response_json
 from model.htools.allocate import AllocOptions
 from model.htools.answer import HailAnswer
 from model.htools.capacity import CapacityCheck, NoCapacityCheck
@@ -31,7 +31,6 @@ from model.htools.global_n1 import GreedyGlobalN1
 from model.htools.requests import Answer, process
 from model.htools.verify import check_answer
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.dedicated import allocate, multi_allocate
 
 CAPACITY_CHECKS = ("exact", "greedy", "none")
 
@@ -71,11 +70,17 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
     if isinstance(req, AllocateRequest) and is_dedicated(cluster, req.group_name):
         if opts.restrict_to_nodes is not None:  # hail: the option wins over the request's
             req = replace(req, restrict_to_nodes=opts.restrict_to_nodes)
+        # the exact allocators import Pyomo (0.3 s and more): only a request that needs a
+        # model pays for it (issue 40, item 12; most of Ganeti's shell-test requests need none)
+        from solvers.strategies.dedicated import allocate
+
         return allocate(cluster, req, opts.solver)
     if isinstance(req, MultiAllocateRequest):
         names = {i.group_name for i in req.instances}
         group = names.pop() if len(names) == 1 else None
         if is_dedicated(cluster, group):
+            from solvers.strategies.dedicated import multi_allocate
+
             return multi_allocate(cluster, req, opts.solver)
         started = time.perf_counter()
         one_by_one = one_by_one_answer(inp, opts)
@@ -86,13 +91,13 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         return joint_multi_allocate(inp, one_by_one, _rest(opts.solver, started))
     if isinstance(req, NodeEvacuateRequest) and opts.joint:
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
-        from solvers.strategies.joint import joint_node_evacuate
+        from solvers.strategies.joint_evacuate import joint_node_evacuate
 
         return joint_node_evacuate(
             inp, lambda walked: one_by_one_answer(inp, opts, walked), opts.solver
         )
     if isinstance(req, ChangeGroupRequest) and opts.joint:
-        from solvers.strategies.joint import joint_change_group
+        from solvers.strategies.joint_change_group import joint_change_group
 
         started = time.perf_counter()
         ans, line, objectives = answer_normal(inp, opts)

@@ -581,7 +581,7 @@ def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
     demand and which candidates the policy admits as primaries (rows are not recomputed)."""
     from dataclasses import replace as evolve
 
-    from model.resources import policy_shortfall
+    from model.policy import policy_shortfall
     from model.space import demand_of_spec
 
     opts = base.options

@@ -490,7 +490,11 @@ def plan(
     if violations and mode != "none":
         raise CheckFailedError("independent check failed: " + "; ".join(str(v) for v in violations))
 
-    objective = sol.objective if (mode != "none" or power) else ()
+    # nothing to power off or on: no stage answered a question, so none is reported, its
+    # bound and gap no more than its objective (issue 40, item 10: "objective": [] beside
+    # "bound": [0.0])
+    reported = mode != "none" or power
+    objective = sol.objective if reported else ()
     return SqueezePlan(
         mode=mode,
         nodes=tuple(nodes),
@@ -500,9 +504,9 @@ def plan(
         online_candidates=tuple(on_cands),
         status=sol.status,
         objective=tuple(objective),
-        bound=tuple(sol.bound),
-        gap=tuple(sol.gap),
-        stage_names=sol.names,
+        bound=tuple(sol.bound) if reported else (),
+        gap=tuple(sol.gap) if reported else (),
+        stage_names=sol.names if reported else (),
         build_s=sol.build_s,
         solve_s=sol.solve_s,
         method=sol.method,

@@ -1,7 +1,7 @@
 """The allocation service's state directory: the snapshot it started from and a journal.
 
 `DIR/base.data` is the cluster snapshot as first given (htools text format); `DIR/journal.jsonl`
-holds one JSON line per committed creation (`model.alloc_state.Creation`), appended and fsynced
+holds one JSON line per committed creation (`service.state.Creation`), appended and fsynced
 before the creation is answered. A restart replays the journal onto the snapshot, so every
 answered creation is there exactly once, also after SIGKILL.
 
@@ -20,10 +20,10 @@ import os
 from pathlib import Path
 from typing import IO
 
-from model.alloc_state import Creation, LiveCluster
 from model.backends.text import parse_text
 from model.cluster import Cluster
 from model.errors import InputError, ServiceError
+from service.state import Creation, LiveCluster
 
 BASE_FILE = "base.data"
 JOURNAL_FILE = "journal.jsonl"

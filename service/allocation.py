@@ -1,7 +1,7 @@
 """The live allocation service's scheduling: creations and verifies under Ganeti's locks.
 
-One `AllocationService` owns the live cluster (`model.alloc_state.LiveCluster`), its journal
-(`model.journal.Journal`) and a `model.locking.LockManager` with a lock per node, group and
+One `AllocationService` owns the live cluster (`service.state.LiveCluster`), its journal
+(`service.journal.Journal`) and a `service.locking.LockManager` with a lock per node, group and
 instance. Each operation runs in its own thread (the lock owner), as a Ganeti job does
 (docs/locking.md, "The live allocation service"):
 
@@ -9,7 +9,7 @@ instance. Each operation runs in its own thread (the lock owner), as a Ganeti jo
   instance's lock added and held; the node-allocation lock (NAL) exclusive; node groups
   shared; every node lock, blocking (all of them) or opportunistically (those free now, at
   least `required_nodes` or none, as 3.0's guarded union). The allocator (injected; the
-  program passes exalloc's iallocator through `programs/alloc_adapter.py`) answers on the
+  program passes exalloc's iallocator through `service/iallocator.py`) answers on the
   current cluster with `restrict-to-nodes` = the locked nodes when opportunistic. A
   placement is checked by the independent checker on the current state, journaled (fsync)
   and applied; then the unused node locks and the NAL are released at once and the used
@@ -36,7 +36,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from model.alloc_state import (
+from model.backends.iallocator import AllocateRequest
+from model.backends.text import dump_text
+from model.check import check_allocation
+from model.cluster import Cluster
+from model.errors import BadRequestError, CheckFailedError, LockError
+from service.journal import Journal
+from service.locking import ALL_SET, BGL, AcquireCancelled, Level, LockManager
+from service.state import (
     AllocatorAnswer,
     CreateSpec,
     Creation,
@@ -44,13 +51,6 @@ from model.alloc_state import (
     LiveCluster,
     parse_create,
 )
-from model.backends.iallocator import AllocateRequest
-from model.backends.text import dump_text
-from model.check import check_allocation
-from model.cluster import Cluster
-from model.errors import BadRequestError, CheckFailedError, LockError
-from model.journal import Journal
-from model.locking import ALL_SET, BGL, AcquireCancelled, Level, LockManager
 
 Allocator = Callable[[Cluster, AllocateRequest], AllocatorAnswer]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from model.alloc_state import AllocatorAnswer
 from model.backends.iallocator import AllocateRequest, IAllocatorInput
 from model.cluster import Cluster
+from service.state import AllocatorAnswer
 from solvers.options import SolverOptions
 
 

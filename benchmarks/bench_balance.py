@@ -1,0 +1,91 @@
+"""exalloc balance (exact) beside the real hbal on generated heterogeneous groups
+(docs/balance.md, "Figures"). Not part of the test run.
+
+    python benchmarks/bench_balance.py --nodes 40 --fill 0.25 --steps 5 --time-limit 30 --seeds 3
+    python benchmarks/bench_balance.py --nodes 200 --fill 0.25 --steps 10 --time-limit 60 --seeds 1
+
+Each group: machine shapes of tests/htools_gen.py, drbd, ext and rbd instances filling each
+node's memory to a share drawn from up to `--fill`. The real hbal runs with `-l K` (its time
+and score); exalloc starts from its port's steps (the same) and reports its status, score,
+bound, gap, and build and solve times apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model.backends.iallocator import parse_request  # noqa: E402
+from model.backends.text import dump_text  # noqa: E402
+from model.balance import BalanceProblem, steps_from_hbal  # noqa: E402
+from model.check import check_balance  # noqa: E402
+from model.state import node_states  # noqa: E402
+from solvers.options import SolverOptions  # noqa: E402
+from solvers.strategies.balance import answer  # noqa: E402
+from tests import htools_gen as gen  # noqa: E402
+
+
+def group(seed: int, nodes: int, fill: float) -> dict:
+    fills = tuple(round(fill * k / 5, 3) for k in range(1, 6))
+    data = gen.cluster(
+        random.Random(seed),
+        nodes,
+        templates=("drbd", "drbd", "ext", "rbd"),
+        odd=False,
+        tags=False,
+        policies=False,
+        fills=fills,
+    )
+    return gen.allocate(random.Random(seed), data, "drbd")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=40)
+    ap.add_argument("--fill", type=float, default=0.25)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0)
+    args = ap.parse_args()
+    print(
+        "seed nodes instances K  hbal_score  hbal_s  status    score       bound       gap"
+        "      build_s solve_s total_s"
+    )
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        cluster = parse_request(gen.dumps(group(seed, args.nodes, args.fill)), "bench").cluster
+        with tempfile.NamedTemporaryFile("w", suffix=".data", delete=False) as f:
+            f.write(dump_text(cluster))
+        t0 = time.perf_counter()
+        command = ["hbal", "-t", f.name, "-l", str(args.steps)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        hbal_s = time.perf_counter() - t0
+        Path(f.name).unlink()
+        state = node_states(cluster)
+        problem = BalanceProblem(state, cluster.groups[0].uuid, args.steps)
+        hbal_score = check_balance(problem, steps_from_hbal(out)).objectives["score"]
+        t0 = time.perf_counter()
+        ans, _ = answer(
+            problem, max_steps=args.steps, options=SolverOptions(time_limit=args.time_limit)
+        )
+        total = time.perf_counter() - t0
+        gap = "-" if ans.gap is None else f"{100 * ans.gap:.4f}%"
+        bound = "-" if ans.bound is None else f"{ans.bound:.6f}"
+        print(
+            f"{seed:4d} {args.nodes:5d} {len(state.locations):9d} {args.steps:2d} "
+            f"{hbal_score:11.6f} "
+            f"{hbal_s:7.2f}  {ans.status:9s} {ans.score:11.6f} {bound:11s} {gap:8s} "
+            f"{ans.build_s:7.2f} {ans.solve_s:7.2f} {total:7.2f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,613 @@
+"""hbal's search as Ganeti 3.0.2 runs it (Cluster.hs `tryBalance`, `checkMove`,
+`checkInstanceMove`, `possibleMoves`, `checkSingleStep`, `doNextBalance`; Program/Hbal.hs
+`iterateDepth`; Cluster/Moves.hs `applyMoveEx` through `model.resources.apply_move`), ported
+for `exalloc balance --greedy` and for the exact half, which takes its moves and per-step checks
+from here (docs/balance.md).
+
+The pieces, pure functions over a `ClusterState` (nothing here prints):
+
+* `Scope` (`scope_of(state, group_uuid, movable)`): the group hbal balances
+  (`ClusterUtils.splitCluster`): its nodes and the instances whose primary is in it, in
+  htools' index order, and which of them may move (`Instance.movable`: a movable template,
+  not split across groups, not excluded, selected when a selection is given).
+* `group_score(state, scope) -> float`: `Metrics.compCV` over the group's nodes, the score
+  hbal prints and minimises (the 20 terms of `model.score`, bit for bit: `model.htools.metrics`).
+* `possible_moves(mirror, use_secondary, instance_moves, disk_moves, restricted, primary_offline,
+  target) -> list[Move]`: `possibleMoves`, the moves towards one target node.
+* `instance_moves(state, scope, instance, options) -> list[Move]`: every move
+  `checkInstanceMove` tries for one instance, in its order (Failover first, then each online
+  group node but the instance's own, in index order, with `possible_moves`' list).
+* `apply_step(state, instance, move, options) -> ClusterState | FailMode`: `checkSingleStep`'s
+  `applyMoveEx`: the move with htools' add/remove rules on the receiving nodes in their current
+  state (soft checks skipped with `--ignore-soft-errors` or when the node given up is offline).
+* `check_instance_move(options, scope, table, instance) -> Table`,
+  `check_move(options, scope, table, victims) -> Table`: the best table after one move (of one
+  instance, of any): strictly lower scores only, so the first move in hbal's order wins ties.
+* `movable_now(options, scope, table) -> list[str]`: the instances `tryBalance` relocates.
+* `try_balance(options, scope, table) -> Table | None`: one round with hbal's min-gain rule.
+* `do_next_balance(table, max_rounds, min_score) -> bool`, `iterate_depth(options, scope,
+  table, max_rounds, min_score) -> Table`, `balance(state, scope, options, max_rounds,
+  min_score_gap) -> Table`: the whole search, a pure function returning the steps
+  (`Table.placements`, oldest first) and the final state (hcheck's "needs rebalancing" asks it).
+* `optimal_score(state, scope) -> float`: `Metrics.optimalCVScore`, the score the N+1
+  reservations leave at best.
+
+A `Table` is htools' `Cluster.Table`: a state, its group score and the placements so far.
+Scores of all candidate moves of a round are computed together (`ListScores`: an estimate
+with an error bound for each, the exact two-pass value for those that may be the best), which
+gives the same choice as hbal's sequential fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from model.backends.text import alias, cluster_suffix, printf_fixed
+from model.cluster import MOVABLE_TEMPLATES, read_name
+from model.htools.evacuate import MIRROR_EXTERNAL, MIRROR_INTERNAL, mirror_type
+from model.htools.metrics import ListScores, RowCache, list_score
+from model.operations import Step, command
+from model.resources import FailMode, MoveKind, MoveResult, NodeState, apply_move
+from model.state import ClusterState
+
+#: Metrics.reservedMemRtotalCoeff
+RESERVED_MEM_RTOTAL_COEFF = 0.25
+
+
+@dataclass(frozen=True)
+class BalanceOptions:
+    """hbal's `AlgorithmOptions` that shape its search (CLI defaults of 3.0.2)."""
+
+    disk_moves: bool = True  # not --no-disk-moves
+    instance_moves: bool = True  # not --no-instance-moves
+    restricted_migration: bool = False  # --restricted-migration
+    ignore_soft_errors: bool = False  # --ignore-soft-errors
+    evac_mode: bool = False  # --evac-mode
+    min_gain: float = 0.01  # -g / --min-gain
+    min_gain_limit: float = 0.1  # --min-gain-limit
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One of hbal's moves (`IMove`): its kind and target node (None for a failover)."""
+
+    kind: MoveKind
+    target: str | None = None
+
+
+FAILOVER = Move(MoveKind.FAILOVER)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One step of a solution (htools' `Placement`), with where the instance was before it."""
+
+    instance: str
+    old_primary: str
+    old_secondary: str | None
+    primary: str
+    secondary: str | None
+    move: Move
+    score: float
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The group hbal balances: its nodes and instances in index order, the movable ones."""
+
+    group_uuid: str
+    nodes: tuple[str, ...]
+    instances: tuple[str, ...]
+    movable: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Table:
+    """`Cluster.Table`: the state, its group score, the placements so far (oldest first)."""
+
+    state: ClusterState
+    score: float
+    placements: tuple[Placement, ...] = ()
+
+
+# --- the group ---------------------------------------------------------------------------
+
+
+def split_instances(state: ClusterState) -> frozenset[str]:
+    """`findSplitInstances`: instances whose primary and secondary are in different groups."""
+    out = set()
+    for name, (p, s) in state.locations.items():
+        if s is not None and state.nodes[p].group_uuid != state.nodes[s].group_uuid:
+            out.add(name)
+    return frozenset(out)
+
+
+def movable_instances(
+    state: ClusterState,
+    selected: Iterable[str] = (),
+    excluded: Iterable[str] = (),
+) -> frozenset[str]:
+    """`Instance.movable` after loading: a movable template (`supportsMoves`), not excluded,
+    in the selection when there is one (`updateMovable`), not split (`disableSplitMoves`)."""
+    chosen = set(selected)
+    out = set(excluded)
+    split = split_instances(state)
+    return frozenset(
+        name
+        for name, d in state.demands.items()
+        if d.disk_template in MOVABLE_TEMPLATES
+        and name not in out
+        and (not chosen or name in chosen)
+        and name not in split
+    )
+
+
+def scope_of(state: ClusterState, group_uuid: str, movable: frozenset[str]) -> Scope:
+    """`splitCluster` for one group: its nodes, the instances whose primary is in it."""
+    nodes = tuple(n for n, st in state.nodes.items() if st.group_uuid == group_uuid)
+    inside = set(nodes)
+    order = {i.name: k for k, i in enumerate(state.cluster.instances)}
+    instances = tuple(
+        sorted(
+            (i for i, (p, _) in state.locations.items() if p in inside),
+            key=lambda i: order.get(i, len(order)),
+        )
+    )
+    return Scope(group_uuid, nodes, instances, frozenset(i for i in instances if i in movable))
+
+
+def group_score(state: ClusterState, scope: Scope) -> float:
+    """`Metrics.compCV` of the group's node list: the score hbal prints and minimises."""
+    return list_score([state.nodes[n] for n in scope.nodes])
+
+
+def optimal_score(state: ClusterState, scope: Scope) -> float:
+    """`Metrics.optimalCVScore`: 0.25 × (D/(T − max T) − D/T), D the peer reservations'
+    sum, T the nodes' total memory; 0 with fewer than two nodes or T − max T ≤ 0."""
+    nodes = [state.nodes[n] for n in scope.nodes]
+    if len(nodes) <= 1:
+        return 0.0
+    mems = [st.total_memory_mib for st in nodes]
+    total = 0.0
+    for m in mems:
+        total += m
+    one_less = total - max(mems)
+    if not one_less > 0:
+        return 0.0
+    drbd = float(sum(mem for st in nodes for _, mem in st.peers))
+    return RESERVED_MEM_RTOTAL_COEFF * (drbd / one_less - drbd / total)
+
+
+def initial_table(state: ClusterState, scope: Scope) -> Table:
+    return Table(state, group_score(state, scope))
+
+
+# --- the moves ---------------------------------------------------------------------------
+
+
+def possible_moves(
+    mirror: str,
+    use_secondary: bool,
+    instance_moves: bool,
+    disk_moves: bool,
+    restricted: bool,
+    primary_offline: bool,
+    target: str,
+) -> list[Move]:
+    """`possibleMoves`: the moves towards `target` for an instance of this mirror type."""
+    if mirror == MIRROR_EXTERNAL:
+        return [Move(MoveKind.FAILOVER_TO_ANY, target)] if instance_moves else []
+    if mirror != MIRROR_INTERNAL or not disk_moves:
+        return []
+    rs = Move(MoveKind.REPLACE_SECONDARY, target)
+    if not instance_moves:
+        return [rs]
+    if restricted and not primary_offline:
+        return [rs]
+    raf = Move(MoveKind.REPLACE_AND_FAILOVER, target)
+    if not use_secondary:
+        return [rs, raf]
+    far = Move(MoveKind.FAILOVER_AND_REPLACE, target)
+    if not restricted:
+        return [rs, raf, Move(MoveKind.REPLACE_PRIMARY, target), far]
+    return [rs, raf, far]
+
+
+def online_nodes(state: ClusterState, scope: Scope) -> list[str]:
+    """The group's online nodes in index order: every move's possible targets."""
+    return [n for n in scope.nodes if not state.nodes[n].offline]
+
+
+def instance_moves(
+    state: ClusterState,
+    scope: Scope,
+    instance: str,
+    options: BalanceOptions,
+    online: Sequence[str] | None = None,
+) -> list[Move]:
+    """Every move `checkInstanceMove` tries for the instance, in its order."""
+    if online is None:
+        online = online_nodes(state, scope)
+    p, s = state.locations[instance]
+    mirror = mirror_type(state.demands[instance].disk_template)
+    use_secondary = s is not None and s in online and options.instance_moves
+    out: list[Move] = []
+    if mirror == MIRROR_INTERNAL and use_secondary:
+        out.append(FAILOVER)
+    primary_offline = state.nodes[p].offline
+    for t in online:
+        if t == p or t == s:
+            continue
+        out += possible_moves(
+            mirror,
+            use_secondary,
+            options.instance_moves,
+            options.disk_moves,
+            options.restricted_migration,
+            primary_offline,
+            t,
+        )
+    return out
+
+
+def move_result(
+    nodes: Mapping[str, NodeState],
+    state: ClusterState,
+    instance: str,
+    move: Move,
+    force: bool,
+) -> MoveResult | FailMode:
+    """`applyMoveEx force` on the node states `nodes` (the changed nodes and new places)."""
+    p, s = state.locations[instance]
+    return apply_move(nodes, state.demands[instance], p, s, move.kind, move.target, force=force)
+
+
+def apply_step(
+    state: ClusterState, instance: str, move: Move, options: BalanceOptions
+) -> ClusterState | FailMode:
+    """One step as `checkSingleStep` makes it: the new state, or the failure that refuses
+    it (htools' add rules on the receiving nodes; the nodes given up are never checked)."""
+    return state.move(instance, move.kind, move.target, force=options.ignore_soft_errors)
+
+
+def _placed(state: ClusterState, instance: str, result: MoveResult) -> ClusterState:
+    locations = dict(state.locations)
+    locations[instance] = (result.primary, result.secondary)
+    return replace(state.with_nodes(result.nodes), locations=locations)
+
+
+# --- the search --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    instance: str
+    move: Move
+    result: MoveResult
+
+
+def _candidates(
+    options: BalanceOptions, scope: Scope, table: Table, victims: Sequence[str]
+) -> list[_Candidate]:
+    state = table.state
+    online = online_nodes(state, scope)
+    out = []
+    for name in victims:
+        for mv in instance_moves(state, scope, name, options, online):
+            result = move_result(state.nodes, state, name, mv, options.ignore_soft_errors)
+            if not isinstance(result, FailMode):
+                out.append(_Candidate(name, mv, result))
+    return out
+
+
+def _first_best(scores: ListScores, changes: list, current: float) -> tuple[int, float] | None:
+    """The candidate hbal's fold keeps (`compareTables`: a later table replaces the kept one
+    only when strictly lower; NaN never does), or None when none is below `current`."""
+    if not changes:
+        return None
+    est, bound = scores.estimate(changes)
+    if np.all(np.isfinite(est)) and np.all(np.isfinite(bound)):
+        lo, hi = est - bound, est + bound
+        top = min(float(hi.min()), current)
+        todo = np.flatnonzero(lo <= top)
+    else:
+        todo = np.arange(len(changes))
+    exact = scores.exact([changes[i] for i in todo])
+    best: tuple[int, float] | None = None
+    kept = current
+    for i, v in zip(todo.tolist(), exact.tolist(), strict=True):
+        if kept > v:
+            kept = v
+            best = (i, v)
+    return best
+
+
+def _best_table(
+    options: BalanceOptions,
+    scope: Scope,
+    table: Table,
+    victims: Sequence[str],
+    cache: RowCache | None = None,
+) -> Table:
+    cache = cache or RowCache()
+    cands = _candidates(options, scope, table, victims)
+    position = {n: k for k, n in enumerate(scope.nodes)}
+    scores = cache.scores(table.state.nodes, scope.nodes)
+    changes = []
+    for c in cands:
+        names = [n for n in c.result.nodes if n in position]
+        changes.append(
+            cache.change([position[n] for n in names], [c.result.nodes[n] for n in names])
+        )
+    best = _first_best(scores, changes, table.score)
+    if best is None:
+        return table
+    cand = cands[best[0]]
+    state = table.state
+    p, s = state.locations[cand.instance]
+    step = Placement(
+        cand.instance, p, s, cand.result.primary, cand.result.secondary, cand.move, best[1]
+    )
+    return Table(_placed(state, cand.instance, cand.result), best[1], (*table.placements, step))
+
+
+def check_instance_move(
+    options: BalanceOptions, scope: Scope, table: Table, instance: str
+) -> Table:
+    """`checkInstanceMove`: the best table after one move of `instance` (or `table`)."""
+    return _best_table(options, scope, table, [instance])
+
+
+def check_move(
+    options: BalanceOptions,
+    scope: Scope,
+    table: Table,
+    victims: Sequence[str],
+    cache: RowCache | None = None,
+) -> Table:
+    """`checkMove`: the best table after one move of any of `victims` (or `table`)."""
+    return _best_table(options, scope, table, victims, cache)
+
+
+def movable_now(options: BalanceOptions, scope: Scope, table: Table) -> list[str]:
+    """`tryBalance`'s `reloc_inst`: movable, auto-balanced instances (with --evac-mode, only
+    those using an offline group node), in index order."""
+    state = table.state
+    offline = {n for n in scope.nodes if state.nodes[n].offline}
+    out = []
+    for name in scope.instances:
+        if options.evac_mode:
+            p, s = state.locations[name]
+            if p not in offline and (s is None or s not in offline):
+                continue
+        if name in scope.movable and state.demands[name].auto_balance:
+            out.append(name)
+    return out
+
+
+def accepted(options: BalanceOptions, before: float, after: float) -> bool:
+    """`tryBalance`'s min-gain rule: lower, and either the score still above the limit or
+    the gain at least `min_gain`."""
+    return after < before and (
+        before > options.min_gain_limit or before - after >= options.min_gain
+    )
+
+
+def try_balance(
+    options: BalanceOptions, scope: Scope, table: Table, cache: RowCache | None = None
+) -> Table | None:
+    """`tryBalance`: one round, the best single move, if the min-gain rule accepts it."""
+    fin = check_move(options, scope, table, movable_now(options, scope, table), cache)
+    if len(fin.placements) == len(table.placements):
+        return None
+    return fin if accepted(options, table.score, fin.score) else None
+
+
+def do_next_balance(table: Table, max_rounds: int, min_score: float) -> bool:
+    """`doNextBalance`: rounds left (`-l`, negative: no limit) and the score above the stop."""
+    return (max_rounds < 0 or len(table.placements) < max_rounds) and table.score > min_score
+
+
+def iterate_depth(
+    options: BalanceOptions,
+    scope: Scope,
+    table: Table,
+    max_rounds: int,
+    min_score: float,
+) -> Table:
+    """`iterateDepth` without its printing: rounds until one is refused or the limits stop."""
+    cache = RowCache()
+    while do_next_balance(table, max_rounds, min_score):
+        nxt = try_balance(options, scope, table, cache)
+        if nxt is None:
+            break
+        table = nxt
+    return table
+
+
+def balance(
+    state: ClusterState,
+    scope: Scope,
+    options: BalanceOptions = BalanceOptions(),
+    max_rounds: int = -1,
+    min_score: float = 1e-9,
+) -> Table:
+    """hbal's whole search from `state`: its steps (`placements`) and final state. hbal stops
+    at `optimal_score + min_score` (-e, default 1e-9)."""
+    start = initial_table(state, scope)
+    return iterate_depth(options, scope, start, max_rounds, optimal_score(state, scope) + min_score)
+
+
+# --- what hbal prints (Cluster.hs printSolutionLine, computeMoves, splitJobs, formatCmds) ---
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Display names (`Node.alias`, `Instance.alias`: the common suffix stripped) and the
+    widths of hbal's step table (the longest alias of the group's nodes and instances)."""
+
+    suffix: str
+    node_width: int
+    instance_width: int
+
+    def alias(self, name: str) -> str:
+        return alias(name, self.suffix)
+
+
+def naming_of(state: ClusterState, scope: Scope) -> Naming:
+    suffix = cluster_suffix(state.cluster)
+    nodes = [len(alias(n, suffix)) for n in scope.nodes]
+    insts = [len(alias(read_name(i), suffix)) for i in scope.instances]
+    return Naming(suffix, max(nodes, default=0), max(insts, default=0))
+
+
+def is_running(status: str) -> bool:
+    """`Instance.isRunning`: running or ERROR_up (migrated live, else failed over)."""
+    return status in ("running", "ERROR_up")
+
+
+def move_text(move: Move, primary: str, secondary: str | None) -> str:
+    """`computeMoves`' first half: `f`, `fa:NODE`, `r:NODE`, `f r:NODE`, `r:NODE f`,
+    `f r:NODE f` with the new primary / secondary's alias."""
+    kind = move.kind
+    if kind is MoveKind.FAILOVER:
+        return "f"
+    if kind is MoveKind.FAILOVER_TO_ANY:
+        return f"fa:{primary}"
+    if kind is MoveKind.FAILOVER_AND_REPLACE:
+        return f"f r:{secondary}"
+    if kind is MoveKind.REPLACE_SECONDARY:
+        return f"r:{secondary}"
+    if kind is MoveKind.REPLACE_AND_FAILOVER:
+        return f"r:{primary} f"
+    return f"f r:{primary} f"
+
+
+def move_steps(move: Move, primary: str, secondary: str | None) -> list[Step]:
+    """`computeMoves`' second half as plan steps (model.operations): the migrations and
+    disk replacements, in order; the verb (migrate or failover) is the caller's."""
+    mig: Step = ("migrate", None)
+    kind = move.kind
+    if kind is MoveKind.FAILOVER:
+        return [mig]
+    if kind is MoveKind.FAILOVER_TO_ANY:
+        return [("migrate", primary)]
+    if kind is MoveKind.FAILOVER_AND_REPLACE:
+        return [mig, ("replace", secondary)]
+    if kind is MoveKind.REPLACE_SECONDARY:
+        return [("replace", secondary)]
+    if kind is MoveKind.REPLACE_AND_FAILOVER:
+        return [("replace", primary), mig]
+    return [mig, ("replace", primary), mig]
+
+
+def step_commands(state: ClusterState, plc: Placement, naming: Naming) -> list[str]:
+    """The gnt-instance commands of one step (without `gnt-instance`), as hbal prints them:
+    instance and node aliases, `migrate` for a running instance, else `failover`."""
+    verb = "migrate" if is_running(state.demands[plc.instance].status) else "failover"
+    p = naming.alias(plc.primary)
+    s = naming.alias(plc.secondary) if plc.secondary is not None else None
+    inam = naming.alias(read_name(plc.instance))
+    return [
+        command(inam, (verb if op == "migrate" else op, node))
+        for op, node in move_steps(plc.move, p, s)
+    ]
+
+
+def solution_line(plc: Placement, pos: int, naming: Naming) -> str:
+    """`printSolutionLine`: `  %3d. %-*s %-*s => %-*s %12.8f a=%s`, node pairs
+    `2 × width + 1` wide."""
+    pair = 2 * naming.node_width + 1
+    a = naming.alias
+
+    def where(p: str, s: str | None) -> str:
+        return a(p) if s is None else f"{a(p)}:{a(s)}"
+
+    s = naming.alias(plc.secondary) if plc.secondary is not None else None
+    return (
+        f"  {pos:3d}. {a(read_name(plc.instance)):<{naming.instance_width}} "
+        f"{where(plc.old_primary, plc.old_secondary):<{pair}} => "
+        f"{where(plc.primary, plc.secondary):<{pair}} "
+        f"{printf_fixed(plc.score, 8):>12} a={move_text(plc.move, a(plc.primary), s)}"
+    )
+
+
+def involved_nodes(plc: Placement) -> list[str]:
+    """`involvedNodes`: the new and the old nodes of a step, without repeats."""
+    out: list[str] = []
+    for n in (plc.primary, plc.secondary, plc.old_primary, plc.old_secondary):
+        if n is not None and n not in out:
+            out.append(n)
+    return out
+
+
+def split_jobs(placements: Sequence[Placement]) -> list[list[int]]:
+    """`splitJobs`: the steps (indices, oldest first) in job sets; walking newest first, a
+    step joins the set being built when its nodes are disjoint from the set's, else it starts
+    a new one. Sets come out in chronological order, their steps oldest first."""
+    sets: list[list[int]] = []
+    buffer: set[str] = set()
+    for k in reversed(range(len(placements))):
+        nodes = set(involved_nodes(placements[k]))
+        if sets and not nodes & buffer:
+            sets[0].insert(0, k)
+            buffer |= nodes
+        else:
+            sets.insert(0, [k])
+            buffer = nodes
+    return sets
+
+
+def format_cmds(job_sets: Sequence[Sequence[Sequence[str]]]) -> str:
+    """`formatCmds`: per job set a blank line and `echo jobset N, M jobs`, per job `  echo
+    job N/K`, `  check` and its `  gnt-instance ...` lines (each job: its commands)."""
+    lines: list[str] = []
+    for jsn, js in enumerate(job_sets, 1):
+        for sn, cmds in enumerate(js, 1):
+            if sn == 1:
+                lines += ["", f"echo jobset {jsn}, {len(js)} jobs"]
+            lines += [f"  echo job {jsn}/{sn}", "  check"]
+            lines += [f"  gnt-instance {c}" for c in cmds]
+    return "".join(line + "\n" for line in lines)
+
+
+__all__ = [
+    "BalanceOptions",
+    "FAILOVER",
+    "Naming",
+    "format_cmds",
+    "involved_nodes",
+    "is_running",
+    "move_steps",
+    "move_text",
+    "naming_of",
+    "solution_line",
+    "split_jobs",
+    "step_commands",
+    "Move",
+    "Placement",
+    "Scope",
+    "Table",
+    "accepted",
+    "apply_step",
+    "balance",
+    "check_instance_move",
+    "check_move",
+    "do_next_balance",
+    "group_score",
+    "initial_table",
+    "instance_moves",
+    "iterate_depth",
+    "movable_instances",
+    "movable_now",
+    "move_result",
+    "online_nodes",
+    "optimal_score",
+    "possible_moves",
+    "scope_of",
+    "split_instances",
+    "try_balance",
+]

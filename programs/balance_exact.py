@@ -1,0 +1,231 @@
+"""`exalloc balance` without `--greedy`: the least group score within K of hbal's steps, or
+with `--fewest-moves` the fewest steps to a score no worse than hbal's (docs/balance.md).
+
+programs/balance.py owns the command line (hbal's options) and reads the cluster; this module
+adds the exact mode's options and answers: parse -> solvers.strategies.balance.answer ->
+model.check.check_balance (an answer failing it is refused) -> hbal's step table and `-C`
+job sets for the exact steps, the proof on the last line, `--json` as issue 37 states it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from model.balance import BalanceProblem, Step
+    from model.cluster import Cluster
+    from solvers.strategies.balance import BalanceAnswer
+
+
+def add_exact_arguments(p: argparse.ArgumentParser) -> None:
+    """The exact mode's own options (hbal's are programs/balance.py's) and the solver's."""
+    from programs.options import solver_options
+
+    exact = p.add_argument_group("exact balancing")
+    exact.add_argument(
+        "--fewest-moves",
+        dest="fewest_moves",
+        action="store_true",
+        help="the fewest steps reaching a score no worse than hbal's (or --target-score)",
+    )
+    exact.add_argument(
+        "--target-score",
+        dest="target_score",
+        type=float,
+        metavar="SCORE",
+        help="with --fewest-moves: the score to reach instead of hbal's",
+    )
+    exact.add_argument(
+        "--compare",
+        action="store_true",
+        help="run the real hbal -l K beside it (its port when Ganeti is not installed)",
+    )
+    solver_options(p)
+
+
+@dataclass(frozen=True)
+class ExactReport:
+    stdout: str
+    stderr: str = ""
+    exit_code: int = 0
+    json: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return self.stdout
+
+    def to_json(self) -> dict[str, Any]:
+        return self.json
+
+
+def _group(cluster: Cluster, name: str | None) -> str | None:
+    """The group hbal balances: -G's, or the only one (None: several and no -G)."""
+    if name is not None:
+        return cluster.group(name).uuid
+    return cluster.groups[0].uuid if len(cluster.groups) == 1 else None
+
+
+def _placements(problem: BalanceProblem, steps: tuple[Step, ...]) -> list:
+    """hbal's `Placement` of each step (model/htools/hbal.py), replayed from the start."""
+    from model.htools.hbal import Move, Placement
+    from model.score import cluster_score
+
+    state = problem.state
+    out = []
+    for st in steps:
+        p, s = state.locations[st.instance]
+        after = state.move(st.instance, st.kind, st.target, force=problem.rules.ignore_soft_errors)
+        assert not isinstance(after, str), "checked by check_balance"
+        np_, ns = after.locations[st.instance]
+        score = cluster_score(after, problem.group_uuid)
+        out.append(Placement(st.instance, p, s, np_, ns, Move(st.kind, st.target), score))
+        state = after
+    return out
+
+
+def _real_hbal(args: argparse.Namespace, k: int) -> dict[str, Any]:
+    """--compare: the real hbal -l K on the same text file, its final score and length (the
+    port's answer stands in where hbal or a text file is missing, and says so)."""
+    hbal = shutil.which("hbal")
+    if hbal is None or getattr(args, "text_data", None) is None:
+        return {"source": "port (the real hbal needs -t and Ganeti's htools)"}
+    command = [hbal, "-t", args.text_data, "-l", str(k)]
+    if args.group:
+        command += ["-G", args.group]
+    for flag, on in (
+        ("--no-disk-moves", not args.disk_moves),
+        ("--no-instance-moves", not args.instance_moves),
+        ("--restricted-migration", args.restricted_migration),
+        ("--evac-mode", args.evac_mode),
+        ("--ignore-soft-errors", args.ignore_soft_errors),
+    ):
+        if on:
+            command.append(flag)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
+    from model.balance import steps_from_hbal
+
+    steps = steps_from_hbal(run.stdout)
+    data: dict[str, Any] = {"source": "hbal", "exit_code": run.returncode, "length": len(steps)}
+    for line in run.stdout.splitlines():
+        if line.startswith("Cluster score improved from"):
+            data["score_after"] = float(line.split()[-1])
+    return data
+
+
+def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
+    """The exact answer for the group, checked, in hbal's format."""
+    from model.balance import BalanceProblem, BalanceRules
+    from model.check import check_balance
+    from model.errors import CheckFailedError
+    from model.htools.hbal import (
+        format_cmds,
+        movable_instances,
+        naming_of,
+        scope_of,
+        solution_line,
+        split_jobs,
+        step_commands,
+    )
+    from model.state import node_states
+    from solvers.strategies.balance import answer
+
+    uuid = _group(cluster, args.group)
+    if uuid is None:
+        names = ", ".join(g.name for g in cluster.groups)
+        text = f"Found multiple node groups: [{names}]\nError: Aborting.\n"
+        return ExactReport("", text, 1, {"error": "Found multiple node groups"})
+    state = node_states(cluster)
+    rules = BalanceRules(
+        no_disk_moves=not args.disk_moves,
+        no_instance_moves=not args.instance_moves,
+        restricted_migration=args.restricted_migration,
+        evac_mode=args.evac_mode,
+        ignore_soft_errors=args.ignore_soft_errors,
+        select_instances=frozenset(args.select_instances) or None,
+        exclude_instances=frozenset(args.exclude_instances),
+    )
+    problem = BalanceProblem(state, uuid, 0, rules)
+    max_steps = None if args.max_length < 0 else args.max_length
+    ans, greedy = answer(
+        problem,
+        max_steps=max_steps,
+        options=args.solver_options,
+        fewest=args.fewest_moves,
+        target_score=args.target_score,
+    )
+    k = len(greedy) if max_steps is None else max_steps
+    problem = BalanceProblem(state, uuid, k, rules)
+    report = check_balance(problem, ans.steps)
+    if report.violations:
+        raise CheckFailedError(
+            "balance: the answer fails the checker: " + "; ".join(str(v) for v in report.violations)
+        )
+    placements = _placements(problem, ans.steps)
+    pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(state, uuid, pool)
+    naming = naming_of(state, scope)
+    group_name = next(g.name for g in cluster.groups if g.uuid == uuid)
+    lines = [
+        f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances",
+        f"Selected node group: {group_name}",
+        f"Initial score: {ans.score_before:.8f}",
+        "Trying to minimize the CV...",
+    ]
+    lines += [solution_line(plc, pos, naming) for pos, plc in enumerate(placements, 1)]
+    if placements:
+        lines.append(f"Cluster score improved from {ans.score_before:.8f} to {ans.score:.8f}")
+    else:
+        lines.append("No solution found")
+    lines.append(f"Solution length={len(placements)}")
+    job_sets = split_jobs(placements)
+    if args.print_commands is not None and placements:
+        cmds = [[step_commands(state, placements[k], naming) for k in js] for js in job_sets]
+        if args.first_job_group:
+            cmds = cmds[:1]
+        lines.append("Commands to run to reach the above solution:")
+        lines.append(format_cmds(cmds).rstrip("\n"))
+    objective = "steps" if ans.objective == "steps" else "score"
+    proof = (
+        f"exact ({objective}, K={k}): {ans.status}"
+        + ("" if ans.bound is None else f", bound {ans.bound:.8f}")
+        + ("" if ans.gap is None else f", gap {100 * ans.gap:.4f}%")
+        + f"; build {ans.build_s:.2f} s, solve {ans.solve_s:.2f} s"
+        + f"; hbal's port: {len(greedy)} step(s)"
+    )
+    notes = "".join(f"note: {n}\n" for n in ans.notes)
+    data = _json(ans, placements, job_sets, k)
+    if args.compare:
+        data["hbal"] = _real_hbal(args, k)
+    return ExactReport("\n".join(lines) + "\n", notes + proof + "\n", 0, data)
+
+
+def _json(ans: BalanceAnswer, placements: list, job_sets: list, k: int) -> dict[str, Any]:
+    """issue 37's shape: score_before, score_after, bound, gap, status, steps, jobsets."""
+    from model.htools.hbal import move_text
+
+    return {
+        "score_before": ans.score_before,
+        "score_after": ans.score,
+        "bound": ans.bound,
+        "gap": ans.gap,
+        "status": ans.status,
+        "objective": ans.objective,
+        "max_steps": k,
+        "build_s": ans.build_s,
+        "solve_s": ans.solve_s,
+        "notes": list(ans.notes),
+        "steps": [
+            {
+                "instance": p.instance,
+                "from": [p.old_primary, p.old_secondary],
+                "to": [p.primary, p.secondary],
+                "move": move_text(p.move, p.primary, p.secondary),
+                "score": p.score,
+            }
+            for p in placements
+        ],
+        "jobsets": [[placements[i].instance for i in js] for js in job_sets],
+    }

@@ -1,0 +1,340 @@
+"""`exalloc balance` solved: the least group score within K of hbal's steps, or the fewest
+steps to a target score (docs/balance.md, formulations/balance.py).
+
+1. hbal's own answer (the port, model/htools/) is the start: its steps are replayed by the
+   checker and it is the answer to beat; its final state gets tangent planes first.
+2. Rounds: solve the model; read each instance's final; find an order of the fewest-step
+   paths in which every step passes hbal's checks (`model.balance.order_steps`); a set of
+   finals with no order is cut off and the model solved again; an (x,y) final whose pair the
+   reserve does not sum exactly is summed and the model built again; otherwise the checker
+   replays the steps (`model.check.check_balance`) and scores the result, planes are added
+   at that state, and the round's dual bound is a lower bound of the least score (each
+   round's model is a relaxation).
+3. Stop when the best true score meets the bound (`optimal`), or at the time limit
+   (`feasible`, with the bound and gap). Build and solve times are kept apart.
+
+Every answer returned passed `check_balance`; its score is the checker's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from formulations import balance as form
+from model.balance import BalanceData, BalanceProblem, Step, _sd_values, balance_data, order_steps
+from model.check import check_balance
+from model.errors import CheckFailedError
+from model.state import ClusterState
+from solvers import Status, Stopwatch
+from solvers.lexicographic import open_session
+from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+#: Seconds per model variable to build the model and copy it into HiGHS (measured on
+#: benchmarks/bench_balance.py's 40-node groups, 84,000 variables in 10-25 s on a loaded
+#: 2-core machine), and the share of the time limit the build may take
+MODEL_SECONDS_PER_VARIABLE = 2e-4
+MODEL_SHARE = 0.5
+#: Share of the time limit hbal's port may go on beyond K steps, for planes where it ends
+MORE_SHARE = 0.1
+#: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
+SCORE_GAP = 1e-6
+MAX_ROUNDS = 500
+
+
+@dataclass(frozen=True)
+class BalanceAnswer:
+    """The steps found and what is proven about them."""
+
+    steps: tuple[Step, ...]
+    score_before: float
+    score: float  # the checker's, after the steps
+    scores: tuple[float, ...]  # after each step
+    bound: float | None  # lower bound of the objective (score, or steps with fewest)
+    status: str
+    rounds: int = 0
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    cuts: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    objective: str = "score"  # or "steps" (--fewest-moves)
+
+    @property
+    def value(self) -> float:
+        return float(len(self.steps)) if self.objective == "steps" else self.score
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound is None:
+            return None
+        return max(0.0, self.value - self.bound) / max(abs(self.value), 1.0)
+
+
+def _point(state: ClusterState, data: BalanceData) -> tuple[list[list[float]], list[float]]:
+    """Each spread metric's node values and p_rem at a state (where the planes touch)."""
+    rows = [_sd_values(state.nodes[n.name]) for n in data.nodes]
+    values = [list(col) for col in zip(*rows, strict=True)] if rows else []
+    rem = [state.nodes[n.name].p_rem for n in data.nodes]
+    return values, rem
+
+
+def _replayed(problem: BalanceProblem, steps: Sequence[Step]) -> ClusterState:
+    state = problem.state
+    for st in steps:
+        after = state.move(st.instance, st.kind, st.target, force=problem.rules.ignore_soft_errors)
+        assert not isinstance(after, str), "checked before"
+        state = after  # type: ignore[assignment]
+    return state
+
+
+def _checked(problem: BalanceProblem, steps: Sequence[Step]) -> tuple[float, tuple[float, ...]]:
+    report = check_balance(problem, steps)
+    if report.violations:
+        raise CheckFailedError(
+            "balance: the steps fail the checker: " + "; ".join(str(v) for v in report.violations)
+        )
+    return report.objectives["score"], report.objectives["scores"]
+
+
+def balance(
+    problem: BalanceProblem,
+    start: Sequence[Step] = (),
+    *,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    fewest_to: float | None = None,
+    extra_points: Sequence[ClusterState] = (),
+) -> BalanceAnswer:
+    """The least score within `problem.max_steps` steps (or, with `fewest_to`, the fewest
+    steps reaching a score no worse than it), never worse than `start` (hbal's steps)."""
+    began = time.perf_counter()
+    deadline = None if options.time_limit is None else began + options.time_limit
+    start = tuple(start)
+    before = check_balance(problem, ()).objectives["score"]
+    best_steps: tuple[Step, ...] = ()
+    best_score, best_scores = before, ()
+    if start:
+        best_score, best_scores = _checked(problem, start)
+        best_steps = start
+    objective = "score" if fewest_to is None else "steps"
+    if fewest_to is not None and not start and before > fewest_to + 1e-12:
+        best_steps, best_score = (), before  # no known plan reaches the target yet
+    reached = fewest_to is None or best_score <= fewest_to + 1e-12
+
+    def answer(status: str, bound: float | None, **kw: object) -> BalanceAnswer:
+        return BalanceAnswer(best_steps, before, best_score, tuple(best_scores), bound, status,
+                             objective=objective, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    with Stopwatch() as sw:
+        data = balance_data(problem)
+    if data.unmodelled:
+        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=data.unmodelled)
+    if not data.instances or problem.max_steps < 1:
+        bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
+        return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
+                      notes=("nothing hbal may move",) if not data.instances else ())  # fmt: skip
+    size = model_size(data)
+    if deadline is not None and size * MODEL_SECONDS_PER_VARIABLE > MODEL_SHARE * (
+        deadline - time.perf_counter()
+    ):
+        why = (
+            f"no time for the model: about {size} variables would take about "
+            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
+            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, without a bound"
+        )
+        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=(why,))
+    spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
+    # planes at the group now, after each prefix of the start's steps, and where hbal's
+    # search goes on to (`extra_points`: a well spread point, whose planes bound the spreads
+    # of balanced plans more tightly than the planes now)
+    points = [_point(problem.state, data)]
+    for k in range(1, len(start) + 1):
+        points.append(_point(_replayed(problem, start[:k]), data))
+    points += [_point(st, data) for st in extra_points]
+    rounds = cuts = 0
+    solve_s = 0.0
+    bound: float | None = None
+    notes: list[str] = []
+    seen: set[tuple] = set()
+
+    def left() -> float | None:
+        return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+
+    def target_met(score: float) -> bool:
+        return fewest_to is None or score <= fewest_to + 1e-12
+
+    def better(steps: tuple[Step, ...], score: float) -> bool:
+        if not target_met(score):
+            return False
+        if fewest_to is None:
+            return score < best_score - 1e-12
+        return not reached or len(steps) < len(best_steps)
+
+    def finals_of(steps: Sequence[Step]) -> dict[str, tuple[str, str | None]]:
+        after = _replayed(problem, steps)
+        return {i.name: after.locations[i.name] for i in data.instances}
+
+    best_plan = finals_of(best_steps) if reached else None
+    while rounds < MAX_ROUNDS:
+        with sw:
+            m = form.build(data, spec)
+            session = open_session(
+                options.solver, m, options.gap, options.threads, 0, presolve=False
+            )
+            obj = form.objectives(m, spec)[0]
+            session.set_objective(obj.expr, obj.sense)
+            for values, rem in points:
+                for row in form.tangent_rows(m, values, rem):
+                    session.add_bound(*row)
+        if hasattr(session, "solve_with_fixed") and best_plan is not None:
+            # the best plan known, completed by the solver into the first incumbent
+            fixed = form.load_plan(m, data, best_plan)
+            res = session.solve_with_fixed(fixed, time_limit=left())
+            solve_s += res.solve_s
+        rebuild = False
+        while rounds < MAX_ROUNDS:
+            limit = left()
+            if limit is not None and limit <= 0.05:
+                break
+            rounds += 1
+            res = session.solve(time_limit=limit, build_s=sw.seconds)
+            solve_s += res.solve_s
+            if res.bound is not None and (bound is None or res.bound > bound):
+                bound = res.bound
+            if not res.has_solution:
+                if res.status == Status.INFEASIBLE:
+                    # nothing the model holds is left: the best known is proven
+                    bound = best_score if fewest_to is None else float(len(best_steps))
+                break
+            opened = form.open_xy(m, data)
+            if opened:
+                spec = replace(spec, exact_pairs=spec.exact_pairs | frozenset(opened))
+                rebuild = True
+                break
+            finals = form.solution(m, data)
+            key = tuple(sorted(finals.items()))
+            steps = order_steps(problem, finals)
+            if steps is None:
+                cut = tuple(
+                    (n, p, s) for n, (p, s) in sorted(finals.items())
+                    if (p, s) != problem.state.locations[n][:2]
+                )  # fmt: skip
+                spec = replace(spec, cuts=(*spec.cuts, cut))
+                cuts += 1
+                m_cut = sum(form.final_indicator(m, data, *c) for c in cut)
+                session.add_bound(m_cut, None, len(cut) - 1)
+                continue
+            steps_t = tuple(steps)
+            score, scores = _checked(problem, steps_t)
+            if better(steps_t, score):
+                best_steps, best_score, best_scores = steps_t, score, scores
+                best_plan = dict(finals)
+                reached = True
+            value = best_score if fewest_to is None else float(len(best_steps))
+            if reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1):
+                break
+            if key in seen and res.status == Status.OPTIMAL:
+                # the planes at this solution are in: it is the relaxation's optimum again
+                notes.append("a solution repeated with its planes in (float tolerance)")
+                break
+            seen.add(key)
+            point = _point(_replayed(problem, steps_t), data)
+            points.append(point)
+            for row in form.tangent_rows(m, *point):
+                session.add_bound(*row)
+        session.close()
+        value = best_score if fewest_to is None else float(len(best_steps))
+        done = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
+        if not rebuild or done or (left() is not None and left() <= 0.05):
+            break
+    value = best_score if fewest_to is None else float(len(best_steps))
+    if cuts:
+        notes.append(
+            f"{cuts} set(s) of finals cut off: no order of their fewest-step paths passes "
+            "hbal's checks (the bound holds among plans whose instances take their fewest steps)"
+        )
+    proven = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    if not reached:
+        notes.append("no plan found reaching the target score")
+    return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
+                  cuts=cuts, notes=tuple(notes))  # fmt: skip
+
+
+def model_size(data: BalanceData) -> int:
+    """About how many variables formulations/balance.py makes: per instance four per
+    candidate node and role (the one-step classes, the (x,y) nodes, X and Y), per node the
+    spreads' values, the reserve's choices and the N+1 flags."""
+    per_instance = sum(4 * (len(i.primaries) + len(i.secondaries)) + 4 for i in data.instances)
+    n = len(data.nodes)
+    return per_instance + n * (n + 20)
+
+
+def hbal_start(
+    problem: BalanceProblem, max_rounds: int, *, more_until: float | None = None
+) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    """hbal's own answer (its port, model/htools/hbal.py, with hbal's min-gain rules): at most
+    `max_rounds` steps (negative: as many as hbal takes), and, until the perf_counter time
+    `more_until`, the steps hbal would take after those (hbal's rounds do not depend on -l:
+    its first K steps are `hbal -l K`'s answer)."""
+    from model.htools.hbal import (
+        do_next_balance,
+        initial_table,
+        movable_instances,
+        optimal_score,
+        scope_of,
+        try_balance,
+    )
+    from model.htools.metrics import RowCache
+
+    rules = problem.rules
+    pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(problem.state, problem.group_uuid, pool)
+    options = rules.search()
+    stop = optimal_score(problem.state, scope) + 1e-9
+    table = initial_table(problem.state, scope)
+    cache = RowCache()
+    answer_len = None
+    while do_next_balance(table, -1, stop):
+        if max_rounds >= 0 and len(table.placements) >= max_rounds:
+            if answer_len is None:
+                answer_len = len(table.placements)
+            if more_until is None or time.perf_counter() > more_until:
+                break
+        nxt = try_balance(options, scope, table, cache)
+        if nxt is None:
+            break
+        table = nxt
+    steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+    k = len(steps) if answer_len is None else answer_len
+    return steps[:k], steps
+
+
+def answer(
+    problem: BalanceProblem,
+    *,
+    max_steps: int | None,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    fewest: bool = False,
+    target_score: float | None = None,
+) -> tuple[BalanceAnswer, tuple[Step, ...]]:
+    """`exalloc balance`'s exact answer and hbal's (the port's) steps: K = `max_steps`, or
+    the length of hbal's answer; with `fewest`, the fewest steps to a score no worse than
+    hbal's (or `target_score`)."""
+    began = time.perf_counter()
+    more = None if options.time_limit is None else began + MORE_SHARE * options.time_limit
+    greedy, further = hbal_start(problem, -1 if max_steps is None else max_steps, more_until=more)
+    k = len(greedy) if max_steps is None else max_steps
+    problem = replace(problem, max_steps=k)
+    points = []
+    if further[len(greedy) :]:  # planes where hbal's search goes on to
+        points.append(_replayed(replace(problem, max_steps=len(further)), further))
+    if options.time_limit is not None:
+        options = options.within(max(options.time_limit - (time.perf_counter() - began), 0.1))
+    target = None
+    if fewest:
+        target = target_score
+        if target is None:
+            target = check_balance(problem, greedy).objectives["score"]
+    ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    return ans, greedy

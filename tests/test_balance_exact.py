@@ -1,0 +1,307 @@
+"""exalloc balance's exact half (model/balance.py, formulations/balance.py,
+solvers/strategies/balance.py): against every single move and every pair of moves enumerated
+here (independently of the formulation: every hbal move kind onto every online node of the
+group, each applied with htools' own applyMoveEx), and against the real hbal."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from model.backends.iallocator import parse_request
+from model.backends.text import dump_text
+from model.balance import (
+    CLASSES,
+    STAY,
+    XY,
+    BalanceProblem,
+    BalanceRules,
+    Step,
+    class_of,
+    class_paths,
+    concrete_paths,
+    order_steps,
+)
+from model.check import check_balance
+from model.resources import FailMode, MoveKind
+from model.score import cluster_score
+from model.state import ClusterState, node_states
+from solvers.options import SolverOptions
+from solvers.strategies.balance import answer, balance
+from tests import htools_gen as gen
+
+DRBD_KINDS = (
+    MoveKind.REPLACE_SECONDARY,
+    MoveKind.REPLACE_AND_FAILOVER,
+    MoveKind.REPLACE_PRIMARY,
+    MoveKind.FAILOVER_AND_REPLACE,
+)
+
+
+def _cluster(seed: int, nodes: int) -> tuple[ClusterState, str]:
+    data = gen.heterogeneous(seed, nodes)
+    req = gen.allocate(random.Random(seed), data, "drbd")
+    cluster = parse_request(gen.dumps(req), "generated").cluster
+    return node_states(cluster), cluster.groups[0].uuid
+
+
+def _moves(problem: BalanceProblem, state: ClusterState):  # noqa: ANN202
+    """Every move hbal makes from `state` with its default flags (the spec's table:
+    ../shared/specs/hspace-hbal.md §2 Moves), applied with htools' rules: a failover when
+    the secondary is online, the four replacements onto every other online node, and
+    `fa` for externally mirrored instances. Written out here, not taken from model/balance."""
+    online = [n for n in problem.group_nodes if not state.nodes[n].offline]
+    for name in problem.movable:
+        p, s = state.locations[name]
+        if state.demands[name].disk_template != "drbd":
+            kinds = [(MoveKind.FAILOVER_TO_ANY, t) for t in online if t != p]
+        else:
+            kinds = [(MoveKind.FAILOVER, None)] if not state.nodes[s].offline else []
+            kinds += [(k, t) for k in DRBD_KINDS for t in online if t not in (p, s)]
+        for kind, t in kinds:
+            after = state.move(name, kind, t)
+            if not isinstance(after, FailMode):
+                yield Step(name, kind, t), after
+
+
+def _brute(problem: BalanceProblem, depth: int) -> float:
+    best = cluster_score(problem.state, problem.group_uuid)
+
+    def go(state: ClusterState, left: int) -> None:
+        nonlocal best
+        for _, after in _moves(problem, state):
+            best = min(best, cluster_score(after, problem.group_uuid))
+            if left > 1:
+                go(after, left - 1)
+
+    go(problem.state, depth)
+    return best
+
+
+def _selected(state: ClusterState, group: str, k: int, count: int, seed: int) -> BalanceProblem:
+    every = BalanceProblem(state, group, k)
+    chosen = random.Random(seed).sample(every.movable, min(count, len(every.movable)))
+    return BalanceProblem(state, group, k, BalanceRules(select_instances=frozenset(chosen)))
+
+
+def test_fewest_steps_follow_hbals_move_table() -> None:
+    """(s,p), (p,x), (x,p), (x,s), (s,x) take one step, (x,y) two (the spec's table); with
+    --no-disk-moves only the failover is left; --no-instance-moves leaves (p,x) alone."""
+    plain = class_paths(False, False, BalanceRules(), 2)
+    assert {c: len(p[0]) for c, p in plain.items()} == {
+        "stay": 0, "swap": 1, "px": 1, "sx": 1, "xp": 1, "xs": 1, "xy": 2,
+    }  # fmt: skip
+    assert set(class_paths(False, False, BalanceRules(no_disk_moves=True), 3)) == {STAY, "swap"}
+    assert set(class_paths(False, False, BalanceRules(no_instance_moves=True), 3)) == {STAY, "px"}
+    # a secondary offline: no failover; (x,s) and (s,x) need the offline node as a primary
+    assert "swap" not in class_paths(False, True, BalanceRules(), 3)
+    assert set(CLASSES) >= set(plain)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_every_fewest_path_lands_on_its_final(seed: int) -> None:
+    """Each class's paths, named for real nodes and replayed with applyMoveEx's bookkeeping
+    (unchecked: force), end on the final they are the paths of."""
+    state, group = _cluster(seed, 5)
+    problem = BalanceProblem(state, group, 2)
+    drbd = [n for n in problem.movable if state.demands[n].disk_template == "drbd"]
+    name = drbd[0]
+    p, s = state.locations[name]
+    others = [n for n in problem.online if n not in (p, s)]
+    x, y = others[:2]
+    for final in [(s, p), (p, x), (s, x), (x, p), (x, s), (x, y)]:
+        paths = concrete_paths((p, s), final, problem.classes(name)[class_of((p, s), final)])
+        assert paths
+        for path in paths:
+            st = state
+            for kind, target in path:
+                st = st.move(name, kind, target, force=True)
+                assert not isinstance(st, FailMode)
+            assert st.locations[name] == final
+    assert class_of((p, s), (x, y)) == XY
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4])
+def test_one_step_is_the_best_single_move(seed: int) -> None:
+    """K = 1: the least score over every single move hbal could make (hbal tries them all)."""
+    state, group = _cluster(seed, 5)
+    problem = BalanceProblem(state, group, 1)
+    ans = balance(problem, options=SolverOptions(time_limit=60))
+    assert ans.status == "optimal"
+    assert ans.score == pytest.approx(_brute(problem, 1), abs=1e-9)
+    assert len(ans.steps) <= 1
+    assert not check_balance(problem, ans.steps).violations
+
+
+@pytest.mark.parametrize("seed", [2, 3, 5, 6])
+def test_two_steps_against_every_pair_of_moves(seed: int) -> None:
+    """K = 2 on five instances of a small group: the least score over every sequence of two
+    moves (each checked on the state it meets)."""
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 2, 5, seed)
+    ans = balance(problem, options=SolverOptions(time_limit=60))
+    assert ans.status == "optimal"
+    assert ans.score == pytest.approx(_brute(problem, 2), abs=1e-9)
+    assert ans.bound is not None and ans.bound <= ans.score + 1e-6
+    report = check_balance(problem, ans.steps)
+    assert not report.violations
+    assert report.objectives["score"] == ans.score
+
+
+def test_checker_refuses_what_hbal_would_not_do() -> None:
+    state, group = _cluster(1, 5)
+    problem = BalanceProblem(state, group, 1)
+    name = next(n for n in problem.movable if state.demands[n].disk_template == "drbd")
+    p, s = state.locations[name]
+    other = next(n for n in problem.online if n not in (p, s))
+    too_many = [Step(name, MoveKind.FAILOVER, None), Step(name, MoveKind.FAILOVER, None)]
+    assert any(v.kind == "steps" for v in check_balance(problem, too_many).violations)
+    onto_own = [Step(name, MoveKind.REPLACE_SECONDARY, p)]
+    assert check_balance(problem, onto_own).violations
+    restricted = BalanceProblem(state, group, 1, BalanceRules(no_disk_moves=True))
+    moving_disks = [Step(name, MoveKind.REPLACE_SECONDARY, other)]
+    assert check_balance(restricted, moving_disks).violations
+    excluded = BalanceProblem(state, group, 1, BalanceRules(exclude_instances=frozenset({name})))
+    failover = [Step(name, MoveKind.FAILOVER, None)]
+    assert any(v.kind == "not_movable" for v in check_balance(excluded, failover).violations)
+
+
+def test_an_order_is_found_or_none() -> None:
+    """order_steps returns steps the checker passes, ending where it was asked to."""
+    state, group = _cluster(3, 5)
+    problem = BalanceProblem(state, group, 4)
+    names = [n for n in problem.movable if state.demands[n].disk_template == "drbd"][:2]
+    finals = {}
+    for name in names:
+        p, s = state.locations[name]
+        finals[name] = (s, p)
+    steps = order_steps(problem, finals)
+    if steps is not None:
+        assert not check_balance(problem, steps).violations
+        after = state
+        for st in steps:
+            after = after.move(st.instance, st.kind, st.target)
+        assert all(after.locations[n] == finals[n] for n in names)
+
+
+def _real_hbal(hbal: Path, path: Path, steps: int, selected: frozenset[str]) -> float:
+    out = subprocess.run(
+        [str(hbal), "-t", str(path), "-l", str(steps), "--select-instances", ",".join(selected)],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = re.search(r"Cluster score improved from \S+ to (\S+)", out)
+    if found:
+        return float(found.group(1))
+    return float(re.search(r"Initial score: (\S+)", out).group(1))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("seed", "steps"), [(2, 2), (3, 3), (7, 3)])
+def test_never_worse_than_the_real_hbal(ganeti, tmp_path: Path, seed: int, steps: int) -> None:  # noqa: ANN001
+    """hbal -l K --select-instances on eight instances of a generated group."""
+    state, group = _cluster(seed, 5)
+    path = tmp_path / "cluster.data"
+    path.write_text(dump_text(state.cluster))
+    problem = _selected(state, group, steps, 8, seed)
+    selected = problem.rules.select_instances
+    assert selected is not None
+    hbal_score = _real_hbal(ganeti.hbal, path, steps, selected)
+    ans = balance(problem, options=SolverOptions(time_limit=60))
+    assert not check_balance(problem, ans.steps).violations
+    assert ans.score <= hbal_score + 1e-8  # hbal prints 8 decimals
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_fewest_moves_never_longer_than_hbal(seed: int) -> None:
+    """--fewest-moves: hbal's port's score reached in at most its number of steps; the count
+    is proven (its bound equals it) and no shorter sequence of hbal's moves reaches it."""
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 0, 4, seed)
+    ans, greedy = answer(problem, max_steps=None, options=SolverOptions(time_limit=60), fewest=True)
+    target = check_balance(replace(problem, max_steps=len(greedy)), greedy).objectives["score"]
+    assert len(ans.steps) <= len(greedy)
+    assert ans.score <= target + 1e-12
+    assert ans.status == "optimal" and ans.bound == pytest.approx(len(ans.steps))
+    if 1 <= len(ans.steps) <= 3:  # one step fewer never reaches the target (all tried)
+        shorter = replace(problem, max_steps=len(ans.steps) - 1)
+        assert _brute(shorter, len(ans.steps) - 1) > target + 1e-12
+
+
+def test_the_program_prints_hbals_table_for_checked_steps() -> None:
+    """programs/balance_exact.py: hbal's step lines and final score for the exact steps, the
+    proof on stderr, --json in issue 37's shape."""
+    import argparse
+
+    from programs.balance_exact import add_exact_arguments, run_exact
+    from programs.options import settle_solver_options
+
+    state, group = _cluster(3, 5)
+    p = argparse.ArgumentParser()
+    add_exact_arguments(p)
+    args = p.parse_args(["--time-limit", "60"])
+    settle_solver_options(args)
+    hbal_flags = dict(
+        group=None, disk_moves=True, instance_moves=True, restricted_migration=False,
+        evac_mode=False, ignore_soft_errors=False, select_instances=(), exclude_instances=(),
+        max_length=1, print_commands="", first_job_group=False, text_data=None,
+    )  # fmt: skip
+    for key, value in hbal_flags.items():
+        setattr(args, key, value)
+    report = run_exact(args, state.cluster)
+    lines = report.stdout.splitlines()
+    assert "Solution length=1" in lines
+    assert re.match(r"\s+1\. \S+ +\S+ +=> +\S+ +\d+\.\d{8} a=", lines[4])
+    assert "exact (score, K=1): optimal" in report.stderr
+    data = report.to_json()
+    assert set(data) >= {"score_before", "score_after", "bound", "gap", "status", "steps"}
+    assert data["score_after"] == pytest.approx(_brute(BalanceProblem(state, group, 1), 1))
+    assert "echo jobset 1, 1 jobs" in report.stdout
+
+
+GANETI_CASES = [
+    ("hbal-evac.data", [], BalanceRules(), None),
+    ("hbal-evac.data", ["--evac-mode"], BalanceRules(evac_mode=True), None),
+    (
+        "hbal-evac.data",
+        ["--evac-mode", "--restricted-migration"],
+        BalanceRules(evac_mode=True, restricted_migration=True),
+        None,
+    ),
+    ("hbal-soft-errors.data", [], BalanceRules(), None),
+    ("hbal-dyn.data", [], BalanceRules(), None),
+    ("hbal-forth.data", [], BalanceRules(), None),
+    ("n1-failure.data", ["-G", "group-01"], BalanceRules(), "group-01"),
+]
+
+
+@pytest.mark.parametrize(("name", "flags", "rules", "group"), GANETI_CASES)
+def test_ganeti_data_never_worse_than_hbal(ganeti, name, flags, rules, group) -> None:  # noqa: ANN001
+    """Ganeti's hbal test data with the shell tests' flags: K = the real hbal's length (at
+    least 1), proven, no worse than hbal; the real hbal's own steps pass the checker and
+    score what hbal prints (n1-failure: hbal finds nothing, RS's forced re-add of a primary
+    on a node without free memory fails; the model knows it and proves nothing better)."""
+    from model.backends.text import load_text
+    from model.balance import steps_from_hbal
+
+    path = ganeti.data_dir / name
+    out = subprocess.run(
+        [str(ganeti.hbal), "-t", str(path), *flags], capture_output=True, text=True, check=True
+    ).stdout
+    cluster = load_text(path)
+    state = node_states(cluster)
+    uuid = cluster.group(group).uuid if group else cluster.groups[0].uuid
+    steps = steps_from_hbal(out)
+    problem = BalanceProblem(state, uuid, max(len(steps), 1), rules)
+    report = check_balance(problem, steps)
+    assert not report.violations
+    found = re.search(r"Cluster score improved from \S+ to (\S+)", out)
+    if found:
+        assert f"{report.objectives['score']:.8f}" == found.group(1)
+    ans = balance(problem, steps, options=SolverOptions(time_limit=60))
+    assert ans.status == "optimal"
+    assert ans.score <= report.objectives["score"] + 1e-12
+    assert not check_balance(problem, ans.steps).violations

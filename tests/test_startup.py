@@ -1,0 +1,54 @@
+"""An exalloc-hail call imports Pyomo and the solver backends only when its answer builds a
+model (issue 40, item 12): most of Ganeti's requests need none, and the shell tests call
+exalloc-hail hundreds of times. Module sets, not timings (timing belongs in benchmarks/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("pyomo.core", "highspy", "ortools")
+
+PROBE = f"""
+import json, sys
+sys.argv = ["exalloc-hail", *sys.argv[1:]]
+from cli import hail_console
+try:
+    hail_console()
+except SystemExit:
+    pass
+sys.stdout.flush()
+loaded = sorted(m for m in {HEAVY!r} if m in sys.modules)
+print(json.dumps(loaded), file=sys.stderr)
+"""
+
+
+def _heavy_modules(request: Path) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(request)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["success"] is True
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "name", ["hail-alloc-drbd.json", "hail-reloc-drbd.json", "hail-alloc-secondary.json"]
+)
+def test_a_request_that_builds_no_model_imports_no_solver(ganeti_data, name):
+    assert _heavy_modules(ganeti_data.data_dir / name) == []
+
+
+def test_a_request_that_builds_a_model_imports_its_backend():
+    request = REPO / "data" / "requests" / "dedicated-12-nodes-allocate.json"
+    assert _heavy_modules(request) == ["highspy", "pyomo.core"]

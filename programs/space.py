@@ -22,16 +22,6 @@ NO_ARGUMENTS = "This program doesn't take any arguments."
 TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
 
 
-class _Quiet(argparse.Action):
-    """-q: one less verbosity (htools' -v and -q move one counter)."""
-
-    def __init__(self, option_strings, dest, **kwargs: Any) -> None:  # noqa: ANN001
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser, ns, *_: Any) -> None:  # noqa: ANN001
-        setattr(ns, self.dest, getattr(ns, self.dest, 1) - 1)
-
-
 def spec_type(descr: str):  # noqa: ANN201
     """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
     sizes with htools' units."""
@@ -85,15 +75,17 @@ def _spindle_use(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hspace 3.0.2's options, exalloc's `--greedy`, `--compare`, `--json` and solver
     options."""
-    from programs.htools_options import add_generic_options
     from programs.options import (
+        htools_source_options,
         json_option,
-        live_source_options,
+        no_arguments_option,
         number_type,
+        offline_option,
         save_option,
         solver_options,
-        static_kvm_option,
+        verbosity_options,
     )
+    from programs.parser import standard_options
 
     p.add_argument(
         "-p",
@@ -102,13 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FIELDS",
         help="print the node list before and after each phase on stderr (-pFIELDS: these)",
     )
-    p.add_argument(
-        "-t", "--text-data", dest="text_data", metavar="FILE", help="cluster snapshot (htools text)"
-    )
-    live_source_options(p)
-    p.add_argument(
-        "-I", "--ialloc-src", dest="ialloc_src", metavar="FILE", help="an IAllocator request"
-    )
+    htools_source_options(p)
     p.add_argument(
         "--simulate",
         dest="simulate",
@@ -125,8 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SPINDLES",
         help="spindles a new instance uses (default: the cluster's std spec)",
     )
-    p.add_argument("-v", "--verbose", dest="verbose", action="count", default=1, help="more output")
-    p.add_argument("-q", "--quiet", dest="verbose", action=_Quiet, help="less output")
+    verbosity_options(p)
     p.add_argument(
         "--independent-groups",
         dest="independent_groups",
@@ -139,15 +124,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allocate even where nodes fail N+1 already",
     )
-    p.add_argument(
-        "-O",
-        "--offline",
-        dest="offline",
-        action="append",
-        default=[],
-        metavar="NODE",
-        help="treat NODE as offline (repeatable)",
-    )
+    offline_option(p)
     p.add_argument(
         "--no-capacity-checks",
         dest="capacity_checks",
@@ -199,9 +176,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the tiered phase's first spec (default: each policy max spec)",
     )
     save_option(p, "write the cluster after each phase to FILE.tiered and FILE.standard")
-    static_kvm_option(p)
-    add_generic_options(p, "hspace")
-    p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hspace's own error
+    standard_options(p, "hspace", ())
+    no_arguments_option(p)  # hspace's own error
     p.add_argument(
         "--greedy",
         action="store_true",

@@ -31,7 +31,7 @@ PRODUCT = __doc__
 #: Every command: the module of programs/ that owns its arguments and its `run`, and the line
 #: `exalloc --help` shows. A module is imported only when its command is chosen.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "info": ("info", "summarise a cluster (snapshot or live), like hinfo"),
+    "info": ("info", "hinfo, byte for byte (snapshot, request or live); --summary: exalloc's view"),
     "scan": ("scan", "text snapshots of running clusters, like hscan"),
     "hail": ("hail", "IAllocator: answer a Ganeti allocation request, like hail"),
     "hail-server": (
@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "squeeze": ("squeeze", "power nodes down (or standby nodes up), like hsqueeze"),
     "roll": ("roll", "rolling reboots in the fewest rounds, proven, like hroller"),
     "space": ("space", "how many more instances fit, proven, and hspace's tiered answer"),
-    "n1": ("n1", "exact N+1 health: can every node's failure be absorbed by its group?"),
+    "n1": ("n1", "exact N+1 health: can every node's failure be absorbed? --greedy: hcheck"),
     "redistribute": (
         "redistribute",
         "the fewest moves to healthy peer groups that make every group healthy, proven",

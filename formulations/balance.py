@@ -244,22 +244,27 @@ def define_changes(m: pyo.ConcreteModel, data: BalanceData) -> None:
     # x_def: X[i,n] = Σ class variables putting i's primary on n; y_def likewise
     m.x_def = pyo.Constraint(m.XI, rule=lambda _m, j, n: m.Xv[j, n] == xe[j, n])
     m.y_def = pyo.Constraint(m.YI, rule=lambda _m, j, n: m.Yv[j, n] == ye[j, n])
-    m.X = {key: m.Xv[key] for key in xe}
-    m.Y = {key: m.Yv[key] for key in ye}
-    inst = {i.name: i for i in data.instances}
 
-    def dx(j: str, n: str) -> object:
-        return m.X.get((j, n), 0) - (1 if inst[j].primary == n else 0)
 
-    def dy(j: str, n: str) -> object:
-        return m.Y.get((j, n), 0) - (1 if inst[j].secondary == n else 0)
+class _Index:
+    """The model's X[i,n], Y[i,n] by key, the changes X − [p_i = n] and Y − [s_i = n], and the
+    instances that may be on each node: read off the model's own components (nothing but
+    Pyomo components is attached to the model)."""
 
-    m.dX = dx
-    m.dY = dy
-    m.on_node = defaultdict(list)  # node -> instances that may be there (either role)
-    for j, n in list(m.X) + list(m.Y):
-        if j not in m.on_node[n]:
-            m.on_node[n].append(j)
+    def __init__(self, m: pyo.ConcreteModel, data: BalanceData) -> None:
+        self.X = {key: m.Xv[key] for key in m.XI}
+        self.Y = {key: m.Yv[key] for key in m.YI}
+        self._inst = {i.name: i for i in data.instances}
+        self.on_node: dict[str, list[str]] = defaultdict(list)
+        for j, n in list(self.X) + list(self.Y):
+            if j not in self.on_node[n]:
+                self.on_node[n].append(j)
+
+    def dX(self, j: str, n: str) -> object:  # noqa: N802
+        return self.X.get((j, n), 0) - (1 if self._inst[j].primary == n else 0)
+
+    def dY(self, j: str, n: str) -> object:  # noqa: N802
+        return self.Y.get((j, n), 0) - (1 if self._inst[j].secondary == n else 0)
 
 
 def define_steps(m: pyo.ConcreteModel, data: BalanceData) -> None:
@@ -278,6 +283,7 @@ def define_steps(m: pyo.ConcreteModel, data: BalanceData) -> None:
 
 def define_values(m: pyo.ConcreteModel, data: BalanceData) -> None:
     """v[k,n] = now_k[n] + Σ_i dP_k[i,n]·(X[i,n] − [p_i=n]) + dS_k[i,n]·(Y[i,n] − [s_i=n])."""
+    ix = _Index(m, data)
     inst = {i.name: i for i in data.instances}
     m.K = pyo.Set(initialize=range(len(SD_METRICS)), ordered=True)
     names = [n.name for n in data.nodes]
@@ -292,14 +298,14 @@ def define_values(m: pyo.ConcreteModel, data: BalanceData) -> None:
             # loads without utilisation data, the *_forth copies without forthcoming instances)
             return m.v[k, n] == m.v[lead[k], n]
         expr = now[n].sd_now[k]
-        for j in m.on_node.get(n, ()):
+        for j in ix.on_node.get(n, ()):
             i = inst[j]
             dp = i.sd_primary.get(n)
             if dp is not None and dp[k]:
-                expr = expr + dp[k] * m.dX(j, n)
+                expr = expr + dp[k] * ix.dX(j, n)
             ds = i.sd_secondary.get(n)
             if ds is not None and ds[k]:
-                expr = expr + ds[k] * m.dY(j, n)
+                expr = expr + ds[k] * ix.dY(j, n)
         # v_def: v[k,n] = now_k[n] + Σ changes
         return m.v[k, n] == expr
 
@@ -403,6 +409,7 @@ def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
         a[n,κ] ≥ indicator of every arrival on n checked against row κ
         Σ_i uP_κ[i]·(X[i,n] − [p_i=n]) + uS_κ[i]·(Y[i,n] − [s_i=n]) ≤ cap_κ[n] + M·(1 − a[n,κ])
     (a forced arrival meets the hard rows only). Rows no arrival can fill are left out."""
+    ix = _Index(m, data)
     prim, sec = _arrivals(m, data)
     readd: dict[str, list] = defaultdict(list)
     for i in data.instances:
@@ -455,10 +462,10 @@ def define_capacity(m: pyo.ConcreteModel, data: BalanceData) -> None:
     def row(_m, n, kind):  # noqa: ANN001, ANN202
         _, cap, up = rows_of[n, kind]
         use = 0
-        for j in m.on_node.get(n, ()):
+        for j in ix.on_node.get(n, ()):
             i = inst[j]
-            use = use + i.usage_primary.get(kind, 0) * m.dX(j, n)
-            use = use + i.usage_secondary.get(kind, 0) * m.dY(j, n)
+            use = use + i.usage_primary.get(kind, 0) * ix.dX(j, n)
+            use = use + i.usage_secondary.get(kind, 0) * ix.dY(j, n)
         big = up + max(0, -cap) + abs(cap) + 1
         return use <= cap + big * (1 - m.a[n, kind])
 
@@ -476,11 +483,12 @@ def define_emptiest(m: pyo.ConcreteModel, data: BalanceData, sec: dict) -> None:
         fr f:      mem_i·b ≤ unalloc_s − 1 + D[s] + M·(1 − b)    a replace-primary's failover
                    makes the old secondary s the primary for a moment, b = Σ_n b[i,xs,n]
     Soft checks: not for forced moves."""
+    ix = _Index(m, data)
     node = data.node
     leaving: dict[str, list] = defaultdict(list)
     for i in data.instances:
         if i.memory_mib and i.primary in node:
-            leaving[i.primary].append(i.memory_mib * (1 - m.X[i.name, i.primary]))
+            leaving[i.primary].append(i.memory_mib * (1 - ix.X[i.name, i.primary]))
     rows = []
     for n, arrivals in sec.items():
         for i, e in arrivals:
@@ -504,6 +512,7 @@ def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:
     ok:      unalloc_n − r[n] ≥ 1 − M·(F[n] + 1 − u[n])   (recomputed where touched)
     never:   F[n] = 0 where n fails N+1 neither way now and no forced move reaches it
     count:   t[n] ≥ cnt[n] − M·(1 − F[n]),  t ≥ 0"""
+    ix = _Index(m, data)
     inst = {i.name: i for i in data.instances}
     touch: dict[str, list] = defaultdict(list)
     for i in data.instances:
@@ -532,13 +541,13 @@ def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:
 
     def unalloc(n: str) -> object:
         expr = node[n].unallocated_mib
-        for j in m.on_node.get(n, ()):
-            expr = expr - inst[j].memory_mib * m.dX(j, n)
+        for j in ix.on_node.get(n, ()):
+            expr = expr - inst[j].memory_mib * ix.dX(j, n)
         return expr
 
     big = {
         n.name: abs(n.unallocated_mib)
-        + sum(inst[j].memory_mib for j in m.on_node.get(n.name, ()))
+        + sum(inst[j].memory_mib for j in ix.on_node.get(n.name, ()))
         + m.r[n.name].ub
         + 2
         for n in data.nodes
@@ -552,11 +561,11 @@ def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:
 
     def count(n: str) -> object:
         expr = node[n].instances
-        for j in m.on_node.get(n, ()):
-            expr = expr + m.dX(j, n) + m.dY(j, n)
+        for j in ix.on_node.get(n, ()):
+            expr = expr + ix.dX(j, n) + ix.dY(j, n)
         return expr
 
-    most = {n.name: n.instances + len(m.on_node.get(n.name, ())) for n in data.nodes}
+    most = {n.name: n.instances + len(ix.on_node.get(n.name, ())) for n in data.nodes}
     m.n1_count = pyo.Constraint(m.N, rule=lambda _m, n: m.t[n] >= count(n) - most[n] * (1 - m.F[n]))
 
 
@@ -564,6 +573,7 @@ def define_tags(m: pyo.ConcreteModel, data: BalanceData) -> None:
     """pri_tags_score per (tag, node): q[t,n] ≥ count_t[n] − 1, q ≥ 0, with
     count_t[n] = now_t[n] + Σ_{i with t} (X[i,n] − [p_i=n]); and a new primary with tag t is
     checked on a node without another: count_t[n] ≤ 1 + M·(1 − X[i,n])."""
+    ix = _Index(m, data)
     keys = [(t, n.name) for t, n in tag_keys(data.nodes, data.instances)]
     m.TG = pyo.Set(initialize=keys, dimen=2, ordered=True)
     m.q = pyo.Var(m.TG, domain=pyo.NonNegativeReals)
@@ -572,17 +582,17 @@ def define_tags(m: pyo.ConcreteModel, data: BalanceData) -> None:
 
     def count(t: str, n: str) -> object:
         expr = node[n].tag_counts.get(t, 0)
-        for j in m.on_node.get(n, ()):
+        for j in ix.on_node.get(n, ()):
             if t in inst[j].exclusion_tags:
-                expr = expr + m.dX(j, n)
+                expr = expr + ix.dX(j, n)
         return expr
 
     m.tag_conflicts = pyo.Constraint(m.TG, rule=lambda _m, t, n: m.q[t, n] >= count(t, n) - 1)
     m.tag_check = pyo.ConstraintList()
     for t, n in keys:
-        big = node[n].tag_counts.get(t, 0) + len(m.on_node.get(n, ()))
+        big = node[n].tag_counts.get(t, 0) + len(ix.on_node.get(n, ()))
         for i in data.instances:
-            e = m.X.get((i.name, n))
+            e = ix.X.get((i.name, n))
             if e is None or n == i.primary or i.forced or t not in i.exclusion_tags:
                 continue
             m.tag_check.add(count(t, n) <= 1 + big * (1 - e))
@@ -592,15 +602,16 @@ def define_score(m: pyo.ConcreteModel, data: BalanceData) -> None:
     """score = Σ_k w_k·σ_k + w_res·σ_res + w_tot·Σ p_rem + Σ t[n] + offline counts of what
     stays on offline nodes + 2·Σ q[t,n] + constant (model/balance.py `modelled_score`), with
     σ_k ≥ 0 cut by tangent planes."""
+    ix = _Index(m, data)
     m.sigma = pyo.Var(m.K, domain=pyo.NonNegativeReals)
     m.sigma_res = pyo.Var(domain=pyo.NonNegativeReals)
     off = 0
     for i in data.instances:
         if i.primary_offline:
             weight = WEIGHTS["offline_all_cnt"] + WEIGHTS["offline_pri_cnt"]
-            off = off + weight * m.X.get((i.name, i.primary), 0)
+            off = off + weight * ix.X.get((i.name, i.primary), 0)
         if i.secondary_offline:
-            off = off + WEIGHTS["offline_all_cnt"] * m.Y.get((i.name, i.secondary), 0)
+            off = off + WEIGHTS["offline_all_cnt"] * ix.Y.get((i.name, i.secondary), 0)
     m.score = pyo.Expression(
         expr=sum(m_.weight * m.sigma[k] for k, m_ in enumerate(SD_METRICS))
         + WEIGHTS[RESERVED] * m.sigma_res
@@ -609,6 +620,37 @@ def define_score(m: pyo.ConcreteModel, data: BalanceData) -> None:
         + off
         + WEIGHTS["pri_tags_score"] * sum(m.q[key] for key in m.TG)
         + data.score_constant
+    )
+
+
+def define_deviations(m: pyo.ConcreteModel, data: BalanceData) -> None:
+    """Planes of every spread in the directions of single nodes, valid at every point: for
+    any u with Σu = 0 and |u| = 1, σ = |v − μ|/√N ≥ u·v/√N; with u along e_n − 1/N,
+        σ_k ≥ ±(v[k,n] − mean_k(v)) / √(N − 1)
+    (a node far from the mean alone bounds the spread; tangent planes touch only at their
+    point, and the first rounds' relaxation spread every move's fraction under them)."""
+    names = list(m.N)
+    count = len(names)
+    if count < 2:
+        return
+    scale = 1.0 / (count - 1) ** 0.5
+    keys = [(k, n, sign) for k in m.K for n in names for sign in (1, -1)]
+    m.DEV = pyo.Set(initialize=keys, dimen=3, ordered=True)
+
+    def mean(k: int) -> object:
+        return sum(m.v[k, x] for x in names) / count
+
+    # deviation: σ_k ≥ ±(v[k,n] − mean_k) / √(N − 1)
+    m.deviation = pyo.Constraint(
+        m.DEV,
+        rule=lambda _m, k, n, sign: m.sigma[k] >= sign * scale * (m.v[k, n] - mean(k)),
+    )
+    rem_mean = sum(m.p_rem[x] for x in names) / count
+    m.DEVR = pyo.Set(initialize=[(n, sign) for n in names for sign in (1, -1)], dimen=2)
+    # deviation_res: σ_res ≥ ±(p_rem[n] − mean(p_rem)) / √(N − 1)
+    m.deviation_res = pyo.Constraint(
+        m.DEVR,
+        rule=lambda _m, n, sign: m.sigma_res >= sign * scale * (m.p_rem[n] - rem_mean),
     )
 
 
@@ -625,9 +667,10 @@ def final_indicator(
 ) -> object:
     """[instance ends on (p, s)]: its class variable, or for an (x,y) final a lower bound
     x2 + y2 − 1 (exact at whole points: the cut still removes exactly that final)."""
+    ix = _Index(m, data)
     i = next(x for x in data.instances if x.name == name)
     if not i.drbd:
-        return m.X.get((name, p), 0)
+        return ix.X.get((name, p), 0)
     for q, z, ind in _pairs(m, i, BalanceModelSpec()):
         if (q, z) == (p, s):
             return ind
@@ -645,6 +688,7 @@ def build(data: BalanceData, spec: BalanceModelSpec = BalanceModelSpec()) -> pyo
     define_n1(m, data)
     define_tags(m, data)
     define_score(m, data)
+    define_deviations(m, data)
     define_cuts(m, data, spec)
     if spec.fewest_steps_to is None:
         # budget: steps ≤ K

@@ -391,6 +391,7 @@ def check_moves(
     probe_offline_nodes: bool = False,
     strict: bool = True,
     evacuation: bool = False,
+    copy_moves: bool = False,
 ) -> CheckReport:
     """Check a plan of instance moves with nodes powered off or on (hbal / hsqueeze).
 
@@ -398,6 +399,8 @@ def check_moves(
     every instance with a mirror may move (diskless too, by migration to any node), and a node
     that keeps its role (a drbd primary whose secondary is replaced) is not checked again, as
     htools re-adds it without checks; instances not moved may stay on offline nodes.
+    `copy_moves`: `squeeze --move all` (docs/squeeze.md): an instance with neither a mirror nor
+    local storage (diskless, file) may also move, by `gnt-instance move` (its disks copied).
 
     Powered-off nodes become offline before the moves, powered-on ones online. Afterwards
     no instance may keep its primary (or secondary) on an offline node, and with `probe`
@@ -459,7 +462,11 @@ def check_moves(
         if (primary, secondary) == (inst.primary, inst.secondary):
             continue
         d = states.demands[inst.name]
-        movable = inst.movable or (evacuation and inst.disk_template == "diskless")
+        movable = (
+            inst.movable
+            or (evacuation and inst.disk_template == "diskless")
+            or (copy_moves and not inst.mirrored and not inst.uses_local_storage)
+        )
         if not movable:
             violations.append(
                 Violation(
@@ -580,9 +587,11 @@ def check_squeeze(
     powered_on_nodes: Iterable[str] = (),
     probe_offline_nodes: bool = False,
     strict: bool = True,
+    copy_moves: bool = False,
 ) -> CheckReport:
     """An hsqueeze plan: power nodes off (shrink) or on (expand), move instances, and keep
-    every online node able to host F × the std spec (an ISpec is scaled by `factor`)."""
+    every online node able to host F × the std spec (an ISpec is scaled by `factor`;
+    `copy_moves`: `--move all`, check_moves)."""
     probe = (
         probe_spec if isinstance(probe_spec, InstanceDemand) else probe_demand(probe_spec, factor)
     )
@@ -594,6 +603,7 @@ def check_squeeze(
         probe=probe,
         probe_offline_nodes=probe_offline_nodes,
         strict=strict,
+        copy_moves=copy_moves,
     )
     objectives = dict(report.objectives)
     objectives["nodes_freed"] = objectives["nodes_powered_off"]

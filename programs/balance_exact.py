@@ -129,6 +129,7 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         split_jobs,
         step_commands,
     )
+    from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance import answer
 
@@ -137,7 +138,13 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         names = ", ".join(g.name for g in cluster.groups)
         text = f"Found multiple node groups: [{names}]\nError: Aborting.\n"
         return ExactReport("", text, 1, {"error": "Found multiple node groups"})
-    state = node_states(cluster)
+    # -O, --max-cpu, --min-disk as hbal applies them (CLI.setNodeStatus)
+    state = with_node_status(
+        node_states(cluster),
+        tuple(getattr(args, "offline", ()) or ()),
+        getattr(args, "max_cpu", None),
+        getattr(args, "min_disk", 0.0) or 0.0,
+    )
     rules = BalanceRules(
         no_disk_moves=not args.disk_moves,
         no_instance_moves=not args.instance_moves,

@@ -87,14 +87,16 @@ class HailReport:
             "objectives": jsonable(a.objectives),
             "timing": dict(self.timing),
         }
+        if a.groups:  # an allocate: every group tried, ranked (seed 001)
+            out["groups"] = jsonable(list(a.groups))
         if self.compare is not None:
             out["compare"] = jsonable(self.compare)
         return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "request", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)"
+    parser.add_argument(  # one, else hail's own error (exit 1): `requests`
+        "request", nargs="*", metavar="REQUEST.json", help="IAllocator v2 request ('-' for stdin)"
     )
     parser.add_argument(
         "-t",
@@ -251,10 +253,22 @@ def _notes(args: Any) -> tuple[str, ...]:
     return ()
 
 
+def request_path(words: list[str]) -> str:
+    """The one request file, or hail's error (`wrapReadRequest`, exit 1)."""
+    from model.errors import HtoolsError
+
+    if not words:
+        raise HtoolsError("This program needs an input file.")
+    if len(words) > 1:
+        raise HtoolsError("Only one argument is accepted (the input file)")
+    return words[0]
+
+
 def run(args: Any) -> HailReport:
     """CLI entry: `exalloc hail REQUEST.json [-t FILE] [--compare]`."""
     from solvers.strategies.iallocator import answer
 
+    args.request = request_path(args.request)
     opts = options_of(args)
     kvm = args.static_kvm_node_memory
     # the backend (highspy or ortools, and Pyomo) is imported at the first solve: most

@@ -21,6 +21,7 @@ from programs.options import (
     json_option,
     no_arguments_option,
     offline_option,
+    print_nodes_option,
     refuse_arguments,
     save_option,
     verbosity_options,
@@ -290,16 +291,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "hinfo, byte for byte (model/htools/hinfo.py); --summary or --json: exalloc's "
         "richer view (groups' policies, resources, scores). See docs/info.md."
     )
-    parser.add_argument(
-        "-p",
-        "--print-nodes",
-        dest="print_nodes",
-        nargs="?",
-        const="",
-        metavar="FIELDS",
-        help="print the node list on stderr (-pFIELDS or --print-nodes=FIELDS; + adds to "
-        "the default fields)",
-    )
+    print_nodes_option(parser, " on stderr")
     parser.add_argument(
         "--print-instances",
         dest="print_instances",

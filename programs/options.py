@@ -285,6 +285,21 @@ def offline_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def print_nodes_option(parser: argparse.ArgumentParser, where: str = "") -> None:
+    """htools' -p[FIELDS] (`oPrintNodes`): the node list, its fields attached (getopt's
+    optional argument: `attached_optionals`)."""
+    parser.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        nargs="?",
+        const="",
+        metavar="FIELDS",
+        help=f"print the node list{where} (-pFIELDS or --print-nodes=FIELDS; + adds to the "
+        "default fields)",
+    )
+
+
 def ignore_dynu_option(parser: argparse.ArgumentParser) -> None:
     """htools' --ignore-dynu (`oIgnoreDyn`): no dynamic utilisation (`clearDynU`)."""
     parser.add_argument(

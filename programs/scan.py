@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from programs.options import print_nodes_option
 from programs.parser import ArgumentKind, standard_options
 
 if TYPE_CHECKING:
@@ -31,15 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "clusters", nargs="*", metavar="CLUSTER", help="RAPI addresses (file://DIR: saved answers)"
     )
-    parser.add_argument(
-        "-p",
-        "--print-nodes",
-        dest="print_nodes",
-        nargs="?",
-        const="",
-        metavar="FIELDS",
-        help="print the node list (-pFIELDS or --print-nodes=FIELDS; + adds to the default)",
-    )
+    print_nodes_option(parser)
     parser.add_argument(
         "-d",
         "--output-dir",

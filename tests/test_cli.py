@@ -76,11 +76,11 @@ def test_a_chosen_command_gets_its_arguments_when_parsed() -> None:
 
 def test_exalloc_hail_is_named_so_in_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
-        cli.hail_main([])
+        cli.hail_main(["--capacity-checks", "bogus", "request.json"])
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: exalloc-hail ")
-    assert "\nexalloc-hail: error: the following arguments are required: REQUEST.json" in err
+    assert "\nexalloc-hail: error: argument --capacity-checks: invalid choice: 'bogus'" in err
 
 
 # -- htools' conventions on every command (issue 39; Ganeti's htools-basic/invalid.test) --------
@@ -123,3 +123,14 @@ def test_completion_of_positional_arguments(capsys: pytest.CaptureFixture[str]) 
     assert _exit_of(["--help-completion"], capsys)[1].endswith(
         "\nchoices=" + ",".join(cli.COMMANDS) + " 1 1\n"
     )
+
+
+@pytest.mark.parametrize("argv", [[], ["a.json", "b.json"]], ids=["no request", "two"])
+def test_exalloc_hail_without_one_request_is_hails_error(htools, capsys, argv: list[str]) -> None:
+    """hail's `wrapReadRequest`: its own line and exit 1 (htools-no-backend.test), not a
+    usage error."""
+    real = subprocess.run([str(htools.hail), *argv], capture_output=True, text=True, timeout=60)
+    code = cli.hail_main(argv)
+    out = capsys.readouterr()
+    assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr)
+    assert code == 1

@@ -1,4 +1,4 @@
-"""`exalloc info` through the CLI: the JSON score equals the real hinfo's, text like hinfo."""
+"""`exalloc info` through the CLI: hinfo byte for byte; the JSON score equals the real hinfo's."""
 
 from __future__ import annotations
 

@@ -93,7 +93,6 @@ STAND_IN_GAPS = {
         "hcheck reads the balanced snapshot hbal -S wrote before it (htools-balancing:47), "
         "which waits for exalloc balance --greedy (issue 37)"
     ),
-    "htools-no-backend:2": "exalloc-hail without a request file: exit 2, not hail's 1",
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
 }
 

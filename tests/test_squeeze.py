@@ -328,6 +328,42 @@ def test_move_drbd_failover_and_replace(capsys) -> None:  # noqa: ANN001
     assert drbd and drbd[0]["from"] == "node-0001"
 
 
+#: Two nodes as a running Ganeti 3.0.2 wrote them (`exalloc info -L -S` on
+#: tests/live/ganeti-master.sh up2): node2 holds a diskless and a file instance.
+TWO_NODES_LOCAL = """default|1dc2e4cb-436f-4e27-8f25-4eb981ef1181|preferred||
+
+node1|24105|1610|22485|258019|76247|2|M|1dc2e4cb-436f-4e27-8f25-4eb981ef1181|1||N|0|2|1.0
+node2|24105|1610|20443|258019|76247|2|N|1dc2e4cb-436f-4e27-8f25-4eb981ef1181|1||N|0|2|1.0
+
+mv1|1024|0|1|running|Y|node2||diskless||1|0|N
+mv2|1024|128|1|running|Y|node2||file||1|-|N
+
+
+|128,1,1024,1,1,1|32,1,0,0,0,0;32768,8,1048576,16,8,12|diskless,file|64.0|32.0
+default|128,1,1024,1,1,1|32,1,0,0,0,0;32768,8,1048576,16,8,12|diskless,file|64.0|32.0
+"""
+
+
+def test_move_all_moves_diskless_and_file_instances(capsys, tmp_path) -> None:  # noqa: ANN001
+    """--move all: diskless and file instances move by `gnt-instance move`; the checker
+    allowed only mirrored moves and refused every such plan ("independent check failed:
+    not_movable: diskless instances cannot move"), found against a running Ganeti."""
+    path = tmp_path / "two.data"
+    path.write_text(TWO_NODES_LOCAL)
+    code, out, err = run_cli(capsys, "--json", "squeeze", "-t", str(path), "--move", "all")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "optimal" and doc["checker"]["ok"]
+    assert doc["nodes"] == ["node2"]
+    assert sorted((m["instance"], m["to"]) for m in doc["moves"]) == [
+        ("mv1", "node1"),
+        ("mv2", "node1"),
+    ]
+    # without --move all neither may move, and node2 stays on
+    code, out, _ = run_cli(capsys, "--json", "squeeze", "-t", str(path))
+    assert code == 0 and json.loads(out)["nodes"] == []
+
+
 def test_cpsat_agrees_with_highs(capsys) -> None:  # noqa: ANN001
     path = str(DATA / "mixed-standby.data")
     _, out, _ = run_cli(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model.backends.text import show_list, show_string
-from model.cluster import ISpec, NodeGroup
+from model.cluster import IPolicy, ISpec, NodeGroup
 from model.resources import FailMode
 
 FAILURE_MODES = tuple(mode.value for mode in FailMode)  # hail's order of failure counts
@@ -184,23 +184,27 @@ def _show_ispec(spec: ISpec) -> str:
     )
 
 
-def show_group(group: NodeGroup, index: int) -> str:
-    """Haskell `show` of htools' Group record (hail prints it in one change-group error)."""
+def show_ipolicy(policy: IPolicy) -> str:
+    """Haskell `show` of htools' IPolicy record (hinfo's `Loaded cluster ipolicy:` line)."""
     from model.backends.text import show_double
 
-    policy = group.ipolicy
     minmax = ",".join(
         f"MinMaxISpecs {{minMaxISpecsMinSpec = {_show_ispec(mm.min)}, "
         f"minMaxISpecsMaxSpec = {_show_ispec(mm.max)}}}"
         for mm in policy.minmax
     )
     templates = ",".join(_HASKELL_TEMPLATE[t] for t in policy.disk_templates)
-    ipolicy = (
+    return (
         f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], iPolicyStdSpec = {_show_ispec(policy.std)}, "
         f"iPolicyDiskTemplates = [{templates}], "
         f"iPolicyVcpuRatio = {show_double(policy.vcpu_ratio)}, "
         f"iPolicySpindleRatio = {show_double(policy.spindle_ratio)}}}"
     )
+
+
+def show_group(group: NodeGroup, index: int) -> str:
+    """Haskell `show` of htools' Group record (hail prints it in one change-group error)."""
+    ipolicy = show_ipolicy(group.ipolicy)
     return (
         f"Group {{name = {show_string(group.name)}, uuid = {show_string(group.uuid)}, "
         f"idx = {index}, allocPolicy = {_HASKELL_POLICY[group.alloc_policy]}, "

@@ -344,6 +344,21 @@ class GroupChoice:
     results: tuple[tuple[NodeGroup, AllocSolution | str], ...] = ()
 
 
+def ranked(
+    results: Sequence[tuple[NodeGroup, AllocSolution | str]],
+) -> list[tuple[NodeGroup, AllocSolution]]:
+    """The groups with an answer, best first as findBestAllocGroup ranks them: by policy,
+    then score, the later group first on ties (`sortBy` of the reversed list)."""
+    good = [
+        (g, sol)
+        for g, sol in results
+        if not isinstance(sol, str) and sol.solution is not None and g.alloc_policy != "unallocable"
+    ]
+    good.reverse()
+    good.sort(key=lambda gs: (POLICY_ORDER[gs[0].alloc_policy], gs[1].solution.score))  # type: ignore[union-attr]
+    return good
+
+
 def find_best_alloc_group(
     opts: AllocOptions,
     state: ClusterState,
@@ -353,21 +368,24 @@ def find_best_alloc_group(
     nics: Sequence[Mapping[str, Any]] = (),
     *,
     no_groups_message: Any = None,
+    tried: list[tuple[NodeGroup, AllocSolution | str]] | None = None,
 ) -> GroupChoice | str:
     """findBestAllocGroup: every (allowed) group tried with the whole cluster as the checked
     list; the best by (policy, score), later group on ties. `no_groups_message(allowed,
-    groups)` words the error when no group is allowed (hail prints Haskell records)."""
+    groups)` words the error when no group is allowed (hail prints Haskell records);
+    `tried` receives every group tried with its solution or error, answer or not."""
     groups = groups_with_nodes(state)
     if allowed is not None:
         allowed_set = list(allowed)
         candidates = [g for g in groups if g.uuid in allowed_set]
     else:
         candidates = groups
-    bad_msgs = [
-        f"group {g.name} is not connected to a network required by instance {shown_name(d)}"
+    unconnected = [
+        (g, f"group {g.name} is not connected to a network required by instance {shown_name(d)}")
         for g in candidates
         if not networks_ok(g, nics)
     ]
+    bad_msgs = [message for _, message in unconnected]
     valid = [g for g in candidates if networks_ok(g, nics)]
     scope = list(state.nodes)
     cache = RowCache()
@@ -380,16 +398,12 @@ def find_best_alloc_group(
             results.append((g, targets))
             continue
         results.append((g, try_alloc(opts, state, scope, d, count, targets, cache)))
+    if tried is not None:
+        tried.extend([*unconnected, *results])
     messages = list(bad_msgs)
     for g, sol in results:
         messages += group_lines(g.name, g.alloc_policy, sol)
-    good = [
-        (g, sol)
-        for g, sol in results
-        if not isinstance(sol, str) and sol.solution is not None and g.alloc_policy != "unallocable"
-    ]
-    good.reverse()
-    good.sort(key=lambda gs: (POLICY_ORDER[gs[0].alloc_policy], gs[1].solution.score))  # type: ignore[union-attr]
+    good = ranked(results)
     if not good:
         if not candidates:
             if no_groups_message is not None:
@@ -406,9 +420,10 @@ def try_mg_alloc(
     d: InstanceDemand,
     count: int,
     nics: Sequence[Mapping[str, Any]] = (),
+    tried: list[tuple[NodeGroup, AllocSolution | str]] | None = None,
 ) -> AllocSolution | str:
     """tryMGAlloc: the best group's solution, its log "Selected group: G" and every group."""
-    choice = find_best_alloc_group(opts, state, None, d, count, nics)
+    choice = find_best_alloc_group(opts, state, None, d, count, nics, tried=tried)
     if isinstance(choice, str):
         return choice
     return replace(choice.solution, log=(f"Selected group: {choice.group.name}", *choice.messages))
@@ -436,10 +451,12 @@ def allocate(
     count: int,
     group_name: str | None,
     nics: Sequence[Mapping[str, Any]] = (),
+    tried: list[tuple[NodeGroup, AllocSolution | str]] | None = None,
 ) -> AllocSolution | str:
-    """One allocate request: tryMGAlloc, or tryGroupAlloc with `group_name`."""
+    """One allocate request: tryMGAlloc, or tryGroupAlloc with `group_name`; `tried`
+    receives every group tryMGAlloc tried (see `find_best_alloc_group`)."""
     if group_name is None:
-        return try_mg_alloc(opts, state, d, count, nics)
+        return try_mg_alloc(opts, state, d, count, nics, tried)
     return try_group_alloc(opts, state, group_name, d, count, nics)
 
 

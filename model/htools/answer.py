@@ -44,6 +44,8 @@ class HailAnswer:
     placements: tuple[tuple[str, tuple[str, ...]], ...] = ()  # instance -> its new nodes
     runs: tuple[SolverRun, ...] = ()
     objectives: Mapping[str, Any] = field(default_factory=dict)
+    # an allocate's every group tried, ranked (model.htools.requests.ranked_groups)
+    groups: tuple[Mapping[str, Any], ...] = ()
     # where the answer's seconds went, stage by stage (screen_s, model_s, greedy_s, check_s):
     # --json's timing (issue 40, item 4)
     stages: Mapping[str, float] = field(default_factory=dict)

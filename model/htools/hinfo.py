@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from model.backends.text import printf_fixed, show_double
-from model.cluster import Cluster, Instance, IPolicy, ISpec, read_name
+from model.backends.iallocator_response import show_ipolicy
+from model.backends.text import printf_fixed
+from model.cluster import Cluster, Instance, read_name
 from model.errors import HtoolsError
 from model.htools.hroller import offline_names
 from model.htools.loader import suffix_note
@@ -25,46 +26,8 @@ from model.htools.nodelist import NodeList, table
 from model.score import METRICS, cluster_metrics, cluster_score
 from model.state import ClusterState, node_states
 
-#: Haskell's constructor of each disk template (Types.DiskTemplate), as `show` names them.
-_DISK_TEMPLATE_SHOWN = {
-    "diskless": "DTDiskless",
-    "file": "DTFile",
-    "sharedfile": "DTSharedFile",
-    "plain": "DTPlain",
-    "blockdev": "DTBlock",
-    "drbd": "DTDrbd8",
-    "rbd": "DTRbd",
-    "ext": "DTExt",
-    "gluster": "DTGluster",
-}
-
 #: Instance.isRunning: the run states htools counts as running.
 _RUNNING = ("running", "ERROR_up")
-
-
-def show_ispec(spec: ISpec) -> str:
-    """`show :: ISpec -> String` (a record, fields in declaration order)."""
-    return (
-        f"ISpec {{iSpecMemorySize = {spec.memory_size}, iSpecCpuCount = {spec.cpu_count}, "
-        f"iSpecDiskSize = {spec.disk_size}, iSpecDiskCount = {spec.disk_count}, "
-        f"iSpecNicCount = {spec.nic_count}, iSpecSpindleUse = {spec.spindle_use}}}"
-    )
-
-
-def show_ipolicy(policy: IPolicy) -> str:
-    """`show :: IPolicy -> String`, as hinfo's `Loaded cluster ipolicy:` line prints it."""
-    minmax = ",".join(
-        f"MinMaxISpecs {{minMaxISpecsMinSpec = {show_ispec(m.min)}, "
-        f"minMaxISpecsMaxSpec = {show_ispec(m.max)}}}"
-        for m in policy.minmax
-    )
-    templates = ",".join(_DISK_TEMPLATE_SHOWN.get(t, t) for t in policy.disk_templates)
-    return (
-        f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], "
-        f"iPolicyStdSpec = {show_ispec(policy.std)}, iPolicyDiskTemplates = [{templates}], "
-        f"iPolicyVcpuRatio = {show_double(policy.vcpu_ratio)}, "
-        f"iPolicySpindleRatio = {show_double(policy.spindle_ratio)}}}"
-    )
 
 
 def wrong_offline_names(cluster: Cluster, offline: Sequence[str]) -> str | None:

@@ -31,13 +31,14 @@ from model.backends.iallocator_response import (
     replace_disks_opcode,
     show_group,
 )
-from model.cluster import Instance
+from model.cluster import Instance, NodeGroup
 from model.htools.allocate import (
     SAME_NAME_MARK,
     AllocOptions,
     alloc_list,
     allocate,
     internal_name,
+    ranked,
 )
 from model.htools.allocate_secondary import try_allocate_secondary
 from model.htools.evacuate import (
@@ -51,7 +52,7 @@ from model.htools.evacuate import (
     try_node_evac,
 )
 from model.htools.solutions import AllocSolution
-from model.resources import InstanceDemand, MoveKind
+from model.resources import FailMode, InstanceDemand, MoveKind
 from model.state import ClusterState, node_states
 
 EVAC_MODES = {"primary-only": CHANGE_PRIMARY, "secondary-only": CHANGE_SECONDARY, "all": CHANGE_ALL}
@@ -98,6 +99,9 @@ class Answer:
     strict: bool = True
     solutions: tuple[AllocSolution, ...] = field(default=(), compare=False)
     state: ClusterState | None = field(default=None, compare=False)
+    # an allocate's every group tried, ranked as hail ranks them (seed 001: "return the
+    # entire list to Ganeti"; hail puts it only into its info text)
+    groups: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
 
 def _fail(kind: str, info: str) -> Answer:
@@ -147,11 +151,13 @@ def _allocate(state: ClusterState, req: AllocateRequest, opts: AllocOptions) -> 
     if restrict is None:
         restrict = req.restrict_to_nodes
     opts = replace(opts, restrict_to_nodes=restrict)
-    sol = allocate(opts, state, d, req.required_nodes, req.group_name, req.nics)
+    tried: list = []
+    sol = allocate(opts, state, d, req.required_nodes, req.group_name, req.nics, tried)
+    groups = ranked_groups(tried)
     if isinstance(sol, str):
-        return _fail("allocate", sol)
+        return replace(_fail("allocate", sol), groups=groups)
     if sol.solution is None:
-        return Answer(False, _info(sol), [], "allocate", solutions=(sol,))
+        return Answer(False, _info(sol), [], "allocate", solutions=(sol,), groups=groups)
     pl = sol.solution
     return Answer(
         True,
@@ -162,7 +168,33 @@ def _allocate(state: ClusterState, req: AllocateRequest, opts: AllocOptions) -> 
         requested_group=req.group_name,
         strict=not opts.ignore_soft_errors,
         solutions=(sol,),
+        groups=groups,
     )
+
+
+def ranked_groups(tried: Sequence[tuple[NodeGroup, AllocSolution | str]]) -> tuple[dict, ...]:
+    """Every group an allocate tried: those with an answer first, ranked as hail ranks them
+    (`rank` 1 is the one chosen), then the others in the order tried, each with its policy,
+    score, nodes, successes and failure counts (or the error that ruled it out)."""
+    order = {id(sol): k for k, (_, sol) in enumerate(ranked(tried), 1)}
+    rows = []
+    for group, sol in tried:
+        row: dict[str, Any] = {"group": group.name, "uuid": group.uuid}
+        row["policy"] = group.alloc_policy
+        if isinstance(sol, str):
+            row.update(rank=None, error=sol)
+        else:
+            pl = sol.solution
+            row.update(
+                rank=order.get(id(sol)),
+                score=None if pl is None else pl.score,
+                nodes=None if pl is None else list(pl.node_names),
+                successes=sol.allocs,
+                failures={str(m): sol.failures[m] for m in FailMode if sol.failures.get(m)},
+            )
+        rows.append(row)
+    rows.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    return tuple(rows)
 
 
 def _multi_allocate(state: ClusterState, req: MultiAllocateRequest, opts: AllocOptions) -> Answer:

@@ -130,7 +130,9 @@ def _as_hail(ans: Answer, line: str, objectives: dict) -> HailAnswer:
         (m.instance, (m.primary,) if m.secondary is None else (m.primary, m.secondary))
         for m in ans.moves
     )
-    return HailAnswer(line, ans.kind, placements=placements, objectives=objectives)
+    return HailAnswer(
+        line, ans.kind, placements=placements, objectives=objectives, groups=ans.groups
+    )
 
 
 #: violations that mean hail chose a node Ganeti cannot use (exalloc then declines)

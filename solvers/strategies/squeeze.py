@@ -483,6 +483,7 @@ def plan(
         # for, and with no shrink there is none to hold it to
         min_probe if mode == "none" else probe,
         powered_on_nodes=on,
+        copy_moves=move == "all",
     )
     violations = not_preexisting(cluster, report.violations, moves)
     if not_enough:  # the probe cannot fit everywhere: only the plan itself must hold

@@ -12,7 +12,7 @@ busiest node offline, a failed node). multi-allocate: a batch of mixed drbd, ext
 instances. change-group (`--change-group N`): three such groups of a third of the nodes each,
 N drbd and shared-storage instances of the first moved to the others. Per case: the real
 hail's time and instances placed or moved; exalloc hail's (default `--capacity-checks exact`,
-so joint) time, count, status and gap as `info` reports them, and the score after each
+so joint) time, count, status and gap as the solver note reports them, and the score after each
 answer, recomputed from the request: of the group, or of a change-group's target groups
 together.
 docs/placement.md quotes the table.
@@ -135,9 +135,10 @@ def run_case(
     path.write_text(json.dumps(data))
     hail_s, hail = _timed([str(real_hail()), str(path)], hail_timeout)
     limit = ["--time-limit", str(time_limit)] if time_limit is not None else []
-    ours_s, ours = _timed([sys.executable, "-m", "cli", "hail", *limit, str(path)])
-    assert ours is not None
-    status = re.search(r"\[exalloc \w+: ([^\]]*)\]", ours["info"])
+    ours_s, report = _timed([sys.executable, "-m", "cli", "--json", "hail", *limit, str(path)])
+    assert report is not None
+    ours = report["response"]
+    status = re.match(r"\w+: (.*)", report["solver_note"])
     wanted = len(data["request"]["instances"])
     return {
         "kind": kind,

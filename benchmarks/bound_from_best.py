@@ -37,9 +37,10 @@ def _hail(path: Path, limit: float) -> tuple[float, dict]:
     out = io.StringIO()
     began = time.perf_counter()
     with contextlib.redirect_stdout(out):
-        code = cli.main(["hail", "--time-limit", str(limit), str(path)])
+        code = cli.main(["--json", "hail", "--time-limit", str(limit), str(path)])
     assert code in (0, None), code
-    return time.perf_counter() - began, json.loads(out.getvalue())
+    report = json.loads(out.getvalue())
+    return time.perf_counter() - began, {**report["response"], "note": report["solver_note"]}
 
 
 def _plan(response: dict) -> dict[str, tuple[str, str | None]]:
@@ -49,14 +50,9 @@ def _plan(response: dict) -> dict[str, tuple[str, str | None]]:
     }
 
 
-STATUS = re.compile(r"\[exalloc \w+: ([^;\]]*)[^\]]*joint plan \d+, score ([0-9.]+)")
-
-
 def _status(response: dict) -> str:
-    found = re.search(
-        r"\[exalloc \w+: ([^;\]]*)[^\]]*joint plan \d+, score ([0-9.]+)", response["info"]
-    )
-    return f"{found.group(2)}, {found.group(1)}" if found else response["info"][-120:]
+    found = re.match(r"\w+: ([^;]*).*joint plan \d+, score ([0-9.]+)", response["note"])
+    return f"{found.group(2)}, {found.group(1)}" if found else response["note"][-120:]
 
 
 def main() -> None:

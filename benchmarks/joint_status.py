@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
 import sys
 from pathlib import Path
@@ -30,9 +29,9 @@ from solvers.options import SolverOptions  # noqa: E402
 from solvers.strategies.iallocator import IAllocatorOptions, answer  # noqa: E402
 
 
-def status(response: dict) -> str:
-    """'no model', or exalloc's status as hail's info reports it."""
-    found = re.search(r"exalloc \w+: ([^;\]]*)", response["info"])
+def status(note: str) -> str:
+    """'no model', or exalloc's status as the answer's solver note reports it."""
+    found = re.match(r"\w+: ([^;]*)", note)
     return found.group(1) if found else "no model"
 
 
@@ -57,8 +56,7 @@ def main() -> None:
         kind = data["request"]["type"]
         if kind in wanted and taken[kind] < wanted[kind]:
             taken[kind] += 1
-            response = json.loads(answer(parse_request(gen.dumps(data)), options).response)
-            end = status(response)
+            end = status(answer(parse_request(gen.dumps(data)), options).note)
             ends[kind, end.split(",")[0] if "gap" in end else end] += 1
             if not end.startswith(("optimal", "no model")):
                 print(f"{kind} seed {seed}: {end}", flush=True)

@@ -50,15 +50,16 @@ def main(first: int, last: int) -> None:
         one = json.loads(one_by_one_answer(parse_request(text), IAllocatorOptions()).response)
         one_s = time.perf_counter() - start
         start = time.perf_counter()
-        joint = json.loads(answer(parse_request(text), IAllocatorOptions()).response)
+        ans = answer(parse_request(text), IAllocatorOptions())
+        joint, note = json.loads(ans.response), ans.note
         joint_s = time.perf_counter() - start
         seconds[kind].append(joint_s)
-        won = "joint plan" in joint["info"]
+        won = "joint plan" in note
         more = acted(joint) - acted(one)
         # never fewer: the one-by-one plan is the joint answer's floor (a "fewer" is a bug)
         key = "FEWER" if more < 0 else "more" if more > 0 else "lower score" if won else "same"
         counts[kind, key] += 1
-        status = joint["info"].rsplit("[exalloc ", 1)[-1][:40] if won else ""
+        status = note[:40] if won else ""
         print(
             f"{seed:5d} {kind:15s} n={len(data['request']['instances']):2d} "
             f"{one_s:6.2f}s {joint_s:6.2f}s {acted(one):2d} -> {acted(joint):2d} {status}",

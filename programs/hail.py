@@ -25,7 +25,7 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable, split_run_note
+from model.htools.answer import HailAnswer, jsonable
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
     capacity_checks_option,
@@ -302,10 +302,9 @@ def run(args: Any) -> HailReport:
     if report.answer.stages:
         timing["stages"] = dict(report.answer.stages)
     shown = _stderr(inp, report.answer, args)
-    response, run_note = split_run_note(report.answer.response)
-    plain = replace(report.answer, response=response)
+    run_note = report.answer.note
     notes = (*_notes(args), *([run_note] if run_note else []))
-    report = HailReport(plain, timing=timing, notes=notes, stderr=shown, run_note=run_note)
+    report = HailReport(report.answer, timing=timing, notes=notes, stderr=shown, run_note=run_note)
     if args.compare:
         from programs.hail_compare import with_comparison
 

@@ -30,4 +30,7 @@ def iallocator_answer(
     choice = IAllocatorOptions(solver=options, capacity_checks=capacity_checks)
     report = answer(IAllocatorInput(cluster, request), choice)
     response = json.loads(report.response)
-    return AllocatorAnswer(bool(response["success"]), tuple(response["result"]), response["info"])
+    # the service's clients (`exalloc create`, `loadtest`) get the solver's verdict at the end
+    # of the info text: a creation's record has no other place for it
+    info = response["info"] + (f" [exalloc {report.note}]" if report.note else "")
+    return AllocatorAnswer(bool(response["success"]), tuple(response["result"]), info)

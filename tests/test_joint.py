@@ -18,6 +18,7 @@ import pytest
 
 from model.backends.iallocator import load_request, new_instance, parse_request
 from model.check import Move, check_allocation, check_moves
+from model.htools.answer import HailAnswer
 from model.htools.evacuate import nodes_to_evacuate, try_node_evac
 from model.htools.requests import EVAC_MODES
 from model.resources import check_migration
@@ -36,6 +37,11 @@ def real_hail(htools, path: Path) -> dict:
     proc = subprocess.run([str(htools.hail), str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def _reply(ans: HailAnswer) -> dict:
+    """hail's response line as read, with the solver's note the answer carries beside it."""
+    return {**json.loads(ans.response), "note": ans.note}
 
 
 def _nodes(entry: list) -> tuple[str, str | None]:
@@ -110,11 +116,11 @@ def test_node_evacuate_moves_what_hail_strands(htools, tmp_path, mode):
     path = tmp_path / "evacuate.json"
     path.write_text(evacuation_request(mode))
     hail = real_hail(htools, path)
-    ours = json.loads(answer(load_request(path), IAllocatorOptions()).response)
+    ours = _reply(answer(load_request(path), IAllocatorOptions()))
     state = node_states(load_request(path).cluster)
     assert hail["success"] and len(hail["result"][0]) == 4 and len(hail["result"][1]) == 1
     assert ours["success"] and len(ours["result"][0]) == 5 and ours["result"][1] == []
-    assert "optimal" in ours["info"] and "joint plan" in ours["info"]
+    assert "optimal" in ours["note"] and "joint plan" in ours["note"]
     # one job per moved instance, each a migration to its new node
     jobs = ours["result"][2]
     assert [job[0]["instance_name"] for job in jobs] == [m[0] for m in ours["result"][0]]
@@ -148,11 +154,11 @@ def test_multi_allocate_places_what_hail_leaves(htools, tmp_path):
     path.write_text(gen.dumps(gen.for_seed(MULTI_SEED)))
     inp = load_request(path)
     hail = real_hail(htools, path)
-    ours = json.loads(answer(inp, IAllocatorOptions()).response)
+    ours = _reply(answer(inp, IAllocatorOptions()))
     wanted = len(inp.request.instances)
     assert hail["success"] and 0 < len(hail["result"][0]) < wanted
     assert ours["success"] and len(ours["result"][0]) == wanted and ours["result"][1] == []
-    assert "optimal" in ours["info"] and "joint plan" in ours["info"]
+    assert "optimal" in ours["note"] and "joint plan" in ours["note"]
     state = node_states(inp.cluster)
     records = {r.name: new_instance(r) for r in inp.request.instances}
     after = state
@@ -196,7 +202,7 @@ def _score_after(text: str, response: dict) -> float:
 
 def _gap(response: dict) -> float:
     """The relative gap an answer reports (0 when it reports none)."""
-    found = re.search(r"exalloc \w+: [a-z ]+, gap ([0-9.e+-]+)", response["info"])
+    found = re.search(r"^\w+: [a-z ]+, gap ([0-9.e+-]+)", response["note"])
     return float(found.group(1)) if found else 0.0
 
 
@@ -242,12 +248,12 @@ def test_joint_model_out_of_time_before_any_plan_claims_nothing():
     'optimal' with no plan, and its note (a score of None) crashed the request."""
     text = gen.dumps(gen.for_seed(199))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=1e-6))
-    one = json.loads(one_by_one_answer(parse_request(text), options).response)
+    one = _reply(one_by_one_answer(parse_request(text), options))
     ans = answer(parse_request(text), options)
-    joint = json.loads(ans.response)
+    joint = _reply(ans)
     assert joint["result"] == one["result"] and _acted(one) == 2
     assert [run.status for run in ans.runs] == ["time_limit"]
-    assert "time_limit, no bound yet; joint plan 0;" in joint["info"]
+    assert "time_limit, no bound yet; joint plan 0;" in joint["note"]
     enough = answer(parse_request(text), IAllocatorOptions())  # with time: solved again
     assert [run.status for run in enough.runs] == ["optimal"]
 
@@ -264,13 +270,13 @@ def test_no_time_to_build_the_model_answers_the_start_at_once():
     out_of_time = answer(
         parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=1e-6))
     )
-    info = json.loads(out_of_time.response)["info"]
-    assert "10 were moved" in info
-    assert "feasible, no bound: no time left to build the joint model;" in info
+    reply = _reply(out_of_time)
+    assert "10 were moved" in reply["info"]
+    assert "feasible, no bound: no time left to build the joint model;" in reply["note"]
     assert [(run.status, run.build_s) for run in out_of_time.runs] == [("feasible", 0.0)]
     in_time = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=10)))
     assert in_time.runs[0].build_s > 0
-    assert "no time left" not in json.loads(in_time.response)["info"]
+    assert "no time left" not in _reply(in_time)["note"]
 
 
 def test_search_beside_the_model_starts_from_the_narrow_walk(monkeypatch, tmp_path):
@@ -294,7 +300,7 @@ def test_search_beside_the_model_starts_from_the_narrow_walk(monkeypatch, tmp_pa
     monkeypatch.setattr(joint_evacuate, "SECONDS_PER_TRIAL", 1.0)
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     ans = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
-    response = json.loads(ans.response)
+    response = _reply(ans)
     seen = json.loads(record.read_text())
     assert (seen["start"], seen["seed"], _acted(response)) == (10, 1, 10)
     assert all(_score_after(text, response) <= score + 1e-9 for score in seen["scores"])
@@ -328,7 +334,7 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     inp = parse_request(text)
     ans = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
-    response = json.loads(ans.response)
+    response = _reply(ans)
     seen = json.loads(record.read_text())
     state = node_states(inp.cluster)
     moving = list(inp.request.instances)
@@ -344,7 +350,7 @@ def test_search_beside_the_model_from_the_narrow_walk_when_hails_walk_is_cut(mon
     narrow = joint_search.narrow_walk(state, "all", moving, avail_of)
     assert {n: tuple(v) for n, v in seen["start"].items()} == narrow
     assert (seen["seed"], _acted(response)) == (1, 10)
-    assert "hail's walk does not end within half the time" in response["info"]
+    assert "hail's walk does not end within half the time" in response["note"]
     assert all(_score_after(text, response) <= score + 1e-9 for score in seen["scores"])
 
 
@@ -378,10 +384,10 @@ def test_a_failed_search_beside_the_model_is_said(monkeypatch):
     monkeypatch.setattr(joint_evacuate, "SECONDS_PER_TRIAL", 1.0)  # the search from the narrow walk
     text = gen.dumps(gen.busiest_evacuation(0, 60, 10))
     ans = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=4.0)))
-    response = json.loads(ans.response)
+    response = _reply(ans)
     assert _acted(response) == 10
-    assert response["info"].endswith(
-        "; the search beside the model failed (RuntimeError: broken on purpose)]"
+    assert response["note"].endswith(
+        "; the search beside the model failed (RuntimeError: broken on purpose)"
     )
 
 
@@ -418,16 +424,16 @@ def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
     text = gen.dumps(gen.for_seed(seed))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=10.0))
     monkeypatch.setattr(joint_search, "walk_aside", lambda *_: False)
-    before = json.loads(answer(parse_request(text), options).response)
+    before = _reply(answer(parse_request(text), options))
     monkeypatch.setattr(joint_search, "walk_aside", lambda *_: True)
-    aside = json.loads(answer(parse_request(text), options).response)
+    aside = _reply(answer(parse_request(text), options))
     assert _acted(aside) == _acted(before)
     if _acted(before):
         score = _score_after(text, before)
         gap = max(_gap(before), _gap(aside))
         assert _score_after(text, aside) == pytest.approx(score, abs=gap * abs(score) + 1e-9)
-        one = re.search(r"one by one [^;\]]*", before["info"])
-        assert one is None or one.group(0) in aside["info"]
+        one = re.search(r"one by one [^;\]]*", before["note"])
+        assert one is None or one.group(0) in aside["note"]
 
 
 def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
@@ -440,7 +446,7 @@ def test_a_proven_evacuation_does_not_wait_for_the_search_beside(monkeypatch):
     began = time.monotonic()
     options = IAllocatorOptions(solver=SolverOptions(time_limit=600))
     response = answer(parse_request(text), options)
-    assert "optimal" in json.loads(response.response)["info"]
+    assert "optimal" in _reply(response)["note"]
     assert time.monotonic() - began < 60  # not the 600 s deadline, with room for load
 
 
@@ -453,12 +459,12 @@ def _evacuation(seed: int, mode: str | None = None) -> tuple[str, ClusterState, 
     text = gen.dumps(data)
     inp = parse_request(text)
     options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
-    return text, node_states(inp.cluster), json.loads(answer(inp, options).response)
+    return text, node_states(inp.cluster), _reply(answer(inp, options))
 
 
 def _status(response: dict) -> str:
-    """exalloc's status and gap in hail's info."""
-    return re.search(r"exalloc highs: ([^;\]]*)", response["info"]).group(1)
+    """exalloc's status and gap, from the solver's note beside hail's line."""
+    return re.search(r"^highs: ([^;]*)", response["note"]).group(1)
 
 
 def test_node_evacuate_moves_only_where_migration_tags_allow():
@@ -479,7 +485,7 @@ def test_node_evacuate_moves_only_where_migration_tags_allow():
     assert refusing  # the case this test is about
     assert _status(response).startswith("optimal")
     joint, hail = re.search(r"joint plan \d+, score ([0-9.]+); one by one \d+, score ([0-9.]+)",
-                            response["info"]).groups()  # fmt: skip
+                            response["note"]).groups()  # fmt: skip
     assert float(joint) < float(hail)
     for name, _group, nodes in response["result"][0]:
         source = state.locations[name][0]
@@ -496,7 +502,7 @@ def test_node_evacuate_models_an_instance_that_cannot_move_in_place():
     text, state, response = _evacuation(120)
     assert len(response["result"][1]) == 1 and len(response["result"][0]) == 3
     assert _status(response).startswith("optimal")
-    joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["info"]).group(1))
+    joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["note"]).group(1))
     assert joint == pytest.approx(_score_after(text, response), abs=1e-6)
     _moves_ok(state, response["result"][0])
 
@@ -520,7 +526,7 @@ def test_node_evacuate_scores_the_instances_that_stay(seed):
     assert response["result"][1]  # some instances failed to move
     assert _status(response).startswith("optimal")
     moved, joint, hail_moved, hail = re.search(
-        r"joint plan (\d+), score ([0-9.]+); one by one (\d+), score ([0-9.]+)", response["info"]
+        r"joint plan (\d+), score ([0-9.]+); one by one (\d+), score ([0-9.]+)", response["note"]
     ).groups()
     assert float(joint) == pytest.approx(_score_after(text, response), abs=1e-6)
     assert int(moved) == len(response["result"][0])
@@ -686,7 +692,7 @@ def test_node_evacuate_counts_a_node_forced_moves_make_fail_n1():
     below the score). Before, such evacuations claimed no bound."""
     text, state, response = _evacuation(11199)
     moved = response["result"][0]
-    assert len(moved) == 16 and "one by one 13" in response["info"]
+    assert len(moved) == 16 and "one by one 13" in response["note"]
     _moves_ok(state, moved)
     after = state
     for name, _group, nodes in moved:
@@ -694,7 +700,7 @@ def test_node_evacuate_counts_a_node_forced_moves_make_fail_n1():
     failing = [n for n, st in after.nodes.items() if st.fail_n1 and not state.nodes[n].fail_n1]
     assert failing and not any(after.nodes[n].offline for n in failing)
     assert _status(response).startswith("optimal"), _status(response)
-    score = float(re.search(r"joint plan 16, score ([0-9.]+)", response["info"]).group(1))
+    score = float(re.search(r"joint plan 16, score ([0-9.]+)", response["note"]).group(1))
     assert _score_after(text, response) == pytest.approx(score, abs=1e-6)
 
 
@@ -715,7 +721,7 @@ def test_node_evacuate_proves_a_target_short_of_its_reserve():
     node = state.nodes["node-0003"]
     assert not node.fail_n1 and node.unallocated_memory_mib < node.reserved_memory_mib
     options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
-    response = json.loads(answer(inp, options).response)
+    response = _reply(answer(inp, options))
     assert _status(response).startswith("optimal"), _status(response)
     moves, score, _ = _best_of_all(text, state)
     assert len(response["result"][0]) == moves
@@ -767,7 +773,7 @@ def test_node_evacuate_once_unproven_is_proven_the_best_plan(seed):
     moves, score, _ = _best_of_all(text, state)
     assert _status(response).startswith("optimal"), _status(response)
     assert len(response["result"][0]) == moves
-    joint = re.search(r"joint plan \d+, score ([0-9.]+)", response["info"]).group(1)
+    joint = re.search(r"joint plan \d+, score ([0-9.]+)", response["note"]).group(1)
     assert float(joint) == pytest.approx(score, abs=1e-6)  # the group's score, moves or none
     if moves:
         assert _score_after(text, response) == pytest.approx(score, abs=1e-6)
@@ -784,7 +790,7 @@ def test_node_evacuate_gives_no_target_where_hails_failover_cannot_pass():
     text, state, response = _evacuation(26931)
     moves, _, _ = _best_of_all(text, state)
     assert moves == len(response["result"][0]) == 0
-    assert "infeasible" not in response["info"]
+    assert "infeasible" not in response["note"]
 
 
 def _here(state: ClusterState, name: str) -> tuple[str, str | None]:
@@ -822,7 +828,7 @@ def test_secondary_only_evacuation_counts_the_primary_staying_on_a_drained_node(
         state.nodes[state.locations[name][0]].offline for name, _, _ in response["result"][0]
     )  # the case this test is about
     assert _status(response).startswith("optimal")
-    joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["info"]).group(1))
+    joint = float(re.search(r"joint plan \d+, score ([0-9.]+)", response["note"]).group(1))
     assert joint == pytest.approx(_score_after(text, response), abs=1e-6)
     _moves_ok(state, response["result"][0])
 
@@ -840,7 +846,7 @@ def test_secondary_only_evacuation_keeps_a_primary_past_its_policy_ratio():
     text, state, response = _evacuation(471, "secondary-only")
     assert _status(response).startswith("optimal"), _status(response)
     joint, hail = re.search(r"joint plan \d+, score ([0-9.]+); one by one \d+, score ([0-9.]+)",
-                            response["info"]).groups()  # fmt: skip
+                            response["note"]).groups()  # fmt: skip
     assert float(joint) == pytest.approx(_score_after(text, response), abs=1e-6)
     assert float(joint) < float(hail)
     pairs = [tuple(nodes) for _, _, nodes in response["result"][0]]
@@ -860,7 +866,7 @@ def test_secondary_only_evacuation_onto_a_node_failing_n1_is_proven():
     text, state, response = _evacuation(1812, "secondary-only")
     assert _status(response).startswith("optimal"), _status(response)
     moved, joint, hail_moved, hail = re.search(
-        r"joint plan (\d+), score ([0-9.]+); one by one (\d+), score ([0-9.]+)", response["info"]
+        r"joint plan (\d+), score ([0-9.]+); one by one (\d+), score ([0-9.]+)", response["note"]
     ).groups()
     assert float(joint) == pytest.approx(_score_after(text, response), abs=1e-6)
     assert (int(moved), -float(joint)) >= (int(hail_moved), -float(hail) - 1e-9)
@@ -884,7 +890,7 @@ def test_primaries_added_back_let_their_node_fail_n1_only_where_it_fails_as_it_i
     assert any(not state.nodes[n].fail_n1 for n in primaries & secondaries)
     moves, score, _ = _best_of_all(text, state)
     assert _status(response).startswith("optimal"), _status(response)
-    hail_moved = int(re.search(r"one by one (\d+)", response["info"]).group(1))
+    hail_moved = int(re.search(r"one by one (\d+)", response["note"]).group(1))
     assert len(response["result"][0]) == moves > hail_moved
     assert _score_after(text, response) == pytest.approx(score, abs=1e-6)
     _moves_ok(state, response["result"][0])
@@ -953,7 +959,7 @@ def test_joint_multi_allocate_and_change_group_are_the_best_plan_of_all(seed):
     brute = joint_plans.brute_of(text)
     best, _, _, _ = brute.best()
     options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
-    response = json.loads(answer(parse_request(text), options).response)
+    response = _reply(answer(parse_request(text), options))
     plan = brute.ours(response)
     assert brute.why_not(plan) == "feasible"
     assert joint_plans.judge(best, brute.key(plan)) == "best", (best, brute.key(plan))
@@ -974,9 +980,9 @@ def test_a_model_scoring_a_plan_above_its_true_score_claims_no_bound(monkeypatch
     monkeypatch.setattr(joint_strategy, "placement_problem", raised)
     text = gen.dumps(gen.for_seed(2413))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
-    response = json.loads(answer(parse_request(text), options).response)
+    response = _reply(answer(parse_request(text), options))
     assert response["success"] and response["result"][0]
-    assert placement_strategy.OVERSCORED in response["info"], response["info"]
+    assert placement_strategy.OVERSCORED in response["note"], response["note"]
     assert not _status(response).startswith("optimal")
 
 
@@ -1012,7 +1018,7 @@ def _seed_2413_with_score_solves(monkeypatch, change) -> dict:  # noqa: ANN001
     monkeypatch.setattr(placement_strategy, "open_session", changed)
     text = gen.dumps(gen.for_seed(2413))
     options = IAllocatorOptions(solver=SolverOptions(time_limit=20))
-    response = json.loads(answer(parse_request(text), options).response)
+    response = _reply(answer(parse_request(text), options))
     assert response["success"] and response["result"][0]
     return response
 
@@ -1029,7 +1035,7 @@ def test_a_solve_returning_a_plan_above_its_true_score_keeps_the_bound(monkeypat
         return res if res.objective is None else replace(res, objective=res.objective + 1.0)
 
     response = _seed_2413_with_score_solves(monkeypatch, slack)
-    assert placement_strategy.OVERSCORED not in response["info"], response["info"]
+    assert placement_strategy.OVERSCORED not in response["note"], response["note"]
     assert _status(response).startswith("optimal"), _status(response)
 
 
@@ -1044,7 +1050,7 @@ def test_a_bound_above_a_checked_plan_is_no_proof(monkeypatch):
         return res if res.bound is None else replace(res, bound=res.bound + 1.0)
 
     response = _seed_2413_with_score_solves(monkeypatch, inflated)
-    assert placement_strategy.UNDERCUT in response["info"], response["info"]
+    assert placement_strategy.UNDERCUT in response["note"], response["note"]
     assert not _status(response).startswith("optimal"), _status(response)
 
 
@@ -1117,7 +1123,7 @@ def test_the_search_beside_runs_only_for_a_long_walk(long_walk, monkeypatch):
     monkeypatch.setattr(joint_search, "walk_aside", lambda *_: False)
     monkeypatch.setattr(joint_evacuate, "WALK_ASIDE_SECONDS", 0.0 if long_walk else 1e9)
     response = answer(parse_request(text), IAllocatorOptions(solver=SolverOptions(time_limit=20)))
-    assert json.loads(response.response)["success"]
+    assert _reply(response)["success"]
     assert len(forked) == (1 if long_walk else 0)
     assert all(hail is not None for hail in forked)
 
@@ -1143,7 +1149,7 @@ def test_joint_answer_keeps_a_redundant_cluster_redundant(seed):
     if not check_cluster(state).redundant:
         pytest.skip("not N+1 redundant before")
     options = IAllocatorOptions(solver=SolverOptions(time_limit=3.0))
-    response = json.loads(answer(parse_request(text), options).response)
+    response = _reply(answer(parse_request(text), options))
     after = state
     if inp.request.type == "multi-allocate":
         records = {r.name: new_instance(r) for r in inp.request.instances}

@@ -62,9 +62,7 @@ def stand_ins() -> dict[str, list[str]]:
 
 
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
-PENDING = {
-    "hbal": "exalloc balance --greedy (hbal's port, issue 37) has not landed",
-}
+PENDING: dict[str, str] = {}
 
 #: Cases of a pending program that pass already: they expect only a usage error (exit 2) or a
 #: failure (exit != 0), which exalloc's parser gives an unknown command too. They must keep
@@ -89,10 +87,6 @@ STAND_IN_FAILS = {
 
 #: Found by these tests, being fixed (issue 39, stage 2).
 STAND_IN_GAPS = {
-    "htools-balancing:54": (
-        "hcheck reads the balanced snapshot hbal -S wrote before it (htools-balancing:47), "
-        "which waits for exalloc balance --greedy (issue 37)"
-    ),
     "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
 }
 

@@ -249,6 +249,22 @@ def printf_fixed(x: float, precision: int) -> str:
     return sign + whole + ("." + frac if frac else "")
 
 
+def printf_g(x: float, precision: int = 6) -> str:
+    """Haskell `printf "%.Ng"` (showGFloat): fixed notation for exponents 0..7 of the
+    shortest digits (0.1 <= |x| < 10^7, and 0), else `d.ddddddeN` (hbal's well-balanced
+    message: `1.000000e-9`)."""
+    special = _non_finite(x)
+    if special is not None:
+        return special
+    text, e = _float_digits(x)
+    if x == 0 or 0 <= e <= 7:
+        return printf_fixed(x, precision)
+    sign = "-" if x < 0 else ""
+    carry, out = _round_to(max(precision, 1) + 1, [int(c) for c in text])
+    digits = out[:-1] if carry else out
+    return f"{sign}{digits[0]}.{''.join(map(str, digits[1:]))}e{e - 1 + carry}"
+
+
 def show_string(s: str) -> str:
     """Haskell `show :: String -> String`, used verbatim in htools' error messages."""
     names = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", '"': '\\"', "\a": "\\a"}

@@ -2,12 +2,13 @@
 
 `HailAnswer` is the response line Ganeti reads plus what `--json` and `--compare` show: the
 placements or moves, the solver runs behind them and the checker's objectives. `SolverRun` is
-one MIP's figures, which the exact answers append to hail's `info` text (`run_note`).
+one MIP's figures; `solver_note` is the verdict an exact answer carries beside hail's response
+line (`HailAnswer.note`), which the program prints on stderr and in `--json` ("solver_note"):
+Ganeti and its shell tests read hail's own info text (issue 39), so the line stays hail's.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,8 @@ class HailAnswer:
     placements: tuple[tuple[str, tuple[str, ...]], ...] = ()  # instance -> its new nodes
     runs: tuple[SolverRun, ...] = ()
     objectives: Mapping[str, Any] = field(default_factory=dict)
+    #: the solver's verdict, `highs: optimal, gap 0` and what the strategy adds ("" for none)
+    note: str = ""
     # an allocate's every group tried, ranked (model.htools.requests.ranked_groups)
     groups: tuple[Mapping[str, Any], ...] = ()
     # where the answer's seconds went, stage by stage (screen_s, model_s, greedy_s, check_s):
@@ -51,27 +54,13 @@ class HailAnswer:
     stages: Mapping[str, float] = field(default_factory=dict)
 
 
-def run_note(runs: Sequence[SolverRun], note: str = "") -> str:
-    """The solver's verdict appended to hail's info: ` [exalloc highs: optimal, gap 0]`."""
+def solver_note(runs: Sequence[SolverRun], note: str = "") -> str:
+    """The solver's verdict on an answer, `highs: optimal, gap 0` (the worst run's), then
+    `note`, what the strategy adds (`; joint plan 3, ...`); "" without runs."""
     if not runs:
         return ""
     worst = next((r for r in runs if r.status != "optimal"), runs[0])
-    return f" [exalloc {worst.solver}: {worst.summary()}{note}]"
-
-
-#: `run_note` at the end of the encoded info, right before the result (hail's key order).
-_ENCODED_NOTE = re.compile(r' \[exalloc ([^\]"\\]*)\](?=","result":)')
-
-
-def split_run_note(response: str) -> tuple[str, str]:
-    """hail's response line without exalloc's note, and the note without its brackets and
-    leading `exalloc ` (`highs: optimal, gap 0`; "" when none): Ganeti and
-    its shell tests read hail's own info text (issue 39); the note goes to stderr and --json.
-    The line is cut as encoded, so every other byte stays what the strategy wrote."""
-    found = _ENCODED_NOTE.search(response)
-    if found is None:
-        return response, ""
-    return response[: found.start()] + response[found.end() :], found.group(1)
+    return f"{worst.solver}: {worst.summary()}{note}"
 
 
 def jsonable(x: Any) -> Any:

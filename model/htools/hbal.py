@@ -33,25 +33,42 @@ The pieces, pure functions over a `ClusterState` (nothing here prints):
   reservations leave at best.
 
 A `Table` is htools' `Cluster.Table`: a state, its group score and the placements so far.
-Scores of all candidate moves of a round are computed together (`ListScores`: an estimate
-with an error bound for each, the exact two-pass value for those that may be the best), which
-gives the same choice as hbal's sequential fold.
+hbal's main (loading extras, group selection, its messages, -C, -S, -X's job sets) is
+model/htools/hbal_program.py. Scores of all candidate moves of a round are computed together
+(`ListScores`: an estimate with an error bound for each, the exact two-pass value for those
+that may be the best), which gives the same choice as hbal's sequential fold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.backends.text import alias, cluster_suffix, printf_fixed
+from model.backends.text import (
+    alias,
+    cluster_suffix,
+    printf_fixed,
+)
 from model.cluster import MOVABLE_TEMPLATES, read_name
 from model.htools.evacuate import MIRROR_EXTERNAL, MIRROR_INTERNAL, mirror_type
-from model.htools.metrics import ListScores, RowCache, list_score
+from model.htools.metrics import ListScores, RowCache, list_score, list_stats, node_row, stat_value
+from model.htools.nodelist import table
 from model.operations import Step, command
-from model.resources import FailMode, MoveKind, MoveResult, NodeState, apply_move
+from model.resources import (
+    FailMode,
+    MoveKind,
+    MoveResult,
+    NodeState,
+    apply_move,
+)
+from model.score import METRICS
 from model.state import ClusterState
+
+if TYPE_CHECKING:
+    pass
 
 #: Metrics.reservedMemRtotalCoeff
 RESERVED_MEM_RTOTAL_COEFF = 0.25
@@ -118,11 +135,9 @@ class Table:
 
 def split_instances(state: ClusterState) -> frozenset[str]:
     """`findSplitInstances`: instances whose primary and secondary are in different groups."""
-    out = set()
-    for name, (p, s) in state.locations.items():
-        if s is not None and state.nodes[p].group_uuid != state.nodes[s].group_uuid:
-            out.add(name)
-    return frozenset(out)
+    from model.htools.hinfo import split_instances as split
+
+    return frozenset(i.name for i in split(state))
 
 
 def movable_instances(
@@ -574,11 +589,34 @@ def format_cmds(job_sets: Sequence[Sequence[Sequence[str]]]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def instance_map(state: ClusterState, scope: Scope) -> str:
+    """`Cluster.printInsts` (--print-instances) of the group's instances where they are now."""
+    from model.htools.hinfo import instance_map as printed
+
+    inside = set(scope.instances)
+    snap = state.snapshot()
+    return printed(replace(snap, instances=tuple(i for i in snap.instances if i.name in inside)))
+
+
+def print_stats(state: ClusterState, scope: Scope, prefix: str = "  ") -> str:
+    """`Metrics.printStats`: each of the 20 metrics' value and weight, as hbal prints them
+    at -v -v -v."""
+    states = [state.nodes[n] for n in scope.nodes]
+    stats = list_stats([node_row(st) for st in states], [not st.offline for st in states])
+    rows = []
+    for k, m in enumerate(() if stats.empty else METRICS):  # compDetailedCV of none: []
+        value = stat_value(k, stats.values[k])
+        rows.append([m.name, printf_fixed(value, 8), "x" + printf_fixed(m.weight, 2)])
+    return table(["Field", "Value", "Weight"], rows, [False, True, True], prefix=prefix)
+
+
 __all__ = [
     "BalanceOptions",
     "FAILOVER",
     "Naming",
     "format_cmds",
+    "instance_map",
+    "print_stats",
     "involved_nodes",
     "is_running",
     "move_steps",

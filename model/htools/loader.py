@@ -28,8 +28,10 @@ def update_missing(cluster: Cluster) -> list[str]:
     to the list: the last node's first)."""
     states = node_states(cluster).nodes
     used_disk_mib = {node.name: 0 for node in cluster.nodes}
-    for inst in cluster.instances:  # `nodeIdsk`: every instance's disk on its primary and secondary
-        if inst.forthcoming:  # not in the nodes' pList / sList (htools keeps them apart)
+    # `nodeIdsk`: the disk of the instances in the node's pList and sList, on its primary and
+    # secondary (forthcoming instances are on neither list)
+    for inst in cluster.instances:
+        if inst.forthcoming:
             continue
         used_disk_mib[inst.primary] += inst.disk_mib
         if inst.secondary:

@@ -31,7 +31,7 @@ from model.capacity import secondary_usage as row_secondary_usage
 from model.cluster import Cluster
 from model.dedicated import format_metric, vector_of
 from model.errors import CheckFailedError, InputError, SolverError, UsageError
-from model.htools.answer import HailAnswer, SolverRun, run_note
+from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.htools.dedicated import (
     GroupOutcome,
     Screen,
@@ -276,10 +276,11 @@ def allocate(
             f"the model claims {format_metric(best.lost, best.disk_mib)}"
         )
     return HailAnswer(
-        response_json(True, info + run_note(runs), list(best.nodes)),
+        response_json(True, info, list(best.nodes)),
         "allocate",
         placements=((req.name, best.nodes),),
         runs=runs,
+        note=solver_note(runs),
         objectives=shown_objectives(report.objectives),
     )
 
@@ -571,10 +572,11 @@ def multi_allocate(
         found = "the solver found none in time" if no_batch else "better than the best found"
         note = f"; kept the one-by-one batch, {found}"
     return HailAnswer(
-        response_json(True, info + run_note(runs, note), result),
+        response_json(True, info, result),
         "multi-allocate",
         placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
         runs=runs,
+        note=solver_note(runs, note),
         objectives=shown_objectives(report.objectives),
         stages={k: round(v, 6) for k, v in stages.items()},
     )

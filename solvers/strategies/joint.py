@@ -25,7 +25,7 @@ from model.backends.iallocator import IAllocatorInput, MultiAllocateRequest, new
 from model.backends.iallocator_response import multi_allocate_response, response_json
 from model.check import check_allocation
 from model.cluster import NodeGroup
-from model.htools.answer import HailAnswer, SolverRun, run_note
+from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.placement import candidates, placement_problem
 from model.placement import new_instance as batch_item
 from model.resources import (
@@ -193,11 +193,12 @@ def joint_multi_allocate(
     ]
     info, result = multi_allocate_response(allocated, failed)
     return HailAnswer(
-        response_json(True, info + run_note((run,), note), result),
+        response_json(True, info, result),
         "multi-allocate",
         placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
         runs=(run,),
         objectives={"score": joint.score, "score_bound": joint.bound, "placed": joint.placed},
+        note=solver_note((run,), note),
     )
 
 
@@ -228,24 +229,19 @@ def _kept_hails(ans: HailAnswer, runs: list[SolverRun], note: str) -> HailAnswer
     """hail's answer, kept because the joint model found nothing better, with the model's
     runs: started from hail's plan, their bound is a bound for it too (the gap says how far
     hail's plan can be from the best)."""
-    if not runs or not ans.response:
+    if not runs or not ans.response or not json.loads(ans.response).get("success"):
         return ans
-    line = json.loads(ans.response)
-    if not line.get("success"):
-        return ans
-    info = line["info"].removeprefix("Request successful: ")
     if any(run.unbounded == NO_TIME_FOR_MODEL for run in runs):
         note = f"{note}; kept hail's plan, no better one found without the joint model"
     else:
         note = f"{note}; kept hail's plan, the joint model found none better"
-    response = response_json(True, info + run_note(tuple(runs), note), line["result"])
-    return replace(ans, response=response, runs=tuple(runs))
+    return replace(ans, runs=tuple(runs), note=solver_note(runs, note))
 
 
 def _note(done: int, score: float | None, hail_done: int, hail_score: float | None) -> str:
-    """What `info` adds: both plans' counts and scores (the scores of different counts are
-    not comparable: more instances come first). A joint model that found no plan (its time
-    ran out first) has no score."""
+    """What the solver's note adds: both plans' counts and scores (the scores of different
+    counts are not comparable: more instances come first). A joint model that found no plan
+    (its time ran out first) has no score."""
     mine = f"; joint plan {done}" + ("" if score is None else f", score {score:.8f}")
     if not hail_done or hail_score is None or hail_score == float("inf"):
         return f"{mine}; one by one 0"

@@ -14,7 +14,7 @@ from model.backends.iallocator import IAllocatorInput
 from model.backends.iallocator_response import response_json
 from model.batch import NewInstance
 from model.check import Move, check_moves
-from model.htools.answer import HailAnswer, SolverRun, run_note
+from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.htools.evacuate import (
     CHANGE_ALL,
     CHANGE_SECONDARY,
@@ -269,11 +269,12 @@ def _better_moves(
         else f"; joint plan {-mine[0]}, score {mine[2]:.8f}; not compared: {why_alone}"
     ) + aside_note
     return HailAnswer(
-        response_json(True, ans.info + run_note(tuple(runs), note), ans.result),
+        response_json(True, ans.info, ans.result),
         kind,
         placements=tuple((n, tuple(nodes)) for n, _, nodes in moved),
         runs=tuple(runs),
         objectives={"score": mine[2], "moved": len(moved)},
+        note=solver_note(tuple(runs), note),
     )
 
 

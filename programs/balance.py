@@ -1,0 +1,349 @@
+"""`exalloc balance`: hbal's question (which moves bring the group's score down), answered by
+hbal's own search with `--greedy` (model/htools/hbal.py, hbal_program.py): its output, `-C`
+commands and script, `-S` files and exit code byte for byte the real hbal 3.0.2's
+(docs/balance.md).
+
+With `-X` the moves run on the cluster read through LUXI, job set by job set, as hbal's own
+`-X` (programs/execute.py, model/backends/jobs.py). The exact mode (the least score within K
+moves, proven) is issue 37's other half: until it lands, `exalloc balance` without `--greedy`
+says so and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
+    from model.cluster import Cluster
+    from model.htools.hbal_program import HbalOptions, HbalRun
+
+EXACT_PENDING = (
+    "the exact balance (issue 37) is not built yet: use `exalloc balance --greedy` "
+    "(hbal's own search)"
+)
+
+#: Ganeti's job priorities as `--priority` names them (`parseSubmitPriority`)
+PRIORITIES = ("low", "normal", "high")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list as htools splits it (`sepSplit ','`)."""
+    from model.backends.text import sep_split
+
+    return tuple(sep_split(",", text))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """hbal 3.0.2's options (backends, -S, -C, -X shared with the other programs), exalloc's
+    `--greedy` and `--json`."""
+    from programs.options import (
+        exec_option,
+        htools_source_options,
+        ignore_dynu_option,
+        json_option,
+        number_type,
+        offline_option,
+        print_commands_option,
+        save_option,
+        verbosity_options,
+    )
+    from programs.parser import standard_options
+
+    htools_source_options(p)  # none, or more than one: hbal's own errors
+    standard_options(p, "hbal", ())
+    p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hbal's own error
+    p.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        metavar="FIELDS",
+        help="print the node list before and after (-pFIELDS, +FIELDS adds to the defaults)",
+    )
+    p.add_argument(
+        "--print-instances",
+        dest="print_instances",
+        action="store_true",
+        help="print the instance map before and after",
+    )
+    print_commands_option(p, "print the commands (or write a script to FILE)", to_file=True)
+    p.add_argument(
+        "--evac-mode",
+        dest="evac_mode",
+        action="store_true",
+        help="only move instances off offline nodes",
+    )
+    p.add_argument(
+        "--restricted-migration",
+        dest="restricted_migration",
+        action="store_true",
+        help="no moves that need a migration off a node that is not offline",
+    )
+    exec_option(p, "run the moves through LUXI (-L), job set by job set, as hbal -X")
+    p.add_argument(
+        "--first-job-group",
+        dest="first_job_group",
+        action="store_true",
+        help="only the first job set",
+    )
+    p.add_argument("--reason", dest="reason", metavar="REASON", help="the reason for -X's jobs")
+    p.add_argument("-G", "--group", dest="group", metavar="GROUP", help="the group to balance")
+    p.add_argument(
+        "-l",
+        "--max-length",
+        dest="max_length",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="at most N moves",
+    )
+    verbosity_options(p)
+    offline_option(p)
+    p.add_argument(
+        "-e",
+        "--min-score",
+        dest="min_score",
+        type=float,
+        default=1e-9,
+        metavar="EPSILON",
+        help="stop at this score above the optimum (default 1e-9)",
+    )
+    p.add_argument(
+        "--max-cpu",
+        dest="max_cpu",
+        type=number_type(0, strict=True),
+        metavar="RATIO",
+        help="the vCPU ratio every node may reach",
+    )
+    p.add_argument(
+        "--min-disk",
+        dest="min_disk",
+        type=float,
+        default=0.0,
+        metavar="RATIO",
+        help="the free disk ratio every node keeps",
+    )
+    p.add_argument(
+        "-g",
+        "--min-gain",
+        dest="min_gain",
+        type=float,
+        default=0.01,
+        metavar="DELTA",
+        help="below --min-gain-limit, a move must gain at least DELTA (default 0.01)",
+    )
+    p.add_argument(
+        "--min-gain-limit",
+        dest="min_gain_limit",
+        type=float,
+        default=0.1,
+        metavar="SCORE",
+        help="the score under which --min-gain applies (default 0.1)",
+    )
+    p.add_argument(
+        "--no-disk-moves",
+        dest="disk_moves",
+        action="store_false",
+        help="failovers only",
+    )
+    p.add_argument(
+        "--select-instances",
+        dest="select_instances",
+        type=_names,
+        default=(),
+        metavar="INSTS",
+        help="only these instances move",
+    )
+    p.add_argument(
+        "--no-instance-moves",
+        dest="instance_moves",
+        action="store_false",
+        help="secondary replacements only",
+    )
+    p.add_argument(
+        "--ignore-soft-errors",
+        dest="ignore_soft_errors",
+        action="store_true",
+        help="moves may break soft limits (N+1, cpu, disk, spindles, tags)",
+    )
+    p.add_argument(
+        "-U",
+        "--dynu-file",
+        dest="dynu_file",
+        metavar="FILE",
+        help="instances' dynamic utilisation: NAME CPU MEM DSK NET per line",
+    )
+    ignore_dynu_option(p)
+    p.add_argument(
+        "--exclusion-tags",
+        dest="exclusion_tags",
+        type=_names,
+        metavar="TAG,...",
+        help="instance tag prefixes that must not share a node (besides htools:iextags:)",
+    )
+    p.add_argument(
+        "--exclude-instances",
+        dest="exclude_instances",
+        type=_names,
+        default=(),
+        metavar="INSTS",
+        help="these instances do not move",
+    )
+    save_option(p, "write FILE.original (as read) and FILE.balanced (the group after balancing)")
+    p.add_argument(
+        "--priority",
+        dest="priority",
+        metavar="PRIO",
+        help="the priority of -X's jobs: low, normal or high",
+    )
+    p.add_argument(
+        "--greedy",
+        action="store_true",
+        help="hbal's own search, its output byte for byte (no model)",
+    )
+    json_option(p)
+
+
+def options_of(args: argparse.Namespace) -> HbalOptions:
+    from model.htools.hbal import BalanceOptions
+    from model.htools.hbal_program import HbalOptions
+    from model.htools.nodelist import parse_fields
+
+    search = BalanceOptions(
+        disk_moves=args.disk_moves,
+        instance_moves=args.instance_moves,
+        restricted_migration=args.restricted_migration,
+        ignore_soft_errors=args.ignore_soft_errors,
+        evac_mode=args.evac_mode,
+        min_gain=args.min_gain,
+        min_gain_limit=args.min_gain_limit,
+    )
+    return HbalOptions(
+        search=search,
+        group=args.group,
+        max_length=args.max_length,
+        min_score=args.min_score,
+        print_nodes=None if args.print_nodes is None else tuple(parse_fields(args.print_nodes)),
+        print_instances=args.print_instances,
+        print_commands=args.print_commands,
+        first_job_group=args.first_job_group,
+        save=args.save,
+        verbose=args.verbose,
+        offline=tuple(reversed(args.offline)),  # htools prepends each -O
+        max_cpu=args.max_cpu,
+        min_disk=args.min_disk,
+        selected=tuple(args.select_instances),
+        excluded=tuple(args.exclude_instances),
+        exec_jobs=args.exec_jobs,
+    )
+
+
+@dataclass(frozen=True)
+class BalanceReport:
+    """What `exalloc balance --greedy` prints: hbal's stdout, stderr and exit code."""
+
+    stdout: str
+    stderr: str = ""
+    exit_code: int = 0
+    json: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return self.stdout
+
+    def to_json(self) -> dict[str, Any]:
+        return self.json
+
+
+def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
+    """The cluster as `loadExternalData` reads it (a backend, or htools' error), then
+    --ignore-dynu (or -U's loads); with the loader's warning."""
+    from model.errors import InputError
+    from programs.sources import htools_cluster
+
+    cluster, _, warning = htools_cluster(args)
+    if args.ignore_dynu:
+        cluster = cluster.without_dynamic_util()
+    elif args.dynu_file is not None:
+        from model.htools.hbal_program import read_dynu, with_dynu
+
+        try:
+            with open(args.dynu_file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", source=args.dynu_file) from None
+        cluster = with_dynu(cluster, read_dynu(text, args.dynu_file))
+    return cluster, warning
+
+
+def run(args: argparse.Namespace) -> BalanceReport | Any:
+    """`exalloc balance --greedy`: read, run hbal's main (model.htools.hbal_program.hbal), write its
+    files, then -X's jobs."""
+    from model.files import write_files
+    from model.htools.hbal_program import hbal, with_exclusion_tags
+
+    if not args.greedy:
+        return BalanceReport("", f"exalloc: error: {EXACT_PENDING}\n", 2, {"error": EXACT_PENDING})
+    if args.priority is not None and args.priority not in PRIORITIES:  # parseSubmitPriority
+        text = f"Error while parsing command line arguments:\nUnknown priority '{args.priority}'\n"
+        return BalanceReport("", text, 1, {"error": f"Unknown priority '{args.priority}'"})
+    if args.arguments:
+        message = "This program doesn't take any arguments."
+        return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
+    loaded, warning = _load(args)
+    cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
+    result = hbal(cluster, options_of(args), loaded)
+    write_files(result.files)
+    report = BalanceReport(result.stdout, warning + result.stderr, result.exit_code, _json(result))
+    if not args.exec_jobs or result.exit_code or result.final is None:
+        return report
+    if not result.final.placements:
+        return report
+    return _execute(args, result, report)
+
+
+def _execute(args: argparse.Namespace, result: HbalRun, report: BalanceReport) -> Any:
+    """-X: hbal's jobs through LUXI, job set by job set; refused as hbal refuses it on any
+    other backend (after its output, exit 1)."""
+    from model.htools.hbal_program import job_sets
+    from programs.execute import Executed, run_plan
+    from programs.sources import source_of
+
+    if args.luxi is None:
+        message = "hbal: Execution of commands possible only on LUXI"
+        return replace(report, stderr=report.stderr + f"Error: {message}\n", exit_code=1)
+    assert result.final is not None
+    outcomes = run_plan(
+        source_of(args),
+        job_sets(result),
+        command="balance",
+        comment="rebalancing via hbal",
+        plan_text=report.text(),
+        json_out=getattr(args, "json", False),
+    )
+    return Executed(report, outcomes, printed=not getattr(args, "json", False))
+
+
+def _json(result: HbalRun) -> dict[str, Any]:
+    if result.exit_code:
+        lines = result.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else "", "exit_code": result.exit_code}
+    initial, final = result.initial, result.final
+    data: dict[str, Any] = {"status": "greedy"}
+    if initial is not None:
+        data["score_before"] = initial.score
+    if final is not None:
+        data["score_after"] = final.score
+        data["steps"] = [
+            {
+                "instance": p.instance,
+                "from": [p.old_primary, p.old_secondary],
+                "to": [p.primary, p.secondary],
+                "move": p.move.kind.value,
+                "target": p.move.target,
+                "score": p.score,
+            }
+            for p in final.placements
+        ]
+        data["jobsets"] = [[final.placements[k].instance for k in js] for js in result.job_sets]
+    return data

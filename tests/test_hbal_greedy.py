@@ -265,3 +265,48 @@ def test_every_step_improves_and_passes_the_per_step_checks(
         assert score > limit or score - plc.score >= min_gain
         now, score = nxt, plc.score
     assert table.state.locations == now.locations
+
+
+# --- -X through LUXI, beside hbal -X ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["hbal-evac.data", "hbal-migration-1.data", "hbal-forth.data"])
+def test_exec_submits_hbals_jobs(ganeti: Ganeti, capsys, name: str) -> None:  # noqa: ANN001
+    """-L -X: the job sets hbal submits (one job per step, iMoveToJob's opcodes, a set at a
+    time), through the same LUXI endpoint (tests/ganeti_live.py's JobResponder); the output
+    before the jobs is hbal's."""
+    import tempfile
+    from pathlib import Path
+
+    from ganeti_live import JobResponder, RapiAnswers
+
+    import cli
+
+    annotations = {"comment", "reason", "priority", "depends"}
+
+    def bare(jobs: list) -> list:
+        return [
+            [[{k: v for k, v in op.items() if k not in annotations} for op in job] for job in call]
+            for call in jobs
+        ]
+
+    data = RapiAnswers.of_cluster(load_text(ganeti.data_dir / name))
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as folder:
+        sock = Path(folder) / "master.sock"
+        with JobResponder(sock, data) as responder:
+            real = subprocess.run(
+                [str(ganeti.hbal), f"-L{sock}", "-X", "-C"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        theirs = responder.jobs
+        with JobResponder(sock, data) as responder:
+            code = cli.main(["balance", "--greedy", f"-L{sock}", "-X", "-C"])
+            out, _ = capsys.readouterr()
+        ours = responder.jobs
+    assert real.returncode == 0 and code == 0, real.stderr
+    assert theirs and bare(ours) == bare(theirs)
+    plan = [line for line in out.splitlines() if not line.startswith("Got job IDs")]
+    assert plan == [line for line in real.stdout.splitlines() if not line.startswith("Got job")]

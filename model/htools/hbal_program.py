@@ -376,7 +376,8 @@ def with_exclusion_tags(cluster: Cluster, prefixes: Sequence[str]) -> Cluster:
 
 def job_sets(run: HbalRun) -> list[JobSet]:
     """-X's job sets (`maybeExecJobs`): per step one job, its opcodes as `iMoveToJob` makes
-    them (full names), described as hbal describes them."""
+    them (full names; a forthcoming instance fails over instead of migrating), described as
+    hbal describes them."""
     from model.backends.jobs import JobSet
     from model.operations import opcode
 
@@ -389,6 +390,10 @@ def job_sets(run: HbalRun) -> list[JobSet]:
             plc = plcs[k]
             name = read_name(plc.instance)
             steps = move_steps(plc.move, plc.primary, plc.secondary)
+            if run.final.state.demands[plc.instance].forthcoming:  # opFforced: a failover
+                steps = [
+                    ("failover", node) if op == "migrate" else (op, node) for op, node in steps
+                ]
             jobs.append(tuple(opcode(name, st) for st in steps))
         names = ", ".join(read_name(plcs[k].instance) for k in js)
         out.append(JobSet(f"Executing jobset for instances {names}", tuple(jobs)))

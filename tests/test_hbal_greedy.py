@@ -310,3 +310,22 @@ def test_exec_submits_hbals_jobs(ganeti: Ganeti, capsys, name: str) -> None:  # 
     assert theirs and bare(ours) == bare(theirs)
     plan = [line for line in out.splitlines() if not line.startswith("Got job IDs")]
     assert plan == [line for line in real.stdout.splitlines() if not line.startswith("Got job")]
+
+
+@pytest.mark.parametrize(
+    "loads",
+    [
+        "inst-p1 2.0 1.5 0.5 3.0\ninst-32a 0.1 0.2 0.3 0.4\nnosuch 1 1 1 1\n",
+        "inst-p1 2.0 1.5\n",
+        "inst-p1 2.0 x 1 1\n",
+    ],
+)
+def test_dynu_file_as_hbal_reads_it(ganeti: Ganeti, tmp_path, capsys, loads: str) -> None:  # noqa: ANN001
+    """-U FILE: the loads of the named instances (unknown names skipped), or hbal's error."""
+    util = tmp_path / "util.txt"
+    util.write_text(loads)
+    path = str(ganeti.data_dir / "hbal-evac.data")
+    real, ours = _run_both(
+        ganeti, tmp_path, capsys, lambda p: ["-t", path, "-U", str(util), "--print-instances"]
+    )
+    assert ours == real

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "squeeze": ("squeeze", "power nodes down (or standby nodes up), like hsqueeze"),
     "roll": ("roll", "rolling reboots in the fewest rounds, proven, like hroller"),
+    "space": ("space", "how many more instances fit, proven, and hspace's tiered answer"),
     "balance": ("balance", "balance a group's score by hbal's moves (--greedy: hbal)"),
     "n1": ("n1", "exact N+1 health: can every node's failure be absorbed? --greedy: hcheck"),
     "redistribute": (

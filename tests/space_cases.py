@@ -114,3 +114,53 @@ def hspace_count(path: Path, c: Case, timeout: float = 300) -> int | None:
         return None
     found = ALLOC.search(proc.stdout)
     return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One program's answer to a command: stdout, stderr, exit code and the files it wrote."""
+
+    stdout: str
+    stderr: str
+    code: int
+    files: dict[str, str]
+
+
+def greedy_flags(c: Case, variant: int) -> list[str]:
+    """hspace's command line for a case, beyond the cluster: the spec, its flags and one of
+    four output variants: human, machine-readable, `-S` with `-p` and `-v -v` (the three with
+    hspace_command's tier spec below every policy, so that the tiered phase stops at once),
+    and a tiered phase from twice the standard spec with `-l 5` (it shrinks for every unit down
+    to hspace's floors once nothing fits: hundreds of levels)."""
+    s = c.spec
+    flags = [f"--standard-alloc={s.disk_mib},{s.memory_mib},{s.vcpus},{s.spindles}", *c.flags]
+    quick = ["--tiered-alloc=1024,64,1"]
+    variants = (
+        quick,
+        [*quick, "--machine-readable"],
+        [*quick, "-S", "saved", "-pname,pcnt,fmem,fdsk", "-v", "-v"],
+        [f"--tiered-alloc={2 * s.disk_mib},{2 * s.memory_mib},{2 * s.vcpus}", "-l", "5"],
+    )
+    return flags + variants[variant % len(variants)]
+
+
+def run_both(path: Path, flags: list[str], work: Path, timeout: float = 300) -> tuple[Run, Run]:
+    """The real hspace and `exalloc space --greedy` on the same command, each in its own
+    directory (the -S paths they print are the same)."""
+    from shelltests import exalloc_scripts
+
+    exalloc = str(exalloc_scripts()["exalloc"])
+    out = []
+    for name, argv in (("real", ["hspace"]), ("port", [exalloc, "space", "--greedy"])):
+        where = work / name
+        where.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [*argv, "-t", str(path), *flags],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=where,
+        )
+        files = {p.name: p.read_text() for p in sorted(where.iterdir())}
+        out.append(Run(proc.stdout, proc.stderr, proc.returncode, files))
+    return out[0], out[1]

@@ -68,9 +68,7 @@ def greedy_hail_programs() -> dict[str, Path | list[str]]:
 
 
 #: Programs whose stand-in is another branch's work: their cases are strict xfails until it lands.
-PENDING = {
-    "hspace": "exalloc space --greedy (hspace's port, issue 36) has not landed",
-}
+PENDING: dict[str, str] = {}
 
 #: Cases of a pending program that pass already: they expect only a usage error (exit 2) or a
 #: failure (exit != 0), which exalloc's parser gives an unknown command too. They must keep
@@ -78,7 +76,6 @@ PENDING = {
 PASS_BEFORE_LANDING = frozenset(
     {
         "htools-invalid:6",  # hbal --no-such-option
-        "htools-invalid:10",  # hspace --no-such-option
         "htools-multi-group:4",  # hbal on two groups: exit != 0
         "htools-multi-group:16",  # hbal -G no-such-group: exit != 0
         "htools-multi-group:22",

@@ -120,17 +120,22 @@ def try_alloc(
     count: int,
     targets: Singles | Pairs,
     cache: RowCache | None = None,
+    *,
+    described: bool = True,
 ) -> AllocSolution | str:
     """tryAlloc: the best placement on `targets` (nodes, or (primary, secondaries) for
-    `count` 2), scored over the node list `scope`; hail's error without targets."""
+    `count` 2), scored over the node list `scope`; hail's error without targets.
+    `described`: with hail's description in front of the log (hspace prints none)."""
     cache = cache or RowCache()
     strict = not opts.ignore_soft_errors
     if not targets:
         return "No online nodes" if count == 1 else "Not enough online nodes"
     check = opts.capacity.prepare(state, scope)
     if count == 1:
-        return annotated(_try_singles(state, scope, d, targets, strict, check, cache))  # type: ignore[arg-type]
-    return annotated(_try_pairs(state, scope, d, targets, strict, check, cache))  # type: ignore[arg-type]
+        sol = _try_singles(state, scope, d, targets, strict, check, cache)  # type: ignore[arg-type]
+    else:
+        sol = _try_pairs(state, scope, d, targets, strict, check, cache)  # type: ignore[arg-type]
+    return annotated(sol) if described else sol
 
 
 def _try_singles(

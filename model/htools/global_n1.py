@@ -286,9 +286,14 @@ class GreedyN1Check:
     number: evacuating its node moves the new instance instead (docs/hail.md, "Global N+1").
     """
 
-    def __init__(self, base: ClusterState, scope: Sequence[str]):
+    def __init__(
+        self, base: ClusterState, scope: Sequence[str], checked: Sequence[str] | None = None
+    ):
         self.base = base
         self.scope = tuple(scope)
+        # the nodes whose evacuation is judged (hspace leaves some groups out, GlobalN1
+        # `redundant`); every one of them is evacuated onto, and scored over, `scope`
+        self.checked = self.scope if checked is None else tuple(checked)
         self.order = {n: i for i, n in enumerate(self.scope)}
         self.cache = RowCache()
         in_scope = set(self.scope)
@@ -304,7 +309,7 @@ class GreedyN1Check:
             return self._nodes
         out: dict[str, _Base] = {}
         self.by_touch: dict[str, list[str]] = {}
-        for node in self.scope:
+        for node in self.checked:
             found: dict = {}
             why = can_evacuate(self.base, node, self.scope, self.cache, found=found)
             plan = _plan(self.base, node)
@@ -322,8 +327,10 @@ class GreedyN1Check:
             out[node] = info
             for t in touched:
                 self.by_touch.setdefault(t, []).append(node)
-        self.failing = [n for n in self.scope if out[n].why is not None]
-        self.fragile = [n for n in self.scope if out[n].work and len(out[n].absorbers) < ABSORBERS]
+        self.failing = [n for n in self.checked if out[n].why is not None]
+        self.fragile = [
+            n for n in self.checked if out[n].work and len(out[n].absorbers) < ABSORBERS
+        ]
         self._nodes = out
         return out
 
@@ -335,7 +342,7 @@ class GreedyN1Check:
             alias[self.shadowed] = placement.demand.name
             changed |= {n for n in self.base.locations[self.shadowed] if n is not None}
         if alias:
-            examine = set(self.scope)
+            examine = set(self.checked)
         else:
             examine = {x for c in changed for x in self.by_touch.get(c, ())}
             examine |= changed & set(info)
@@ -403,8 +410,15 @@ class GreedyGlobalN1:
         return GreedyN1Check(base, scope)
 
 
-def redundant(state: ClusterState, scope: Sequence[str] | None = None) -> bool:
-    """GlobalN1.redundant: every node of `scope` (default: all) can be evacuated."""
+def redundant(
+    state: ClusterState,
+    scope: Sequence[str] | None = None,
+    checked: Sequence[str] | None = None,
+    cache: RowCache | None = None,
+) -> bool:
+    """GlobalN1.redundant: every node of `checked` (default: all of `scope`, default all)
+    can be evacuated within `scope`."""
     names = tuple(state.nodes) if scope is None else tuple(scope)
-    cache = RowCache()
-    return all(can_evacuate(state, n, names, cache, shortcut=False) is None for n in names)
+    judged = names if checked is None else tuple(checked)
+    cache = cache or RowCache()
+    return all(can_evacuate(state, n, names, cache, shortcut=False) is None for n in judged)

@@ -333,22 +333,23 @@ def _policy_unhealthy(st: NodeState) -> bool:
 
 def read_dynu(text: str, source: str = "") -> dict[str, tuple[float, float, float, float]]:
     """`-U FILE` (`parseUtilisation`): `NAME CPU MEM DSK NET` per line, split on single
-    spaces; a line that is not five fields is htools' error."""
+    spaces; a line that is not five fields, or a number that does not read, is hbal's error
+    (`Error: can't parse utilisation data: ...`, exit 1)."""
     from model.backends.text import read_double, sep_split
-    from model.errors import InputError
+    from model.errors import HtoolsError
 
     out: dict[str, tuple[float, float, float, float]] = {}
     for k, line in enumerate(text.splitlines(), 1):
         fields = sep_split(" ", line)
         if len(fields) != 5:
-            raise InputError(
+            raise HtoolsError(
                 f"can't parse utilisation data: Cannot parse line {line}", source=source, line=k
             )
         name, *values = fields
         try:
             loads = tuple(read_double(v, name) for v in values)
         except ValueError as exc:
-            raise InputError(
+            raise HtoolsError(
                 f"can't parse utilisation data: {exc}", source=source, line=k
             ) from None
         out[name] = loads  # type: ignore[assignment]
@@ -376,7 +377,8 @@ def with_exclusion_tags(cluster: Cluster, prefixes: Sequence[str]) -> Cluster:
 
 def job_sets(run: HbalRun) -> list[JobSet]:
     """-X's job sets (`maybeExecJobs`): per step one job, its opcodes as `iMoveToJob` makes
-    them (full names), described as hbal describes them."""
+    them (full names; a forthcoming instance fails over instead of migrating), described as
+    hbal describes them."""
     from model.backends.jobs import JobSet
     from model.operations import opcode
 
@@ -389,6 +391,10 @@ def job_sets(run: HbalRun) -> list[JobSet]:
             plc = plcs[k]
             name = read_name(plc.instance)
             steps = move_steps(plc.move, plc.primary, plc.secondary)
+            if run.final.state.demands[plc.instance].forthcoming:  # opFforced: a failover
+                steps = [
+                    ("failover", node) if op == "migrate" else (op, node) for op, node in steps
+                ]
             jobs.append(tuple(opcode(name, st) for st in steps))
         names = ", ".join(read_name(plcs[k].instance) for k in js)
         out.append(JobSet(f"Executing jobset for instances {names}", tuple(jobs)))

@@ -548,6 +548,10 @@ class RowCache:
     def row(self, st: NodeState) -> tuple:
         return self._get(st)[1]
 
+    def size(self) -> int:
+        """How many node states are cached (a long run drops the cache when it grows)."""
+        return len(self._rows)
+
     def change(self, positions: Sequence[int], states: Sequence[NodeState]) -> Change:
         entries = [self._get(s) for s in states]
         return Change(tuple(positions), tuple(e[1] for e in entries), tuple(e[2] for e in entries))

@@ -1,0 +1,445 @@
+"""`exalloc space`: hspace's question (how many more instances of this size fit, and how much
+can still be handed out) answered exactly, in hspace's output (docs/space.md).
+
+With `--greedy` it is hspace 3.0.2 itself (model/htools/hspace.py, hspace_output.py): output,
+`-S` files and exit code byte for byte. Without, the standard count proven and the tiered
+ladder of exact counts (solvers/strategies/space.py), each answer judged by
+`model.check.check_space` before it is printed, in hspace's layout with exalloc's numbers; the
+proof (status, bound, gap, times) and why no more fit go to stderr as notes, and into `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
+    from model.cluster import Cluster
+    from model.space import Spec
+
+NO_ARGUMENTS = "This program doesn't take any arguments."
+TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
+
+
+def spec_type(descr: str):  # noqa: ANN201
+    """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
+    sizes with htools' units."""
+
+    def parse(text: str) -> Spec:
+        from model.backends.simu import parse_unit
+        from model.space import Spec
+
+        parts = text.split(",")
+        bad = f"Invalid {descr} specification: '{text}', expected disk,ram,cpu"
+        if not 3 <= len(parts) <= 4:
+            raise argparse.ArgumentTypeError(bad)
+        try:
+            disk, ram = parse_unit(parts[0]), parse_unit(parts[1])
+            cpu = int(parts[2])
+            spn = int(parts[3]) if len(parts) == 4 else 1
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{bad} ({e})") from None
+        return Spec(ram, disk, cpu, spn)
+
+    return parse
+
+
+def _yes_no(text: str) -> bool:
+    """CLI.parseYesNo."""
+    if text in ("yes", "no"):
+        return text == "yes"
+    raise argparse.ArgumentTypeError(f"Invalid choice '{text}', pass one of 'yes' or 'no'")
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot parse max-cpu '{text}'") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError("Invalid value of the max-cpu ratio, expected >0")
+    return v
+
+
+def _spindle_use(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot parse spindle-use '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("Invalid value of the spindle-use (expected >= 0)")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """hspace 3.0.2's options, exalloc's `--greedy`, `--compare`, `--json` and solver
+    options."""
+    from programs.options import (
+        htools_source_options,
+        json_option,
+        no_arguments_option,
+        number_type,
+        offline_option,
+        save_option,
+        solver_options,
+        verbosity_options,
+    )
+    from programs.parser import standard_options
+
+    p.add_argument(
+        "-p",
+        "--print-nodes",
+        dest="print_nodes",
+        metavar="FIELDS",
+        help="print the node list before and after each phase on stderr (-pFIELDS: these)",
+    )
+    htools_source_options(p)
+    p.add_argument(
+        "--simulate",
+        dest="simulate",
+        action="append",
+        metavar="SPEC",
+        help="empty simulated groups instead of a cluster, one per SPEC "
+        "(policy,count,disk,memory,cpus[,spindles[,exclusive_storage]]), e.g. p,4,8T,64g,16",
+    )
+    p.add_argument("--disk-template", dest="disk_template", choices=TEMPLATES, metavar="TEMPLATE")
+    p.add_argument(
+        "--spindle-use",
+        dest="spindle_use",
+        type=_spindle_use,
+        metavar="SPINDLES",
+        help="spindles a new instance uses (default: the cluster's std spec)",
+    )
+    verbosity_options(p)
+    p.add_argument(
+        "--independent-groups",
+        dest="independent_groups",
+        action="store_true",
+        help="a group that is not N+1 redundant takes nothing; the others go on",
+    )
+    p.add_argument(
+        "--accept-existing-errors",
+        dest="accept_existing",
+        action="store_true",
+        help="allocate even where nodes fail N+1 already",
+    )
+    offline_option(p)
+    p.add_argument(
+        "--no-capacity-checks",
+        dest="capacity_checks",
+        action="store_false",
+        help="no global N+1 check of the placements",
+    )
+    p.add_argument(
+        "--machine-readable",
+        dest="machine_readable",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_yes_no,
+        metavar="CHOICE",
+        help="HTS_* lines for the shell (=yes or =no)",
+    )
+    p.add_argument(
+        "--max-cpu", dest="max_cpu", type=_positive, metavar="RATIO", help="vCPU ratio of nodes"
+    )
+    p.add_argument(
+        "-l",
+        "--max-length",
+        dest="max_length",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="place at most N instances in each phase",
+    )
+    p.add_argument(
+        "--min-disk",
+        dest="min_disk",
+        type=number_type(0, strict=False),
+        default=0.0,
+        metavar="RATIO",
+        help="disk each node keeps free (0..1)",
+    )
+    p.add_argument(
+        "--standard-alloc",
+        dest="standard_alloc",
+        type=spec_type("standard"),
+        metavar="DISK,RAM,CPU[,SPINDLES]",
+        help="the standard spec (default: the cluster's std spec)",
+    )
+    p.add_argument(
+        "--tiered-alloc",
+        dest="tiered_alloc",
+        type=spec_type("tiered"),
+        metavar="DISK,RAM,CPU[,SPINDLES]",
+        help="the tiered phase's first spec (default: each policy max spec)",
+    )
+    save_option(p, "write the cluster after each phase to FILE.tiered and FILE.standard")
+    standard_options(p, "hspace", ())
+    no_arguments_option(p)  # hspace's own error
+    p.add_argument(
+        "--greedy",
+        action="store_true",
+        help="hspace's own algorithm, its output byte for byte (no model)",
+    )
+    solver_options(p)
+    json_option(p)
+
+
+@dataclass(frozen=True)
+class SpaceReport:
+    """What `exalloc space` prints."""
+
+    stdout: str
+    stderr: str = ""
+    exit_code: int = 0
+    notes: tuple[str, ...] = ()
+    json: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return self.stdout
+
+    def to_json(self) -> dict[str, Any]:
+        return self.json
+
+
+def _fail(message: str, warning: str = "", stdout: str = "") -> SpaceReport:
+    return SpaceReport(stdout, f"{warning}Error: {message}\n", 1, json={"error": message.strip()})
+
+
+def _load(args: argparse.Namespace) -> tuple[Cluster | None, str]:
+    """ExtLoader.loadExternalData's choice of backend (one of rapi, luxi, file; a simulation
+    before the file; then an IAllocator request); None with htools' error."""
+    given = [args.master is not None, args.luxi is not None, args.text_data is not None]
+    if sum(given) > 1:
+        return None, "Only one of the rapi, luxi, and data files options should be given."
+    if args.master is not None or args.luxi is not None:
+        from programs.sources import cluster_of
+
+        cluster, source = cluster_of(args)
+        return cluster, source.label
+    if args.simulate:
+        from model.backends.simu import simulated_cluster
+
+        return simulated_cluster(args.simulate[::-1]), "the simulated cluster"
+    if args.text_data is not None:
+        from model.backends.text import load_text
+
+        kvm = args.static_kvm_node_memory
+        return load_text(args.text_data, static_kvm_node_memory=kvm), args.text_data
+    if args.ialloc_src is not None:
+        from model.backends.iallocator import load_request
+
+        return load_request(args.ialloc_src).cluster, args.ialloc_src
+    return None, "failed to load data, aborting: No backend selected! Exiting."
+
+
+def run(args: argparse.Namespace) -> SpaceReport:
+    """`exalloc space`: read, set the nodes' status, then hspace's two phases (`--greedy`) or
+    the exact ones, printed as hspace prints them."""
+    from model.errors import about
+    from model.files import write_files
+    from model.htools.hroller import offline_names
+    from model.htools.loader import loading_warning
+    from model.space import with_node_status
+    from model.state import node_states
+
+    if args.arguments:
+        return _fail(NO_ARGUMENTS)
+    cluster, source = _load(args)
+    if cluster is None:
+        return _fail(source)
+    warning = loading_warning(cluster) if args.verbose > 0 else ""
+    names = [n.name for n in cluster.nodes]
+    offline, wrong = offline_names(names, args.offline)
+    if wrong:
+        return _fail(f"wrong node name(s) set as offline: {', '.join(wrong)}\n", warning)
+    templates = cluster.cluster_policy.disk_templates
+    if not templates:
+        return _fail("null list of disk templates received from cluster", warning)
+    template = args.disk_template or templates[0]
+    su = args.spindle_use
+    if su is None:
+        su = cluster.cluster_policy.std.spindle_use
+    with about(source):
+        state = with_node_status(node_states(cluster), sorted(offline), args.max_cpu, args.min_disk)
+        if args.greedy:
+            out = _greedy(cluster, state, template, su, args)
+        else:
+            out = _exact(cluster, state, template, su, args)
+    write_files(out.files)
+    return SpaceReport(
+        "".join(out.stdout),
+        warning + "".join(out.stderr),
+        out.exit_code,
+        notes=out.notes,
+        json=out.json,
+    )
+
+
+def _specs(cluster: Cluster, args: argparse.Namespace) -> tuple[list[Spec], Spec]:
+    from model.space import standard_spec, tier_specs
+
+    tspecs = [args.tiered_alloc] if args.tiered_alloc else list(tier_specs(cluster))
+    ispec = args.standard_alloc or standard_spec(cluster)
+    return tspecs, ispec
+
+
+def _display(args: argparse.Namespace):  # noqa: ANN202
+    from model.htools.hspace_output import Display
+
+    return Display(args.machine_readable, args.verbose, args.print_nodes, args.save)
+
+
+def _greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """hspace itself."""
+    from model.htools.hspace import Run, setup, standard_phase, tiered_phase
+    from model.htools.hspace_output import hspace_text
+
+    s = setup(
+        state,
+        cluster,
+        template,
+        su,
+        capacity=args.capacity_checks,
+        independent_groups=args.independent_groups,
+        accept_existing=args.accept_existing,
+        bad_groups=args.verbose > 3,  # htools evaluates them only to print them
+    )
+    limit = None if args.max_length == -1 else args.max_length
+    tspecs, ispec = _specs(cluster, args)
+    run = Run()
+    out = hspace_text(
+        cluster,
+        state,
+        s,
+        tspecs[0] if tspecs else None,
+        lambda: tiered_phase(s, tspecs, limit, run),
+        ispec,
+        lambda: standard_phase(s, ispec, limit, run),
+        _display(args),
+    )
+    out.json = {"hspace": {"exit_code": out.exit_code}}
+    return out
+
+
+def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """exalloc's answers (checked by `model.check.check_space` in the strategy) in hspace's
+    layout; the proof in the notes and in --json."""
+    from model.errors import InputError
+    from model.htools.hspace import setup
+    from model.htools.hspace_output import hspace_text
+    from model.space import SpaceOptions
+    from model.state import node_states
+    from solvers.strategies.space import standard, tiered
+
+    if args.max_length < -1:
+        raise InputError(f"-l {args.max_length}: the limit is -1 (none) or at least 0")
+    limit = None if args.max_length == -1 else args.max_length
+    offline = tuple(
+        n for n, st in state.nodes.items() if st.offline and not _loaded_offline(cluster, n)
+    )
+    options = SpaceOptions(
+        disk_template=template,
+        spindle_use=su,
+        offline=offline,
+        max_cpu=args.max_cpu,
+        min_disk=args.min_disk,
+        capacity_checks=args.capacity_checks,
+        independent_groups=args.independent_groups,
+        accept_existing_errors=args.accept_existing,
+        limit=limit,
+    )
+    loaded = node_states(cluster)
+    s = setup(
+        state,
+        cluster,
+        template,
+        su,
+        capacity=args.capacity_checks,
+        independent_groups=False,
+        accept_existing=args.accept_existing,
+        bad_groups=args.verbose > 3,
+    )
+    tspecs, ispec = _specs(cluster, args)
+    solver = args.solver_options
+    results: dict[str, Any] = {}
+
+    def tiered_phase():  # noqa: ANN202
+        tiers = tiered(loaded, tuple(tspecs), options, solver)
+        results["tiered"] = tiers
+        return exact_phase(state, tiers.stages, tiers.final)
+
+    def standard_phase():  # noqa: ANN202
+        result = standard(loaded, ispec, options, solver)
+        results["standard"] = result
+        return exact_phase(state, (result,), result.final)
+
+    out = hspace_text(
+        cluster, state, s, tspecs[0] if tspecs else None, tiered_phase, ispec, standard_phase,
+        _display(args),
+    )  # fmt: skip
+    notes = []
+    data: dict[str, Any] = {}
+    if "standard" in results:
+        r = results["standard"]
+        data["standard"] = r.to_json()
+        notes.append(
+            f"standard: {r.count} instances, {r.status}, bound {r.bound}, gap {_gap(r.gap)}, "
+            f"build {r.build_s:.2f} s, solve {r.solve_s:.2f} s; {r.binding_text()}"
+        )
+    if "tiered" in results:
+        t = results["tiered"]
+        data["tiered"] = t.to_json()
+        stopped = f", stopped by {t.stopped}" if t.stopped else ""
+        notes.append(f"tiered: {t.count} instances in {len(t.stages)} exact stages{stopped}")
+    if out.exit_code:
+        data["error"] = "".join(out.stderr).strip().splitlines()[-1]
+    out.json = data
+    out.notes = tuple(notes)
+    return out
+
+
+def _gap(gap: float | None) -> str:
+    return "-" if gap is None else f"{gap:.4g}"
+
+
+def _loaded_offline(cluster, name: str) -> bool:  # noqa: ANN001
+    return cluster.node(name).offline
+
+
+def exact_phase(state, stages, final):  # noqa: ANN001, ANN201
+    """An exact phase as hspace's runAllocation sees one: the instances in order (new-0, ...),
+    the cluster after them, the failure counts: the final state's binding checks, node by
+    node, as failure modes (hspace counts its last tryAlloc's failing candidates); hspace's
+    FailN1 stop, or its error when there are no candidates."""
+    from collections import Counter
+
+    from model.htools.hspace import Phase, collapse_failures, sort_reasons
+    from model.resources import FailMode
+    from model.space import failure_mode, new_instance
+
+    last = stages[-1] if stages else None
+    if last is not None and last.reason is not None:
+        if last.problem.stopped:
+            return Phase(((FailMode.N1, 1),), state, ())
+        return Phase((), state, (), error=last.reason)
+    placed = []
+    for st in stages:
+        o = st.problem.options
+        for pl in st.answer.placements:
+            rec = new_instance(st.answer.spec, o.disk_template, o.spindle_use, pl.name)
+            placed.append(_located(rec, pl.primary, pl.secondary))
+    counts: Counter = Counter()
+    if last is not None:
+        for b in last.binding:
+            if b.kind != "limit":
+                counts[failure_mode(b.kind)] += len(b.nodes)
+    return Phase(sort_reasons(collapse_failures(counts)), final or state, tuple(placed))
+
+
+def _located(rec, primary: str, secondary: str | None):  # noqa: ANN001, ANN202
+    from dataclasses import replace
+
+    return replace(rec, primary=primary, secondary=secondary)

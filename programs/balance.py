@@ -4,9 +4,8 @@ commands and script, `-S` files and exit code byte for byte the real hbal 3.0.2'
 (docs/balance.md).
 
 With `-X` the moves run on the cluster read through LUXI, job set by job set, as hbal's own
-`-X` (programs/execute.py, model/backends/jobs.py). The exact mode (the least score within K
-moves, proven) is issue 37's other half: until it lands, `exalloc balance` without `--greedy`
-says so and exits 2.
+`-X` (programs/execute.py, model/backends/jobs.py). Without `--greedy` the exact mode answers
+(programs/balance_exact.py: the least score within K moves, proven, or the fewest moves).
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
     from model.cluster import Cluster
     from model.htools.hbal_program import HbalOptions, HbalRun
-
-EXACT_PENDING = (
-    "the exact balance (issue 37) is not built yet: use `exalloc balance --greedy` "
-    "(hbal's own search)"
-)
 
 #: Ganeti's job priorities as `--priority` names them (`parseSubmitPriority`)
 PRIORITIES = ("low", "normal", "high")
@@ -203,6 +197,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hbal's own search, its output byte for byte (no model)",
     )
     json_option(p)
+    from programs.balance_exact import add_exact_arguments
+
+    add_exact_arguments(p)
 
 
 def options_of(args: argparse.Namespace) -> HbalOptions:
@@ -282,8 +279,6 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
     from model.files import write_files
     from model.htools.hbal_program import hbal, with_exclusion_tags
 
-    if not args.greedy:
-        return BalanceReport("", f"exalloc: error: {EXACT_PENDING}\n", 2, {"error": EXACT_PENDING})
     if args.priority is not None and args.priority not in PRIORITIES:  # parseSubmitPriority
         text = f"Error while parsing command line arguments:\nUnknown priority '{args.priority}'\n"
         return BalanceReport("", text, 1, {"error": f"Unknown priority '{args.priority}'"})
@@ -292,6 +287,11 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
         return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
     loaded, warning = _load(args)
     cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
+    if not args.greedy:  # the exact mode (programs/balance_exact.py)
+        from programs.balance_exact import run_exact
+
+        exact = run_exact(args, cluster)
+        return replace(exact, stderr=warning + exact.stderr)
     result = hbal(cluster, options_of(args), loaded)
     write_files(result.files)
     report = BalanceReport(result.stdout, warning + result.stderr, result.exit_code, _json(result))

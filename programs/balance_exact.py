@@ -129,6 +129,7 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         split_jobs,
         step_commands,
     )
+    from model.htools.hbal_program import lookup_names
     from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance import answer
@@ -138,12 +139,15 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         names = ", ".join(g.name for g in cluster.groups)
         text = f"Found multiple node groups: [{names}]\nError: Aborting.\n"
         return ExactReport("", text, 1, {"error": "Found multiple node groups"})
-    # -O, --max-cpu, --min-disk as hbal applies them (CLI.setNodeStatus)
+    # -O (a unique prefix of a name will do), --max-cpu, --min-disk as hbal applies them
+    # (CLI.setNodeStatus)
+    state = node_states(cluster)
+    offline, wrong = lookup_names(list(state.nodes), list(getattr(args, "offline", ()) or ()))
+    if wrong:
+        message = f"wrong node name(s) set as offline: {', '.join(wrong)}"
+        return ExactReport("", f"Error: {message}\n", 1, {"error": message})
     state = with_node_status(
-        node_states(cluster),
-        tuple(getattr(args, "offline", ()) or ()),
-        getattr(args, "max_cpu", None),
-        getattr(args, "min_disk", 0.0) or 0.0,
+        state, offline, getattr(args, "max_cpu", None), getattr(args, "min_disk", 0.0) or 0.0
     )
     rules = BalanceRules(
         no_disk_moves=not args.disk_moves,

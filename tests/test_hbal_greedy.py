@@ -7,6 +7,7 @@ the port's `solution_line`s on Ganeti's own hbal test data, and the job sets it 
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -175,12 +176,17 @@ def test_cli_exit_codes_and_usage(ganeti: Ganeti, tmp_path, capsys) -> None:  # 
         assert ours == real, flags
 
 
-def test_exact_mode_is_refused_until_built(ganeti: Ganeti, capsys) -> None:  # noqa: ANN001
+def test_exact_mode_answers_without_greedy(ganeti: Ganeti, capsys) -> None:  # noqa: ANN001
+    """Without --greedy the exact mode answers (programs/balance_exact.py): hbal-evac.data
+    at hbal's length, proven, no worse than hbal's score, its proof on stderr."""
     import cli
 
-    code = cli.main(["balance", "-t", str(ganeti.data_dir / "hbal-evac.data")])
-    _, err = capsys.readouterr()
-    assert code == 2 and "--greedy" in err and len(err.splitlines()) == 1
+    code = cli.main(["balance", "-t", str(ganeti.data_dir / "hbal-evac.data"), "--json"])
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 0 and data["status"] == "optimal" and data["max_steps"] == 4
+    assert data["score_after"] <= 0.26606742 + 1e-8
+    assert "exact (score, K=4): optimal" in err
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -304,3 +310,22 @@ def test_exec_submits_hbals_jobs(ganeti: Ganeti, capsys, name: str) -> None:  # 
     assert theirs and bare(ours) == bare(theirs)
     plan = [line for line in out.splitlines() if not line.startswith("Got job IDs")]
     assert plan == [line for line in real.stdout.splitlines() if not line.startswith("Got job")]
+
+
+@pytest.mark.parametrize(
+    "loads",
+    [
+        "inst-p1 2.0 1.5 0.5 3.0\ninst-32a 0.1 0.2 0.3 0.4\nnosuch 1 1 1 1\n",
+        "inst-p1 2.0 1.5\n",
+        "inst-p1 2.0 x 1 1\n",
+    ],
+)
+def test_dynu_file_as_hbal_reads_it(ganeti: Ganeti, tmp_path, capsys, loads: str) -> None:  # noqa: ANN001
+    """-U FILE: the loads of the named instances (unknown names skipped), or hbal's error."""
+    util = tmp_path / "util.txt"
+    util.write_text(loads)
+    path = str(ganeti.data_dir / "hbal-evac.data")
+    real, ours = _run_both(
+        ganeti, tmp_path, capsys, lambda p: ["-t", path, "-U", str(util), "--print-instances"]
+    )
+    assert ours == real

@@ -333,22 +333,23 @@ def _policy_unhealthy(st: NodeState) -> bool:
 
 def read_dynu(text: str, source: str = "") -> dict[str, tuple[float, float, float, float]]:
     """`-U FILE` (`parseUtilisation`): `NAME CPU MEM DSK NET` per line, split on single
-    spaces; a line that is not five fields is htools' error."""
+    spaces; a line that is not five fields, or a number that does not read, is hbal's error
+    (`Error: can't parse utilisation data: ...`, exit 1)."""
     from model.backends.text import read_double, sep_split
-    from model.errors import InputError
+    from model.errors import HtoolsError
 
     out: dict[str, tuple[float, float, float, float]] = {}
     for k, line in enumerate(text.splitlines(), 1):
         fields = sep_split(" ", line)
         if len(fields) != 5:
-            raise InputError(
+            raise HtoolsError(
                 f"can't parse utilisation data: Cannot parse line {line}", source=source, line=k
             )
         name, *values = fields
         try:
             loads = tuple(read_double(v, name) for v in values)
         except ValueError as exc:
-            raise InputError(
+            raise HtoolsError(
                 f"can't parse utilisation data: {exc}", source=source, line=k
             ) from None
         out[name] = loads  # type: ignore[assignment]

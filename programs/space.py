@@ -275,11 +275,13 @@ def run(args: argparse.Namespace) -> SpaceReport:
                 from model.errors import InputError
 
                 raise InputError("--compare sets the exact answer beside hspace's: not --greedy")
-            out = _greedy(cluster, state, template, su, args)
+            out = greedy(cluster, state, template, su, args)
         else:
             out = _exact(cluster, state, template, su, args)
             if args.compare and not out.exit_code:
-                _compare(out, cluster, state, template, su, args)
+                from programs.space_compare import compare
+
+                compare(out, cluster, state, template, su, args, greedy)
     write_files(out.files)
     return SpaceReport(
         "".join(out.stdout),
@@ -304,7 +306,7 @@ def _display(args: argparse.Namespace):  # noqa: ANN202
     return Display(args.machine_readable, args.verbose, args.print_nodes, args.save)
 
 
-def _greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
+def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
     """hspace itself."""
     from model.htools.hspace import Run, setup, standard_phase, tiered_phase
     from model.htools.hspace_output import hspace_text
@@ -341,7 +343,7 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  #
     layout; the proof in the notes and in --json."""
     from model.errors import InputError
     from model.htools.hspace import setup
-    from model.htools.hspace_output import hspace_text
+    from model.htools.hspace_output import exact_phase, hspace_text
     from model.space import SpaceOptions
     from model.state import node_states
     from solvers.strategies.space import standard, tiered
@@ -419,117 +421,3 @@ def _gap(gap: float | None) -> str:
 
 def _loaded_offline(cluster, name: str) -> bool:  # noqa: ANN001
     return cluster.node(name).offline
-
-
-def exact_phase(state, stages, final):  # noqa: ANN001, ANN201
-    """An exact phase as hspace's runAllocation sees one: the instances in order (new-0, ...),
-    the cluster after them, the failure counts: the final state's binding checks, node by
-    node, as failure modes (hspace counts its last tryAlloc's failing candidates); hspace's
-    FailN1 stop, or its error when there are no candidates."""
-    from collections import Counter
-
-    from model.htools.hspace import Phase, collapse_failures, sort_reasons
-    from model.resources import FailMode
-    from model.space import failure_mode, new_instance
-
-    last = stages[-1] if stages else None
-    if last is not None and last.reason is not None:
-        if last.problem.stopped:
-            return Phase(((FailMode.N1, 1),), state, ())
-        return Phase((), state, (), error=last.reason)
-    placed = []
-    for st in stages:
-        o = st.problem.options
-        for pl in st.answer.placements:
-            rec = new_instance(st.answer.spec, o.disk_template, o.spindle_use, pl.name)
-            placed.append(_located(rec, pl.primary, pl.secondary))
-    counts: Counter = Counter()
-    if last is not None:
-        for b in last.binding:
-            if b.kind != "limit":
-                counts[failure_mode(b.kind)] += len(b.nodes)
-    return Phase(sort_reasons(collapse_failures(counts)), final or state, tuple(placed))
-
-
-def _located(rec, primary: str, secondary: str | None):  # noqa: ANN001, ANN202
-    from dataclasses import replace
-
-    return replace(rec, primary=primary, secondary=secondary)
-
-
-def _spec_text(spec: Spec) -> str:
-    return f"{spec.disk_mib},{spec.memory_mib},{spec.vcpus},{spec.spindles}"
-
-
-def hspace_argv(args: argparse.Namespace) -> list[str]:
-    """The same question for the real hspace, machine-readable, nothing written."""
-    argv: list[str] = []
-    if args.text_data is not None:
-        argv += ["-t", args.text_data]
-    if args.master is not None:
-        argv += ["-m", args.master]
-    if args.luxi is not None:
-        argv += [f"--luxi={args.luxi}"] if args.luxi else ["-L"]
-    if args.ialloc_src is not None:
-        argv += ["-I", args.ialloc_src]
-    argv += [f"--simulate={s}" for s in args.simulate or ()]
-    if args.disk_template:
-        argv.append(f"--disk-template={args.disk_template}")
-    if args.spindle_use is not None:
-        argv.append(f"--spindle-use={args.spindle_use}")
-    if args.standard_alloc:
-        argv.append(f"--standard-alloc={_spec_text(args.standard_alloc)}")
-    if args.tiered_alloc:
-        argv.append(f"--tiered-alloc={_spec_text(args.tiered_alloc)}")
-    if args.max_length != -1:
-        argv += ["-l", str(args.max_length)]
-    flags = {
-        "--independent-groups": args.independent_groups,
-        "--accept-existing-errors": args.accept_existing,
-        "--no-capacity-checks": not args.capacity_checks,
-    }
-    argv += [f for f, on in flags.items() if on]
-    argv += [f"-O{n}" for n in args.offline]
-    if args.max_cpu is not None:
-        argv.append(f"--max-cpu={args.max_cpu}")
-    if args.min_disk:
-        argv.append(f"--min-disk={args.min_disk}")
-    argv.append(f"--static-kvm-node-memory={args.static_kvm_node_memory}")
-    return [*argv, "--machine-readable", "-q"]
-
-
-def _compare(out, cluster, state, template: str, su: int, args: argparse.Namespace) -> None:  # noqa: ANN001
-    """hspace's counts beside exalloc's: the real hspace, else the port on the same state."""
-    import re
-    import subprocess
-
-    from programs.reference import real_hspace
-
-    tool = real_hspace()
-    if tool is not None:
-        proc = subprocess.run(
-            [str(tool), *hspace_argv(args)], capture_output=True, text=True, timeout=3600
-        )
-        text, code, who = proc.stdout, proc.returncode, str(tool)
-    else:
-        ns = argparse.Namespace(**vars(args))
-        ns.machine_readable, ns.save, ns.print_nodes, ns.verbose = True, None, None, 0
-        port = _greedy(cluster, state, template, su, ns)
-        text, code, who = "".join(port.stdout), port.exit_code, "hspace's port (no hspace found)"
-    values = dict(re.findall(r"^HTS_(\w+)=(.*)$", text, re.M))
-    standard = int(values["ALLOC_INSTANCES"]) if "ALLOC_INSTANCES" in values else None
-    tspec = values.get("TSPEC", "").strip("'")
-    tiered = sum(int(part.rsplit("=", 1)[1]) for part in tspec.split() if "=" in part)
-    mine = out.json.get("standard", {}).get("instances")
-    out.json["hspace"] = {
-        "program": who,
-        "exit_code": code,
-        "standard": standard,
-        "tiered": tiered if standard is not None else None,
-        "tspec": tspec,
-    }
-    if standard is None:
-        out.notes = (*out.notes, f"{who}: no answer (exit {code})")
-        return
-    more = "" if mine is None else f"; exalloc places {mine - standard} more"
-    out.notes = (*out.notes, f"{who}: standard {standard}, tiered {tiered} ({tspec}){more}")

@@ -110,6 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run the real hail and show both answers side by side",
     )
+    parser.add_argument(
+        "--greedy",
+        action="store_true",
+        help="hail's own algorithm for every request, byte for byte hail 3.0's answer (no "
+        "model; hail's N+1 check unless --no-capacity-checks)",
+    )
     capacity_checks_option(parser)
     parser.add_argument(
         "--ignore-soft-errors",
@@ -212,6 +218,7 @@ def options_of(args: Any) -> IAllocatorOptions:
         capacity_checks=args.capacity_checks,
         ignore_soft_errors=args.ignore_soft_errors,
         restrict_to_nodes=args.restrict_allocation_to,
+        greedy=args.greedy,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import htools_gen as gen
 import pytest
+from conftest import TESTSUITE
 
 from cli import build_parser
 from cli import main as cli_main
@@ -487,6 +488,44 @@ def test_a_drained_secondary_is_declined(htools, tmp_path):
     assert ours["info"].startswith(f"Request failed: {described}; exalloc declines: ")
     assert f"drained_node: secondary node is drained (node {theirs['result']}" in ours["info"]
     assert not json.loads(exalloc_hail([str(path)], "exact"))["success"]
+
+
+def test_greedy_gives_hails_drained_secondary(htools, tmp_path):
+    """`--greedy` is hail's behaviour: seed 1490's drained secondary, which the default
+    declines (above), is printed as hail prints it (docs/hail.md, "Allocate-secondary")."""
+    path = _random_case(1490, tmp_path)
+    assert exalloc_hail([str(path), "--greedy"]) == real_hail(htools, [str(path)])
+
+
+GANETI_REQUESTS = sorted(
+    p.name
+    for p in (TESTSUITE / "test/data/htools").glob("hail-*.json")
+    if p.name != "hail-invalid-reloc.json"  # an input error: tests/test_hail_dedicated.py
+)
+
+
+def test_greedy_sees_every_ganeti_request(ganeti):
+    """The list below is Ganeti's, not empty: a missing testsuite fails (`ganeti`)."""
+    assert len(GANETI_REQUESTS) == 18
+    assert {
+        f"hail-{n}.json" for n in ("alloc-dedicated-1", "multialloc-dedicated", "alloc-ext")
+    } <= set(GANETI_REQUESTS)
+
+
+@pytest.mark.parametrize("name", GANETI_REQUESTS)
+@pytest.mark.parametrize("capacity", ("", "--no-capacity-checks"))
+def test_greedy_on_ganeti_requests(ganeti, name, capacity):
+    """`exalloc hail --greedy` on every one of Ganeti's requests, dedicated and empty-cluster
+    ones included: hail's response byte for byte."""
+    args = [str(ganeti.data_dir / name), *([capacity] if capacity else [])]
+    assert exalloc_hail([*args, "--greedy"], "exact") == real_hail(ganeti, args)
+
+
+@pytest.mark.parametrize("seed", range(1400, 1440))
+def test_greedy_on_random_requests(htools, seed, tmp_path):
+    """`--greedy` with the default `--capacity-checks exact` still gives hail's answer."""
+    path = _random_case(seed, tmp_path)
+    assert exalloc_hail([str(path), "--greedy"], "exact") == real_hail(htools, [str(path)])
 
 
 def test_random_requests_cover_every_kind(htools, tmp_path):

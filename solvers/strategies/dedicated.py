@@ -640,3 +640,46 @@ def _batch_key(
     obj = report.objectives
     lost = tuple(obj["lost_allocations_total"])
     return (-len(placements), on_last, lost, obj["remaining_disk_mib"])
+
+
+def one_by_one_multi_allocate(
+    cluster: Cluster, req: MultiAllocateRequest, opts: SolverOptions = DEFAULT_OPTIONS
+) -> HailAnswer:
+    """hail's own multi-allocate on dedicated groups (`--greedy`, docs/hail.md): each instance
+    in request order gets hail's single allocate on the cluster the ones before it left, and
+    one that fits nowhere fails with that allocate's description (IAlloc.hs allocList)."""
+    opts = exact_solver(cluster, opts)
+    states = node_states(cluster)
+    allocated: list[tuple[str, list[str]]] = []
+    failed: list[tuple[str, str]] = []
+    placements = []
+    runs: list[SolverRun] = []
+    for r in req.instances:
+        inst = new_instance(r)
+        d = demand_of(inst, states.rules)
+        best, info, outcomes = allocate_one(
+            states, d, r.required_nodes, r.nics, req.group_name, None, opts
+        )
+        runs += [o.run for o in outcomes if o.run is not None]
+        if best is None:
+            failed.append((r.name, info))
+            continue
+        p, s = best.nodes[0], (best.nodes[1] if len(best.nodes) > 1 else None)
+        placed = states.place(d, p, s)
+        if isinstance(placed, FailMode):
+            failed.append((r.name, info))
+            continue
+        states = placed
+        placements.append((inst, p, s))
+        allocated.append((r.name, list(best.nodes)))
+    report = check_local(node_states(cluster), placements)
+    report.raise_if_failed()
+    info, result = multi_allocate_response(allocated, failed)
+    return HailAnswer(
+        response_json(True, info, result),
+        "multi-allocate",
+        placements=tuple((n, tuple(nodes)) for n, nodes in allocated),
+        runs=tuple(runs),
+        note=solver_note(tuple(runs)),
+        objectives=shown_objectives(report.objectives),
+    )

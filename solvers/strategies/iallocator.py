@@ -41,6 +41,8 @@ class IAllocatorOptions:
     capacity_checks: str = "exact"  # exact | greedy | none
     ignore_soft_errors: bool = False
     restrict_to_nodes: tuple[str, ...] | None = None  # hail's --restrict-allocation-to
+    #: `--greedy`: hail's own answer to every request type (`greedy_answer`)
+    greedy: bool = False
 
     @property
     def joint(self) -> bool:
@@ -65,6 +67,8 @@ def capacity_check(name: str, options: SolverOptions = DEFAULT_OPTIONS) -> Capac
 
 def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) -> HailAnswer:
     """The exalloc answer to a parsed request (checked before it is returned)."""
+    if opts.greedy:
+        return greedy_answer(inp, opts)
     req = inp.request
     cluster = inp.cluster
     if isinstance(req, AllocateRequest) and is_dedicated(cluster, req.group_name):
@@ -76,9 +80,7 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
 
         return allocate(cluster, req, opts.solver)
     if isinstance(req, MultiAllocateRequest):
-        names = {i.group_name for i in req.instances}
-        group = names.pop() if len(names) == 1 else None
-        if is_dedicated(cluster, group):
+        if is_dedicated(cluster, _one_group(req)):
             from solvers.strategies.dedicated import multi_allocate
 
             return multi_allocate(cluster, req, opts.solver)
@@ -104,6 +106,49 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         hail = _as_hail(ans, line, objectives)
         return joint_change_group(inp, hail, ans, _rest(opts.solver, started))
     return one_by_one_answer(inp, opts)
+
+
+def greedy_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
+    """`--greedy`: hail's answer to every request type, dedicated groups included, with hail's
+    own N+1 check (none with `--no-capacity-checks`); no model is built. The checker still
+    judges it; the one refusal printed anyway is the allocate-secondary onto an offline or
+    drained node, which hail gives and the exact mode declines (docs/hail.md,
+    "Allocate-secondary")."""
+    req = inp.request
+    if isinstance(req, (AllocateRequest, MultiAllocateRequest)):
+        group = _one_group(req)
+        if is_dedicated(inp.cluster, group):  # hail's own choice there is an exhaustive min
+            from solvers.strategies import dedicated
+
+            if isinstance(req, MultiAllocateRequest):
+                return dedicated.one_by_one_multi_allocate(inp.cluster, req, opts.solver)
+            if opts.restrict_to_nodes is not None:
+                req = replace(req, restrict_to_nodes=opts.restrict_to_nodes)
+            return dedicated.allocate(inp.cluster, req, opts.solver)
+    check = NoCapacityCheck() if opts.capacity_checks == "none" else GreedyGlobalN1()
+    restrict = opts.restrict_to_nodes
+    alloc = AllocOptions(
+        check, opts.ignore_soft_errors, tuple(restrict) if restrict is not None else None
+    )
+    ans = process(inp, alloc)
+    objectives: dict[str, Any] = {}
+    if ans.success:
+        report = check_answer(inp, ans)
+        hails_quirk = ans.kind == "allocate-secondary" and all(
+            v.kind in UNUSABLE for v in report.violations
+        )
+        if not hails_quirk:
+            report.raise_if_failed()
+        objectives = {k: v for k, v in report.objectives.items() if k in ("score", "moves")}
+    return _as_hail(ans, response_json(ans.success, ans.info, ans.result), objectives)
+
+
+def _one_group(req: AllocateRequest | MultiAllocateRequest) -> str | None:
+    """The group an allocate names, or the one every instance of a multi-allocate names."""
+    if isinstance(req, AllocateRequest):
+        return req.group_name
+    names = {i.group_name for i in req.instances}
+    return names.pop() if len(names) == 1 else None
 
 
 def _rest(options: SolverOptions, started: float) -> SolverOptions:

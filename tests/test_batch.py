@@ -45,6 +45,7 @@ def _lines(path: Path) -> list[dict]:
 def _batch_args(inputs: list[str], out: Path, **kw) -> Namespace:
     base = dict(
         inputs=inputs, out=str(out), workers=2, scheduler=None, compare=True, no_progress=True,
+        progress=False,
         greedy_timeout=60.0, json=False, solver_options=SolverOptions(time_limit=20.0),
         master=None, luxi=None,
     )  # fmt: skip

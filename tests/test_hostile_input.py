@@ -266,14 +266,18 @@ def test_every_request_has_a_default_time_bound(capsys, monkeypatch, tmp_path: P
     start = time.perf_counter()
     code, out, err = _main(capsys, "--json", "hail", str(path))
     took = time.perf_counter() - start
-    assert code == 0, err
-    report = json.loads(out)
-    assert report["response"]["success"] is True
-    statuses = {run["status"] for run in report["solver"]}
-    if statuses == {"time_limit"}:  # a busy machine: no batch found in 2 s, hail's kept
-        assert "kept the one-by-one batch" in report["solver_note"], report["solver_note"]
+    if code == 1:  # a loaded machine: neither the model nor hail's batch (a tenth of the 2 s)
+        assert out == "" and err.count("\n") == 1, err  # found a batch in time: it says so
+        assert "stopped with time_limit before finding any batch" in err and "--time-limit" in err
     else:
-        assert statuses == {"feasible"}
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["response"]["success"] is True
+        statuses = {run["status"] for run in report["solver"]}
+        if statuses == {"time_limit"}:  # a busy machine: no batch found in 2 s, hail's kept
+            assert "kept the one-by-one batch" in report["solver_note"], report["solver_note"]
+        else:
+            assert statuses == {"feasible"}
     # the bound, the model's build and the one-by-one comparison (unbounded it runs minutes);
     # 5 x the 15 s it once had, for a loaded machine
     assert took < 75, took

@@ -183,6 +183,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="hspace's own algorithm, its output byte for byte (no model)",
     )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="run the real hspace on the same question beside (hspace's port when it is not "
+        "installed): its counts in a note and in --json",
+    )
     solver_options(p)
     json_option(p)
 
@@ -265,9 +271,17 @@ def run(args: argparse.Namespace) -> SpaceReport:
     with about(source):
         state = with_node_status(node_states(cluster), sorted(offline), args.max_cpu, args.min_disk)
         if args.greedy:
-            out = _greedy(cluster, state, template, su, args)
+            if args.compare:
+                from model.errors import InputError
+
+                raise InputError("--compare sets the exact answer beside hspace's: not --greedy")
+            out = greedy(cluster, state, template, su, args)
         else:
             out = _exact(cluster, state, template, su, args)
+            if args.compare and not out.exit_code:
+                from programs.space_compare import compare
+
+                compare(out, cluster, state, template, su, args, greedy)
     write_files(out.files)
     return SpaceReport(
         "".join(out.stdout),
@@ -292,7 +306,7 @@ def _display(args: argparse.Namespace):  # noqa: ANN202
     return Display(args.machine_readable, args.verbose, args.print_nodes, args.save)
 
 
-def _greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
+def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
     """hspace itself."""
     from model.htools.hspace import Run, setup, standard_phase, tiered_phase
     from model.htools.hspace_output import hspace_text
@@ -329,7 +343,7 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  #
     layout; the proof in the notes and in --json."""
     from model.errors import InputError
     from model.htools.hspace import setup
-    from model.htools.hspace_output import hspace_text
+    from model.htools.hspace_output import exact_phase, hspace_text
     from model.space import SpaceOptions
     from model.state import node_states
     from solvers.strategies.space import standard, tiered
@@ -407,39 +421,3 @@ def _gap(gap: float | None) -> str:
 
 def _loaded_offline(cluster, name: str) -> bool:  # noqa: ANN001
     return cluster.node(name).offline
-
-
-def exact_phase(state, stages, final):  # noqa: ANN001, ANN201
-    """An exact phase as hspace's runAllocation sees one: the instances in order (new-0, ...),
-    the cluster after them, the failure counts: the final state's binding checks, node by
-    node, as failure modes (hspace counts its last tryAlloc's failing candidates); hspace's
-    FailN1 stop, or its error when there are no candidates."""
-    from collections import Counter
-
-    from model.htools.hspace import Phase, collapse_failures, sort_reasons
-    from model.resources import FailMode
-    from model.space import failure_mode, new_instance
-
-    last = stages[-1] if stages else None
-    if last is not None and last.reason is not None:
-        if last.problem.stopped:
-            return Phase(((FailMode.N1, 1),), state, ())
-        return Phase((), state, (), error=last.reason)
-    placed = []
-    for st in stages:
-        o = st.problem.options
-        for pl in st.answer.placements:
-            rec = new_instance(st.answer.spec, o.disk_template, o.spindle_use, pl.name)
-            placed.append(_located(rec, pl.primary, pl.secondary))
-    counts: Counter = Counter()
-    if last is not None:
-        for b in last.binding:
-            if b.kind != "limit":
-                counts[failure_mode(b.kind)] += len(b.nodes)
-    return Phase(sort_reasons(collapse_failures(counts)), final or state, tuple(placed))
-
-
-def _located(rec, primary: str, secondary: str | None):  # noqa: ANN001, ANN202
-    from dataclasses import replace
-
-    return replace(rec, primary=primary, secondary=secondary)

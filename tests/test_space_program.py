@@ -55,3 +55,26 @@ def test_exact_never_below_hspace(ganeti, tmp_path: Path, seed: int) -> None:  #
     after, happy_after = _hinfo(Path(f"{save}.standard"))
     assert after == before + count
     assert happy_after or not happy_before
+
+
+def test_compare_sets_hspace_beside(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """--compare: the real hspace's counts in --json, the same from hspace's port when no
+    hspace is on the PATH."""
+    import json
+    import os
+    import sys
+
+    data = ganeti.data_dir / "hspace-tiered.data"
+    exalloc = str(exalloc_scripts()["exalloc"])
+    argv = [exalloc, "space", "-t", str(data), "--compare", "--json"]
+    real = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert real.returncode == 0, real.stderr
+    got = json.loads(real.stdout)
+    assert got["hspace"]["standard"] == 4 and got["hspace"]["tiered"] == 4
+    assert got["standard"]["instances"] >= got["hspace"]["standard"]
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent), EXALLOC_REAL_HSPACE="")
+    port = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert port.returncode == 0, port.stderr
+    alone = json.loads(port.stdout)["hspace"]
+    assert alone["program"].startswith("hspace's port")
+    assert (alone["standard"], alone["tspec"]) == (4, got["hspace"]["tspec"])

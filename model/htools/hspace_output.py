@@ -532,3 +532,33 @@ def hspace_text(
     if display.machine_readable:
         out.stdout.append(keys([("OK", "1")]))
     return out
+
+
+def exact_phase(state: ClusterState, stages: Sequence, final: ClusterState | None) -> Phase:
+    """An exact phase as hspace's runAllocation sees one: the instances in order (new-0, ...),
+    the cluster after them, the failure counts: the final state's binding checks, node by
+    node, as failure modes (hspace counts its last tryAlloc's failing candidates); hspace's
+    FailN1 stop, or its error when there are no candidates."""
+    from collections import Counter
+
+    from model.htools.hspace import collapse_failures, sort_reasons
+    from model.resources import FailMode
+    from model.space import failure_mode, new_instance
+
+    last = stages[-1] if stages else None
+    if last is not None and last.reason is not None:
+        if last.problem.stopped:
+            return Phase(((FailMode.N1, 1),), state, ())
+        return Phase((), state, (), error=last.reason)
+    placed = []
+    for st in stages:
+        o = st.problem.options
+        for pl in st.answer.placements:
+            rec = new_instance(st.answer.spec, o.disk_template, o.spindle_use, pl.name)
+            placed.append(replace(rec, primary=pl.primary, secondary=pl.secondary))
+    counts: Counter = Counter()
+    if last is not None:
+        for b in last.binding:
+            if b.kind != "limit":
+                counts[failure_mode(b.kind)] += len(b.nodes)
+    return Phase(sort_reasons(collapse_failures(counts)), final or state, tuple(placed))

@@ -1,13 +1,14 @@
-"""`exalloc hail --capacity-checks greedy` against the real hail on generated requests.
+"""`exalloc hail --capacity-checks greedy` and `--greedy` against the real hail.
 
     python benchmarks/sweep_hail.py FIRST_SEED LAST_SEED [--keep DIR]
 
 For each seed of tests/htools_gen.py (every request type, template, group layout, policy,
 offline and drained nodes), both answers with and without hail's `--no-capacity-checks`,
-compared as text; the exact answer is computed too (every printed answer passes the checker,
-so a refused one shows as an error here). Prints each difference and the counts; `--keep`
-writes the requests that differ to DIR. The tests run seeds 0-359 (tests/test_hail_htools.py);
-docs/hail.md quotes wider sweeps.
+compared as text, and `exalloc hail --greedy` (hail's behaviour, the drained secondary of
+allocate-secondary included) the same way; the exact answer is computed too (every printed
+answer passes the checker, so a refused one shows as an error here). Prints each difference
+and the counts; `--keep` writes the requests that differ to DIR. The tests run seeds 0-359
+(tests/test_hail_htools.py); docs/hail.md quotes wider sweeps.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def main() -> None:
                     if args.keep:
                         args.keep.mkdir(parents=True, exist_ok=True)
                         (args.keep / path.name).write_text(path.read_text())
+                greedy = exalloc_hail([*words, "--greedy"], "exact")
+                same = greedy == theirs.stdout.strip()
+                counts["--greedy same" if same else "--greedy different"] += 1
+                if not same:
+                    print(f"seed {seed} {kind} {extra} --greedy:\n  exalloc {greedy}")
             exalloc_hail([str(path)], "exact")
             counts["exact answered"] += 1
     print(dict(counts))

@@ -9,7 +9,9 @@ what earlier ones wrote), on demand: selecting one case runs its file up to it.
 
 Cost: the real programs take ~0.01 s a command (~9 s for all 245 with the set-up); each
 stand-in command starts Python (0.2-0.5 s) and exalloc-hail's exact answers solve models, so
-the stand-in half takes about 2 minutes on an idle 2-core machine.
+the stand-in half takes about 2 minutes on an idle 2-core machine. The hail cases run a third
+time with `exalloc-hail --greedy` in hail's place and the real other programs (59 cases, ~60 s
+on the loaded shared machine on 2026-12-02, Python's start-up most of it).
 """
 
 from __future__ import annotations

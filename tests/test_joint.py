@@ -1140,17 +1140,21 @@ def test_walk_aside_only_when_walking_first_starves_the_model():
     assert not joint_search.walk_aside(0.5, 30.0, 10_000)
 
 
-@pytest.mark.parametrize(
-    "seed", _seeds("multi-allocate", 16) + _seeds("change-group", 8), ids=lambda s: f"seed{s}"
-)
+# multi-allocate and change-group seeds (of their first 30 and 16) whose cluster is N+1
+# redundant before the answer: the others have nothing to keep
+REDUNDANT_SEEDS = (1, 10, 19, 28, 46, 100, 109, 127, 154, 181, 199, 208, 262) + (
+    13, 22, 49, 58, 76, 85, 94, 103,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", REDUNDANT_SEEDS, ids=lambda s: f"seed{s}")
 def test_joint_answer_keeps_a_redundant_cluster_redundant(seed):
     """With the exact capacity check (the default), a cluster N+1 redundant before the
     answer's placements or moves is redundant after them (exact check of every group)."""
     text = gen.dumps(gen.for_seed(seed))
     inp = parse_request(text)
     state = node_states(inp.cluster)
-    if not check_cluster(state).redundant:
-        pytest.skip("not N+1 redundant before")
+    assert check_cluster(state).redundant, "not N+1 redundant before"
     options = IAllocatorOptions(solver=SolverOptions(time_limit=3.0))
     response = _reply(answer(parse_request(text), options))
     after = state

@@ -124,6 +124,7 @@ def test_batch_then_report_end_to_end(tmp_path: Path) -> None:
             scheduler=None,
             compare=True,
             no_progress=True,
+            progress=False,
             greedy_timeout=60.0,
             solver_options=SolverOptions(time_limit=20.0),
             json=False,

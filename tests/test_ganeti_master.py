@@ -487,8 +487,8 @@ def test_squeeze_runs_its_plan_on_one_node(master, exalloc_hail, resources):
 
 EXACT_BALANCE_GAP = (
     "the exact mode prints its own step table, not hbal's (no 'Group size', 'Initial check "
-    "done' nor 'Cluster is already well balanced ... Nothing to do, exiting' lines), and "
-    "programs/balance.py returns its answer before -X's jobs (docs/live.md, 'Not covered')"
+    "done' nor 'Cluster is already well balanced ... Nothing to do, exiting' lines), and it "
+    "refuses -X without --greedy (exit 2: its steps are not run yet; docs/live.md, 'Not covered')"
 )
 
 

@@ -11,8 +11,10 @@ With `-X` the moves run on the cluster read through LUXI, job set by job set, as
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from programs.output import ProgramOutput
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
     from model.cluster import Cluster
@@ -236,20 +238,8 @@ def options_of(args: argparse.Namespace) -> HbalOptions:
     )
 
 
-@dataclass(frozen=True)
-class BalanceReport:
+class BalanceReport(ProgramOutput):
     """What `exalloc balance --greedy` prints: hbal's stdout, stderr and exit code."""
-
-    stdout: str
-    stderr: str = ""
-    exit_code: int = 0
-    json: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return self.stdout
-
-    def to_json(self) -> dict[str, Any]:
-        return self.json
 
 
 def _load(args: argparse.Namespace) -> tuple[Cluster, str]:
@@ -285,6 +275,14 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
     if args.arguments:
         message = "This program doesn't take any arguments."
         return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
+    if not args.greedy and (args.exec_jobs or args.save):
+        from model.errors import UsageError
+
+        # never a silent no-op: the exact steps are printed (-C) but not yet run or saved
+        raise UsageError(
+            "-X and -S run and save hbal's own plan: add --greedy (the exact mode prints its "
+            "steps and -C job sets, but does not run or save them yet)"
+        )
     loaded, warning = _load(args)
     cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
     if not args.greedy:  # the exact mode (programs/balance_exact.py)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from programs.output import ProgramOutput
 
 if TYPE_CHECKING:
     from model.balance import BalanceProblem, Step
@@ -47,18 +48,8 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
     solver_options(p)
 
 
-@dataclass(frozen=True)
-class ExactReport:
-    stdout: str
-    stderr: str = ""
-    exit_code: int = 0
-    json: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return self.stdout
-
-    def to_json(self) -> dict[str, Any]:
-        return self.json
+class ExactReport(ProgramOutput):
+    """What `exalloc balance` prints in its exact mode."""
 
 
 def _group(cluster: Cluster, name: str | None) -> str | None:

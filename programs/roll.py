@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from programs.output import ProgramOutput
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
     from model.cluster import Cluster
@@ -163,21 +165,8 @@ def rules_of(args: argparse.Namespace) -> RollRules:
     )
 
 
-@dataclass(frozen=True)
-class RollReport:
+class RollReport(ProgramOutput):
     """What `exalloc roll` prints: hroller's text, or exalloc's rounds in hroller's form."""
-
-    stdout: str
-    stderr: str = ""
-    exit_code: int = 0
-    notes: tuple[str, ...] = ()
-    json: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return self.stdout
-
-    def to_json(self) -> dict[str, Any]:
-        return self.json
 
 
 def _answer_report(answer: RollerAnswer, warning: str = "") -> RollReport:

@@ -11,8 +11,9 @@ proof (status, bound, gap, times) and why no more fit go to stderr as notes, and
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from programs.output import ProgramOutput
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
     from model.cluster import Cluster
@@ -193,21 +194,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     json_option(p)
 
 
-@dataclass(frozen=True)
-class SpaceReport:
+class SpaceReport(ProgramOutput):
     """What `exalloc space` prints."""
-
-    stdout: str
-    stderr: str = ""
-    exit_code: int = 0
-    notes: tuple[str, ...] = ()
-    json: dict[str, Any] = field(default_factory=dict)
-
-    def text(self) -> str:
-        return self.stdout
-
-    def to_json(self) -> dict[str, Any]:
-        return self.json
 
 
 def _fail(message: str, warning: str = "", stdout: str = "") -> SpaceReport:

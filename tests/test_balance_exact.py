@@ -327,3 +327,19 @@ def test_balanced_snapshot_scores_in_the_real_hinfo(ganeti, tmp_path: Path, seed
     found = re.search(r"^Cluster score: (\S+)$", out, re.M)
     assert found is not None
     assert float(found.group(1)) == pytest.approx(ans.score, abs=1e-8)
+
+
+@pytest.mark.parametrize("flag", [["-X"], ["-S", "out"]])
+def test_exact_mode_refuses_what_it_would_silently_skip(ganeti, tmp_path: Path, flag) -> None:  # noqa: ANN001
+    """The exact mode prints its steps but neither runs (-X) nor saves (-S) them yet: asked to,
+    it refuses before reading (usage error, exit 2, nothing written), never a silent no-op;
+    with --greedy the same options are hbal's."""
+    data = ganeti.data_dir / "hbal-evac.data"
+    args = [str(a) if a != "out" else str(tmp_path / "out") for a in flag]
+    out = subprocess.run(
+        ["exalloc", "balance", "-t", str(data), *args],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert "add --greedy" in out.stderr and out.stdout == ""
+    assert list(tmp_path.iterdir()) == []

@@ -483,3 +483,40 @@ def test_squeeze_runs_its_plan_on_one_node(master, exalloc_hail, resources):
         assert cluster_state(master) == before
     finally:
         remove(*names)
+
+
+EXACT_BALANCE_GAP = (
+    "the exact mode prints its own step table, not hbal's (no 'Group size', 'Initial check "
+    "done' nor 'Cluster is already well balanced ... Nothing to do, exiting' lines), and it "
+    "refuses -X without --greedy (exit 2: its steps are not run yet; docs/live.md, 'Not covered')"
+)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param(
+            [], id="exact", marks=pytest.mark.xfail(strict=True, reason=EXACT_BALANCE_GAP)
+        ),
+        pytest.param(["--greedy"], id="greedy"),
+    ],
+)
+def test_balance_runs_its_plan_on_one_node(master, exalloc_hail, mode):
+    """On one node hbal has no move to make (every move needs a second node): its answer is
+    'Cluster is already well balanced ... Nothing to do, exiting'. `exalloc balance -L -X`
+    must print what `hbal -L -X` prints, with its exit code, submit no job and change
+    nothing; the exact mode does not yet (EXACT_BALANCE_GAP, strict: it fails once fixed)."""
+    names = ["exl-balance-0", "exl-balance-1"]
+    try:
+        for name in names:
+            assert add(master, name, "-I", "exalloc-hail", memory="1G").returncode == 0
+        before, jobs = cluster_state(master), job_ids()
+        ours = run(str(BIN / "exalloc"), "balance", *mode, "-L", "-X")
+        theirs = run("hbal", "-L", "-X")
+        assert theirs.returncode == 0, theirs.stderr
+        assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout), ours.stderr
+        assert theirs.stdout.endswith("Nothing to do, exiting\n")
+        assert job_ids() == jobs
+        assert cluster_state(master) == before
+    finally:
+        remove(*names)

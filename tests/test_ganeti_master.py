@@ -337,7 +337,12 @@ def test_info_reads_the_live_cluster_as_hscan_while_instances_are_added(
     added: list[subprocess.CompletedProcess] = []
 
     def adds() -> None:
-        added.extend(add(master, name, "-I", "exalloc-hail") for name in names)
+        # a quiet spell after each creation but the last, so that a bracketed read (exalloc,
+        # hscan, exalloc: a few seconds) can fall between two creations on a fast machine too
+        for k, name in enumerate(names):
+            added.append(add(master, name, "-I", "exalloc-hail"))
+            if k < len(names) - 1:
+                time.sleep(8)
 
     adder = threading.Thread(target=adds)
     adder.start()

@@ -38,6 +38,7 @@ from model.htools.hbal import (
     step_commands,
 )
 from model.resources import EXCLUSION_TAG_PREFIX, NodeState
+from model.squeeze import SH_TEMPLATE as squeeze_script_head
 from model.state import ClusterState
 
 if TYPE_CHECKING:
@@ -46,18 +47,7 @@ if TYPE_CHECKING:
 
 # --- Program/Hbal.hs main: the run as hbal prints it ----------------------------------------
 
-SH_TEMPLATE = (
-    "#!/bin/sh\n\n"
-    "# Auto-generated script for executing cluster rebalancing\n\n"
-    "# To stop, touch the file /tmp/stop-htools\n\n"
-    "set -e\n\n"
-    "check() {\n"
-    "  if [ -f /tmp/stop-htools ]; then\n"
-    "    echo 'Stop requested, exiting'\n"
-    "    exit 0\n"
-    "  fi\n"
-    "}\n\n"
-)  # CLI.shTemplate
+SH_TEMPLATE = squeeze_script_head  # CLI.shTemplate: one text for hbal and hsqueeze
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ RAPI_PASS=exalloc-live
 OS_NAME=exalloc-dummy
 OS_DIR=/srv/ganeti/os/$OS_NAME
 FILE_DIR=/srv/ganeti/file-storage
+SHARED_DIR=/srv/ganeti/shared-file-storage
 MARK="# exalloc-live"
 STATE=/run/exalloc-live
 IALLOCATORS=/usr/lib/ganeti/iallocators
@@ -214,15 +215,18 @@ up2() {
   local node started=$SECONDS
   os_definition_at "$OS_DIR" # the OS search path is not one of the node's own paths
   # File storage is not one of the node's own paths either: both nodes keep their instances'
-  # files under the one folder (each instance has its own subfolder).
-  mkdir -p "$FILE_DIR"
+  # files under the one folder (each instance has its own subfolder). That makes the shared
+  # file template honest here: both nodes see the same files, as on a cluster's shared file
+  # system, so a sharedfile instance can migrate (the one kind of instance hbal moves on this
+  # machine: htools moves neither diskless nor file instances, and DRBD has no kernel module).
+  mkdir -p "$FILE_DIR" "$SHARED_DIR"
   for node in node1 node2; do
-    echo "$FILE_DIR" >"$VROOT/$node/etc/ganeti/file-storage-paths"
+    printf '%s\n%s\n' "$FILE_DIR" "$SHARED_DIR" >"$VROOT/$node/etc/ganeti/file-storage-paths"
   done
   (cd "$VROOT" && node1/cmd gnt-cluster init --enabled-hypervisors=fake --master-netdev=lo \
-    --master-netmask=32 --enabled-disk-templates=diskless,file \
-    --file-storage-dir="$FILE_DIR" --no-etc-hosts --no-ssh-init cluster) \
-    >"$STATE/init.log" 2>&1
+    --master-netmask=32 --enabled-disk-templates=diskless,file,sharedfile \
+    --file-storage-dir="$FILE_DIR" --shared-file-storage-dir="$SHARED_DIR" --no-etc-hosts \
+    --no-ssh-init cluster) >"$STATE/init.log" 2>&1
   wait_for LUXI vluxi_answers 60
   "$VROOT/node1/cmd" gnt-cluster modify --default-iallocator-params=-no-capacity-checks \
     "--ipolicy-bounds-specs=$BOUNDS" --ipolicy-vcpu-ratio=64 -N mode=routed,link=100 \
@@ -245,7 +249,7 @@ vdown() {
   if vcluster_up; then
     # A node squeeze powered off must be powered on before it may be set online (Ganeti 3.0).
     "$v" gnt-node power -f on node2 >/dev/null 2>&1 || true
-    "$v" gnt-node modify -O no node2 >/dev/null 2>&1 || true
+    "$v" gnt-node modify -f -O no node2 >/dev/null 2>&1 || true
     for name in $("$v" gnt-instance list --no-headers -o name 2>/dev/null); do
       "$v" gnt-instance remove -f --ignore-failures "$name" >/dev/null 2>&1 || log "could not remove $name"
     done
@@ -298,7 +302,7 @@ down() {
   ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true
   ip route del unreachable "$CLUSTER_IP/32" 2>/dev/null || true
   grep -q "$MARK" /etc/hosts && hosts_undo
-  rm -rf "$OS_DIR" "$FILE_DIR"
+  rm -rf "$OS_DIR" "$FILE_DIR" "$SHARED_DIR"
   rmdir /srv/ganeti/os /srv/ganeti 2>/dev/null || true
   if [ -f /etc/ganeti/file-storage-paths ]; then
     grep -vx "$FILE_DIR" /etc/ganeti/file-storage-paths >"$STATE.paths" || true

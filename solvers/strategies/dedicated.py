@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from formulations import batch as batch_form
 from formulations import dedicated as form
 from formulations.deadline import OutOfTime
 from model.backends.iallocator import AllocateRequest, MultiAllocateRequest, new_instance
@@ -48,8 +47,17 @@ from model.htools.dedicated import (
 )
 from model.resources import FailMode, InstanceDemand, demand_of
 from model.state import ClusterState, node_states
-from solvers import LexResult, Status, Stopwatch, solve_lexicographic
+from solvers import LexResult, Status, Stopwatch
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+
+def solve_lexicographic(*args: Any, **kwargs: Any) -> LexResult:
+    """solvers.solve_lexicographic, imported when a model is solved: it imports Pyomo, which a
+    single allocate's exhaustive choice does without (issue 40, item 12)."""
+    from solvers.lexicographic import solve_lexicographic as solve
+
+    return solve(*args, **kwargs)
+
 
 # multi-allocate with drbd: rounds of adding shared (primary, secondary) pairs before the
 # model sums the failover reservation on every pair
@@ -153,6 +161,9 @@ def solve_group(
             )
         )
     problem = form.SingleProblem(tuple(cands), len(tests), drbd)
+    if not opts.solver_given:  # every choice compared: exact, and no model to build
+        p, s, run_ = exhaustive_choice(problem)
+        return _group_outcome(sc, problem, p, s, run_)
     with Stopwatch() as sw:
         m = form.build_single(problem)
     lex = solve_lexicographic(
@@ -176,18 +187,34 @@ def solve_group(
             f"stopped with {lex.status} (raise --time-limit?)"
         )
     p, s = form.single_solution(m, problem)
-    by = {c.name: c for c in cands}
+    outcome = _group_outcome(sc, problem, p, s, run_)
+    claimed = form.single_lost_claim(problem, lex.objective)
+    if lex.status == Status.OPTIMAL and claimed != outcome.lost:
+        raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {outcome.lost}")
+    return outcome
+
+
+def _choice_metric(
+    problem: form.SingleProblem, p: str, s: str | None
+) -> tuple[tuple[int, ...], int]:
+    """(lost vector, remaining disk) of primary p (and secondary s), from the candidates."""
+    by = problem.candidate
     lost = by[p].primary_lost
     disk = by[p].primary_disk_mib
+    assert lost is not None, f"{p} cannot be primary"
     if s is not None:
         sl = by[s].secondary_lost_with.get(p, by[s].secondary_lost)
         if sl is None:
             raise CheckFailedError(f"solver chose the failing pair {p}/{s}")
         lost = tuple(a + b for a, b in zip(lost, sl, strict=True))
         disk += by[s].secondary_disk_mib
-    claimed = form.single_lost_claim(problem, lex.objective)
-    if lex.status == Status.OPTIMAL and claimed != lost:
-        raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {lost}")
+    return lost, disk
+
+
+def _group_outcome(
+    sc: Screen, problem: form.SingleProblem, p: str, s: str | None, run_: SolverRun
+) -> GroupOutcome:
+    lost, disk = _choice_metric(problem, p, s)
     return GroupOutcome(
         sc.group,
         failures=sc.failures,
@@ -197,6 +224,71 @@ def solve_group(
         disk_mib=disk,
         run=run_,
     )
+
+
+#: The name the answers give the exhaustive single choice in place of a solver's.
+EXHAUSTIVE = "exhaustive"
+
+
+def exhaustive_choice(problem: form.SingleProblem) -> tuple[str, str | None, SolverRun]:
+    """The single model's optimum found by comparing every choice it allows, without a model:
+    least (lost vector, remaining disk), then hail's tie-break (the later primary, then the
+    later secondary), over the same representatives and pairs (`SingleProblem`). Proven by
+    exhaustion, so `optimal` with gap 0 (issue 40, item 12: no Pyomo for an allocate).
+
+    For drbd, a primary p's best generic secondary is the first of its group's secondaries in
+    (secondary lost vector, disk, later first) order that is not p and holds no reservation
+    for p (the lexicographic order is unchanged by adding p's own vector); the pairs whose
+    secondary already reserves for p are compared with their own vectors."""
+    t0 = time.perf_counter()
+    prim, sec = problem.representatives
+    by = problem.candidate
+
+    def key(p: str, s: str | None) -> tuple:
+        lost, disk = _choice_metric(problem, p, s)
+        return (lost, disk, -by[p].rank, 0 if s is None else -by[s].rank)
+
+    choices: list[tuple[str, str | None]] = []
+    if not problem.drbd:
+        choices = [(p, None) for p in prim]
+    else:
+        in_group: dict[str, list[str]] = {}
+        for s in sorted(
+            sec, key=lambda n: (by[n].secondary_lost, by[n].secondary_disk_mib, -by[n].rank)
+        ):
+            in_group.setdefault(by[s].group, []).append(s)
+        reserving: dict[str, list[str]] = {}  # p -> the secondaries reserving for p
+        for s in sec:
+            for p in by[s].secondary_lost_with:
+                reserving.setdefault(p, []).append(s)
+        for p in prim:
+            own = set(reserving.get(p, ()))
+            generic = next(
+                (s for s in in_group.get(by[p].group, ()) if s != p and s not in own), None
+            )
+            if generic is not None:
+                choices.append((p, generic))
+            choices += [
+                (p, s)
+                for s in sorted(own)
+                if s != p
+                and by[s].group == by[p].group
+                and by[s].secondary_lost_with[p] is not None
+            ]
+    if not choices:
+        raise SolverError("no placement the screen admitted passes its own rows")
+    p, s = min(choices, key=lambda c: key(*c))
+    lost, disk = _choice_metric(problem, p, s)
+    run_ = SolverRun(
+        solver=EXHAUSTIVE,
+        status=str(Status.OPTIMAL),
+        gap=0.0,
+        build_s=0.0,
+        solve_s=time.perf_counter() - t0,
+        objective=(*map(float, lost), float(disk)),
+        names=(*(f"lost_{t}" for t in range(problem.n_tests)), "remaining_disk_mib"),
+    )
+    return p, s, run_
 
 
 def _split_first_stage(problem: form.SingleProblem, lex: LexResult) -> LexResult:
@@ -296,6 +388,8 @@ def multi_allocate(
     --time-limit 60): the model ends by MODEL_SHARE of it, hail's one-by-one batch (compared
     when the model is unproven) and the checker take the rest, and each is timed in
     `HailAnswer.timing`."""
+    from formulations import batch as batch_form  # Pyomo: loaded when a batch is modelled
+
     started = time.perf_counter()
     opts = exact_solver(cluster, opts)
     end = None if opts.time_limit is None else started + opts.time_limit

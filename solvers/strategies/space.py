@@ -559,18 +559,26 @@ def tiered(
             placed += result.count
             if result.count:
                 current = _without_status(result.final, state)
-            spec = _next_spec(spec, result, stage_problem, solver)
+            spec = _next_spec(spec, result, stage_problem, solver, deadline)
+            if spec is None and deadline is not None and time.perf_counter() > deadline:
+                stopped = "time limit"  # the walk to the next tier ran out of time
     return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
 
 
-def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
+def _next_spec(
+    spec: Spec,
+    result: SpaceResult,
+    pose: Any,
+    solver: SolverOptions,
+    deadline: float | None = None,
+) -> Spec | None:
     """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
     along the check most candidates fail first at each step, then, as hspace's big step, along
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
     base = pose(spec)
     for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, base, pose, solver, only)
+        walk = _walk(spec, base, pose, solver, only, deadline=deadline)
         if walk is not None:
             return walk
     return None
@@ -609,6 +617,7 @@ def _walk(
     solver: SolverOptions,
     only: str | None,
     steps: int = 4096,
+    deadline: float | None = None,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
@@ -618,6 +627,9 @@ def _walk(
     problem = base
     refused = 0  # steps global N+1 refused after the node checks passed
     for _ in range(steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None  # the time limit holds for the walk too: 4,096 steps with an N+1
+            # solve each took 9 min on Ganeti's hbal-evac.data (issue 40, item 4)
         shrunk = None
         if only is not None:
             shrunk = _shrunk(current, only, 1)

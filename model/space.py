@@ -372,6 +372,20 @@ def space_problem(
     )
 
 
+def non_redundant_of(problem: SpaceProblem) -> dict[str, str] | None:
+    """The `--independent-groups` verdicts a problem was posed with (group uuid -> why), read
+    back off its unallocatable groups, to pose the same gate on another state of the cluster."""
+    if not problem.options.independent_groups:
+        return None
+    by_name = {g.name: g.uuid for g in problem.state.cluster.groups}
+    prefix = "not N+1 redundant: "
+    return {
+        by_name[name]: why[len(prefix) :]
+        for name, why in problem.unallocatable
+        if why.startswith(prefix)
+    }
+
+
 # --- the answer -----------------------------------------------------------------------------
 
 

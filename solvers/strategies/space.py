@@ -40,6 +40,7 @@ from model.space import (
     binding_text,
     final_state,
     greedy_counts,
+    non_redundant_of,
     pair_matrix,
     placements_of,
     space_problem,
@@ -531,7 +532,6 @@ def tiered(
     start = time.perf_counter()
     deadline = solver.deadline()
     first = problem_of(state, specs[0], options, solver)
-    gate = {g: why for g, why in first.unallocatable}
     stages: list[SpaceResult] = []
     current = state
     placed = 0
@@ -539,7 +539,7 @@ def tiered(
     def stage_problem(spec: Spec) -> SpaceProblem:
         left = None if options.limit is None else options.limit - placed
         opts = options if left is None else _with_limit(options, left)
-        return space_problem(current, spec, opts, _non_redundant(first, gate), placed)
+        return space_problem(current, spec, opts, non_redundant_of(first), placed)
 
     stopped = None
     for tier in specs:
@@ -701,18 +701,6 @@ def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
     from dataclasses import replace as evolve
 
     return evolve(options, limit=max(left, 0))
-
-
-def _non_redundant(first: SpaceProblem, gate: dict[str, str]) -> dict[str, str] | None:
-    """The first tier's --independent-groups verdicts, kept for every later tier (the gate
-    is hspace's, judged once on the cluster as loaded)."""
-    if not first.options.independent_groups:
-        return None
-    by_name = {g.name: g.uuid for g in first.state.cluster.groups}
-    prefix = "not N+1 redundant: "
-    return {
-        by_name[name]: why[len(prefix) :] for name, why in gate.items() if why.startswith(prefix)
-    }
 
 
 def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:

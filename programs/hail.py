@@ -28,7 +28,6 @@ from model.errors import about
 from model.htools.answer import HailAnswer, jsonable
 from model.htools.loader import loading_warning
 from model.htools.nodelist import hails_node_lists
-from model.htools.show import hail_dump
 from programs.options import (
     capacity_checks_option,
     json_option,
@@ -291,7 +290,7 @@ def run(args: Any) -> HailReport:
     else:
         inp = load_request(args.request, static_kvm_node_memory=kvm)
     read = inp  # the request's own cluster: the indices hail's -v dump shows
-    warnings = loading_warning(inp.cluster)  # IAlloc.readRequest's, at any verbosity
+    said = loading_warning(inp.cluster)  # IAlloc.readRequest's warnings, at any verbosity
     if args.text_data or args.simulate:  # a simulation wins, as in htools' ExtLoader
         from model.backends.simu import simulated_cluster
         from model.backends.text import load_text
@@ -303,9 +302,12 @@ def run(args: Any) -> HailReport:
         if args.ignore_dynu:  # hail clears the loads of data read from a file (`clearDynU`)
             cluster = cluster.without_dynamic_util()
         inp = with_cluster(inp, cluster, source)
-        warnings += loading_warning(cluster)  # ExtLoader.loadExternalData's
+        said += loading_warning(cluster)  # ExtLoader.loadExternalData's
     # hail prints these before it answers; exalloc before what the answer prints (-p, -S)
-    said = warnings + hail_dump(read, inp.cluster, args.verbose + 1, simulated=bool(args.simulate))
+    if args.verbose:  # htools counts from 1: -v is 2
+        from model.htools.show import hail_dump
+
+        said += hail_dump(read, inp.cluster, args.verbose + 1, simulated=bool(args.simulate))
     loaded = time.perf_counter()
     # the time limit bounds the whole call, reading included (issue 40, item 4)
     limit = opts.solver.time_limit

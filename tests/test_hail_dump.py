@@ -19,6 +19,7 @@ from pathlib import Path
 
 import htools_gen as gen
 import pytest
+from test_hail_htools import NORMAL_REQUESTS
 
 from cli import main as cli_main
 from model.backends.iallocator import parse_request
@@ -26,26 +27,18 @@ from model.backends.text import show_string
 from model.htools.loader import loading_warning
 from model.htools.show import hail_dump, peer_map
 
-# Ganeti's hail-*.json that hail answers (hail-invalid-reloc.json is refused on reading)
-REQUESTS = (
-    "hail-alloc-dedicated-1.json",
-    "hail-alloc-desired-location.json",
-    "hail-alloc-drbd-restricted.json",
-    "hail-alloc-drbd.json",
-    "hail-alloc-ext.json",
-    "hail-alloc-invalid-network.json",
-    "hail-alloc-invalid-twodisks.json",
-    "hail-alloc-nlocation.json",
-    "hail-alloc-plain-tags.json",
-    "hail-alloc-restricted-network.json",
-    "hail-alloc-secondary.json",
-    "hail-alloc-spindles.json",
-    "hail-alloc-twodisks.json",
-    "hail-change-group.json",
-    "hail-multialloc-dedicated.json",
-    "hail-node-evac.json",
-    "hail-reloc-drbd-crowded.json",
-    "hail-reloc-drbd.json",
+# Ganeti's hail-*.json that hail answers: the normal ones and those on dedicated (or empty)
+# clusters; hail-invalid-reloc.json is refused on reading
+REQUESTS = tuple(
+    sorted(
+        (
+            *NORMAL_REQUESTS,
+            "hail-alloc-dedicated-1.json",
+            "hail-alloc-drbd-restricted.json",
+            "hail-alloc-ext.json",
+            "hail-multialloc-dedicated.json",
+        )
+    )
 )
 NOTE = "exalloc: note: "
 

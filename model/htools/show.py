@@ -59,7 +59,6 @@ STATUSES = {
     "USER_down": "UserDown",
     "ERROR_wrongnode": "WrongNode",
 }
-ADMIN_STATES = {"up": "Running", "down": "StatusDown", "offline": "StatusOffline"}
 HYPERVISORS = {
     "kvm": "Kvm",
     "xen-pvm": "XenPvm",
@@ -96,6 +95,7 @@ def record(name: str, fields: Iterable[tuple[str, str]]) -> str:
 
 
 def show_list(items: Iterable[str]) -> str:
+    """A list of values already shown (model.backends.text.show_list shows strings)."""
     return "[" + ",".join(items) + "]"
 
 

@@ -5,7 +5,8 @@ commands and script, `-S` files and exit code byte for byte the real hbal 3.0.2'
 
 With `-X` the moves run on the cluster read through LUXI, job set by job set, as hbal's own
 `-X` (programs/execute.py, model/backends/jobs.py). Without `--greedy` the exact mode answers
-(programs/balance_exact.py: the least score within K moves, proven, or the fewest moves).
+(programs/balance_exact.py: the least score within K moves, proven, or the fewest moves); its
+-S files and -X job sets are hbal's shapes for the exact steps, run by the same code.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 from programs.output import ProgramOutput
 
 if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py adds its options
+    from collections.abc import Sequence
+
+    from model.backends.jobs import JobSet
     from model.cluster import Cluster
     from model.htools.hbal_program import HbalOptions, HbalRun
 
@@ -275,21 +279,17 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
     if args.arguments:
         message = "This program doesn't take any arguments."
         return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
-    if not args.greedy and (args.exec_jobs or args.save):
-        from model.errors import UsageError
-
-        # never a silent no-op: the exact steps are printed (-C) but not yet run or saved
-        raise UsageError(
-            "-X and -S run and save hbal's own plan: add --greedy (the exact mode prints its "
-            "steps and -C job sets, but does not run or save them yet)"
-        )
     loaded, warning = _load(args)
     cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
     if not args.greedy:  # the exact mode (programs/balance_exact.py)
         from programs.balance_exact import run_exact
 
-        exact = run_exact(args, cluster)
-        return replace(exact, stderr=warning + exact.stderr)
+        exact = run_exact(args, cluster, loaded)
+        write_files(exact.files)
+        exact = replace(exact, stderr=warning + exact.stderr)
+        if not args.exec_jobs or exact.exit_code or not exact.job_sets:
+            return exact
+        return _execute(args, exact.job_sets, exact)  # the exact steps, as hbal -X runs its own
     result = hbal(cluster, options_of(args), loaded)
     write_files(result.files)
     report = BalanceReport(result.stdout, warning + result.stderr, result.exit_code, _json(result))
@@ -297,23 +297,24 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
         return report
     if not result.final.placements:
         return report
-    return _execute(args, result, report)
-
-
-def _execute(args: argparse.Namespace, result: HbalRun, report: BalanceReport) -> Any:
-    """-X: hbal's jobs through LUXI, job set by job set; refused as hbal refuses it on any
-    other backend (after its output, exit 1)."""
     from model.htools.hbal_program import job_sets
+
+    return _execute(args, job_sets(result), report)
+
+
+def _execute(args: argparse.Namespace, sets: Sequence[JobSet], report: ProgramOutput) -> Any:
+    """-X: the plan's jobs (hbal's, or the exact mode's steps in the same shapes) through
+    LUXI, job set by job set; refused as hbal refuses it on any other backend (after its
+    output, exit 1)."""
     from programs.execute import Executed, run_plan
     from programs.sources import source_of
 
     if args.luxi is None:
         message = "hbal: Execution of commands possible only on LUXI"
         return replace(report, stderr=report.stderr + f"Error: {message}\n", exit_code=1)
-    assert result.final is not None
     outcomes = run_plan(
         source_of(args),
-        job_sets(result),
+        sets,
         command="balance",
         comment="rebalancing via hbal",
         plan_text=report.text(),

@@ -12,13 +12,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from programs.output import ProgramOutput
 
 if TYPE_CHECKING:
+    from model.backends.jobs import JobSet
     from model.balance import BalanceProblem, Step
     from model.cluster import Cluster
+    from model.state import ClusterState
     from solvers.strategies.balance import BalanceAnswer
 
 
@@ -48,8 +52,13 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
     solver_options(p)
 
 
+@dataclass(frozen=True)
 class ExactReport(ProgramOutput):
-    """What `exalloc balance` prints in its exact mode."""
+    """What `exalloc balance` prints in its exact mode, the files it writes (-S, -C FILE) and
+    -X's job sets (the exact steps as hbal's `maybeExecJobs` would submit them)."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    job_sets: tuple[JobSet, ...] = ()
 
 
 def _group(cluster: Cluster, name: str | None) -> str | None:
@@ -59,8 +68,9 @@ def _group(cluster: Cluster, name: str | None) -> str | None:
     return cluster.groups[0].uuid if len(cluster.groups) == 1 else None
 
 
-def _placements(problem: BalanceProblem, steps: tuple[Step, ...]) -> list:
-    """hbal's `Placement` of each step (model/htools/hbal.py), replayed from the start."""
+def _placements(problem: BalanceProblem, steps: tuple[Step, ...]) -> tuple[list, ClusterState]:
+    """hbal's `Placement` of each step (model/htools/hbal.py), replayed from the start, and
+    the state after the last."""
     from model.htools.hbal import Move, Placement
     from model.score import cluster_score
 
@@ -74,7 +84,7 @@ def _placements(problem: BalanceProblem, steps: tuple[Step, ...]) -> list:
         score = cluster_score(after, problem.group_uuid)
         out.append(Placement(st.instance, p, s, np_, ns, Move(st.kind, st.target), score))
         state = after
-    return out
+    return out, state
 
 
 def _real_hbal(args: argparse.Namespace, k: int) -> dict[str, Any]:
@@ -106,8 +116,13 @@ def _real_hbal(args: argparse.Namespace, k: int) -> dict[str, Any]:
     return data
 
 
-def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
-    """The exact answer for the group, checked, in hbal's format."""
+def run_exact(
+    args: argparse.Namespace, cluster: Cluster, loaded: Cluster | None = None
+) -> ExactReport:
+    """The exact answer for the group, checked, in hbal's format; with -S the files hbal
+    writes (`loaded`, the cluster as read, is FILE.original; the group after the exact steps
+    FILE.balanced), with -C FILE hbal's script of the exact job sets, and -X's job sets."""
+    from model.backends.text import dump_text
     from model.balance import BalanceProblem, BalanceRules
     from model.check import check_balance
     from model.errors import CheckFailedError
@@ -120,23 +135,34 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         split_jobs,
         step_commands,
     )
-    from model.htools.hbal_program import lookup_names
+    from model.htools.hbal_program import (
+        SH_TEMPLATE,
+        balanced_snapshot,
+        lookup_names,
+        placement_job_sets,
+    )
     from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance import answer
 
+    files: dict[str, str] = {}
+    saved = ""
+    save = getattr(args, "save", None)
+    if save:  # hbal writes FILE.original before it selects the group
+        files[f"{save}.original"] = dump_text(loaded or cluster)
+        saved = f"The cluster state before balancing has been written to file '{save}.original'\n"
     uuid = _group(cluster, args.group)
     if uuid is None:
         names = ", ".join(g.name for g in cluster.groups)
         text = f"Found multiple node groups: [{names}]\nError: Aborting.\n"
-        return ExactReport("", text, 1, {"error": "Found multiple node groups"})
+        return ExactReport("", saved + text, 1, {"error": "Found multiple node groups"}, files)
     # -O (a unique prefix of a name will do), --max-cpu, --min-disk as hbal applies them
     # (CLI.setNodeStatus)
     state = node_states(cluster)
     offline, wrong = lookup_names(list(state.nodes), list(getattr(args, "offline", ()) or ()))
     if wrong:
         message = f"wrong node name(s) set as offline: {', '.join(wrong)}"
-        return ExactReport("", f"Error: {message}\n", 1, {"error": message})
+        return ExactReport("", saved + f"Error: {message}\n", 1, {"error": message}, files)
     state = with_node_status(
         state, offline, getattr(args, "max_cpu", None), getattr(args, "min_disk", 0.0) or 0.0
     )
@@ -165,7 +191,7 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         raise CheckFailedError(
             "balance: the answer fails the checker: " + "; ".join(str(v) for v in report.violations)
         )
-    placements = _placements(problem, ans.steps)
+    placements, final = _placements(problem, ans.steps)
     pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(state, uuid, pool)
     naming = naming_of(state, scope)
@@ -183,12 +209,22 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
         lines.append("No solution found")
     lines.append(f"Solution length={len(placements)}")
     job_sets = split_jobs(placements)
+    sets = job_sets[:1] if args.first_job_group else job_sets
     if args.print_commands is not None and placements:
-        cmds = [[step_commands(state, placements[k], naming) for k in js] for js in job_sets]
-        if args.first_job_group:
-            cmds = cmds[:1]
-        lines.append("Commands to run to reach the above solution:")
-        lines.append(format_cmds(cmds).rstrip("\n"))
+        cmds = format_cmds(
+            [[step_commands(state, placements[k], naming) for k in js] for js in sets]
+        )
+        if args.print_commands in ("", "-"):
+            lines.append("Commands to run to reach the above solution:")
+            lines.append(cmds.rstrip("\n"))
+        else:  # -CFILE: hbal's script
+            files[args.print_commands] = SH_TEMPLATE + cmds
+            lines.append(f"The commands have been written to file '{args.print_commands}'")
+    if save:
+        files[f"{save}.balanced"] = dump_text(
+            balanced_snapshot(loaded or cluster, final, scope, reported_memory=False)
+        )
+        saved += f"The cluster state after balancing has been written to file '{save}.balanced'\n"
     objective = "steps" if ans.objective == "steps" else "score"
     proof = (
         f"exact ({objective}, K={k}): {ans.status}"
@@ -201,7 +237,9 @@ def run_exact(args: argparse.Namespace, cluster: Cluster) -> ExactReport:
     data = _json(ans, placements, job_sets, k)
     if args.compare:
         data["hbal"] = _real_hbal(args, k)
-    return ExactReport("\n".join(lines) + "\n", notes + proof + "\n", 0, data)
+    plan = tuple(placement_job_sets(state, placements, sets)) if placements else ()
+    text = "\n".join(lines) + "\n"
+    return ExactReport(text, saved + notes + proof + "\n", 0, data, (), files, plan)
 
 
 def _json(ans: BalanceAnswer, placements: list, job_sets: list, k: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable
+from model.htools.answer import HailAnswer, jsonable, longest_stage
 from model.htools.loader import loading_warning
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
@@ -318,6 +318,7 @@ def run(args: Any) -> HailReport:
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     if report.answer.stages:
         timing["stages"] = dict(report.answer.stages)
+        timing["longest_stage"] = longest_stage(report.answer.stages)
     shown = said + _stderr(inp, report.answer, args)
     run_note = report.answer.note
     notes = (*_notes(args), *([run_note] if run_note else []))

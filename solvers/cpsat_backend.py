@@ -25,8 +25,16 @@ from ortools.sat.python import cp_model
 from pyomo.repn import generate_standard_repn
 
 from model.errors import SolverError, UsageError
+from solvers import progress
 from solvers.output_lock import one_per_process
-from solvers.result import SolveResult, Status, VarValues, classify, finite_or_none
+from solvers.result import (
+    SolveResult,
+    Status,
+    VarValues,
+    classify,
+    finite_or_none,
+    relative_gap,
+)
 
 # Pyomo's output lock, not shared with forked processes (solvers/output_lock.py)
 one_per_process()
@@ -198,17 +206,23 @@ class CpSatBridge:
         mip_gap: float,
         threads: int,
         seed: int,
+        work_limit: float | None = None,
     ) -> tuple[Status, float | None, float | None, float | None, dict[int, int]]:
-        """Run CP-SAT; returns status, objective, bound, gap and values keyed by id(var)."""
+        """Run CP-SAT; returns status, objective, bound, gap and values keyed by id(var).
+        `work_limit`: CP-SAT's deterministic time limit (its own work units, the same on a
+        loaded machine as on an idle one), beside the wall-clock `time_limit`."""
         solver = cp_model.CpSolver()
         p = solver.parameters
         if time_limit is not None:
             p.max_time_in_seconds = max(float(time_limit), 0.0)
+        if work_limit is not None:
+            p.max_deterministic_time = max(float(work_limit), 0.0)
         p.num_workers = threads
         p.random_seed = seed
         p.relative_gap_limit = mip_gap
         p.log_search_progress = False
-        code = solver.solve(self.cp)
+        watch = self._watch(solver, progress.current())
+        code = solver.solve(self.cp, watch)
         if code == cp_model.MODEL_INVALID:
             raise SolverError(f"CP-SAT rejected the model: {self.cp.validate() or 'MODEL_INVALID'}")
         if code == cp_model.INFEASIBLE:
@@ -225,6 +239,35 @@ class CpSatBridge:
         status, gap = classify(converged=code == cp_model.OPTIMAL, objective=objective, bound=bound)
         values = {k: int(solver.value(iv)) for k, (_, iv) in self._vars.items()}
         return status, objective, bound, gap, values
+
+    def _watch(
+        self, solver: cp_model.CpSolver, reporter: progress.StatusLine | None
+    ) -> cp_model.CpSolverSolutionCallback | None:
+        """CP-SAT's incumbent and bound on the status line while it searches (issue 40,
+        item 5): a solution callback for each new incumbent and CP-SAT's bound callback for
+        each better bound, in the stage's own units (scale and constant undone). Only when
+        progress is reported: a Python callback costs CP-SAT a little on every solution."""
+        if reporter is None or self._obj_empty:
+            return None
+        scale, const = self._obj_scale, self._obj_constant
+        seen: dict[str, float | None] = {"best": None, "bound": None}
+
+        def show() -> None:
+            best, bound = seen["best"], seen["bound"]
+            reporter.solving(best, bound, relative_gap(best, bound))
+
+        def on_bound(value: float) -> None:
+            seen["bound"] = finite_or_none(value / scale + const)
+            show()
+
+        class Incumbent(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self) -> None:
+                seen["best"] = self.objective_value / scale + const
+                seen["bound"] = finite_or_none(self.best_objective_bound / scale + const)
+                show()
+
+        solver.best_bound_callback = on_bound
+        return Incumbent()
 
     def load(self, values: Mapping[int, int]) -> VarValues:
         """Write values into the Pyomo variables; return them by variable name."""
@@ -262,12 +305,25 @@ class CpSatSession:
     def close(self) -> None:
         """Nothing was added to the Pyomo model."""
 
-    def solve(self, *, time_limit: float | None, build_s: float) -> SolveResult:
+    def solve(
+        self,
+        *,
+        time_limit: float | None,
+        build_s: float,
+        seed: int | None = None,
+        work_limit: float | None = None,
+    ) -> SolveResult:
+        """Solve once; `seed` replaces the session's random seed for this solve and
+        `work_limit` bounds it in CP-SAT's deterministic time (restarts with fresh seeds
+        against heavy-tailed search times, solvers/strategies/roll.py)."""
         t0 = time.perf_counter()
         if self._last:
             self._bridge.hint(self._last)
+        params = dict(self._params)
+        if seed is not None:
+            params["seed"] = seed
         status, objective, bound, gap, raw = self._bridge.solve(
-            time_limit=time_limit, **self._params
+            time_limit=time_limit, work_limit=work_limit, **params
         )
         values: Mapping[str, float] = {}
         if raw:

@@ -5,7 +5,8 @@ It is shown when stderr is a terminal or with `--progress`, never on stdout, and
 iallocator mode (`exalloc-hail`, the hail-server's calls) unless `--progress` is given: cli.py
 decides and opens `reporting(...)` around the program's run. What a solve knows is reported
 through `current()`: the lexicographic driver names each stage, the HiGHS backend reports its
-incumbent and bound while it branches. Progress is observation only and never changes an
+incumbent and bound while it branches, the CP-SAT backend each incumbent and bound it
+finds. Progress is observation only and never changes an
 answer, which is why it travels with the run (a context variable, one per thread and task)
 rather than through every strategy's options.
 """

@@ -5,6 +5,7 @@ group, each applied with htools' own applyMoveEx), and against the real hbal."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -329,17 +330,120 @@ def test_balanced_snapshot_scores_in_the_real_hinfo(ganeti, tmp_path: Path, seed
     assert float(found.group(1)) == pytest.approx(ans.score, abs=1e-8)
 
 
-@pytest.mark.parametrize("flag", [["-X"], ["-S", "out"]])
-def test_exact_mode_refuses_what_it_would_silently_skip(ganeti, tmp_path: Path, flag) -> None:  # noqa: ANN001
-    """The exact mode prints its steps but neither runs (-X) nor saves (-S) them yet: asked to,
-    it refuses before reading (usage error, exit 2, nothing written), never a silent no-op;
-    with --greedy the same options are hbal's."""
-    data = ganeti.data_dir / "hbal-evac.data"
-    args = [str(a) if a != "out" else str(tmp_path / "out") for a in flag]
+def _hinfo_score(ganeti, path: Path) -> float:  # noqa: ANN001
     out = subprocess.run(
-        ["exalloc", "balance", "-t", str(data), *args],
+        [str(ganeti.hinfo), "-t", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    found = re.search(r"^Cluster score: (\S+)$", out, re.M)
+    assert found is not None, out
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize(("seed", "steps"), [(3, 2), (11, 2)])
+def test_save_writes_hbals_files_for_the_exact_steps(ganeti, tmp_path: Path, seed, steps) -> None:  # noqa: ANN001
+    """-S FILE without --greedy: FILE.original is the real hbal's byte for byte, and
+    FILE.balanced, the group after the exact steps, scores in the real hinfo what exalloc
+    claims (seed 11: a better plan than hbal -l 2's, whose own FILE.balanced hinfo scores
+    higher); stderr says so in hbal's words."""
+    state, _ = _cluster(seed, 5)
+    data = tmp_path / "cluster.data"
+    data.write_text(dump_text(state.cluster))
+    ours = subprocess.run(
+        ["exalloc", "balance", "-t", str(data), "-l", str(steps), "-S", "ours", "--json",
+         "--time-limit", "60"],
         capture_output=True, text=True, cwd=tmp_path, check=False,
     )  # fmt: skip
-    assert out.returncode == 2, out.stderr
-    assert "add --greedy" in out.stderr and out.stdout == ""
+    assert ours.returncode == 0, ours.stderr
+    claimed = json.loads(ours.stdout)
+    subprocess.run(
+        [str(ganeti.hbal), "-t", str(data), "-l", str(steps), "-S", "theirs"],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    assert (tmp_path / "ours.original").read_bytes() == (tmp_path / "theirs.original").read_bytes()
+    assert claimed["steps"]
+    assert _hinfo_score(ganeti, tmp_path / "ours.balanced") == pytest.approx(
+        claimed["score_after"], abs=1e-8
+    )
+    assert _hinfo_score(ganeti, tmp_path / "ours.balanced") <= _hinfo_score(
+        ganeti, tmp_path / "theirs.balanced"
+    )
+    assert "has been written to file 'ours.original'" in ours.stderr
+    assert "has been written to file 'ours.balanced'" in ours.stderr
+
+
+def _replay_jobs(state: ClusterState, submitted: list) -> ClusterState:
+    """The cluster once Ganeti has run the submitted jobs, each opcode read as the one htools
+    move it is (a migrate or failover of a DRBD instance: a failover; a migrate with a
+    target: failover-to-any; a replace-disks with a new secondary: replace-secondary) and
+    applied with htools' add and remove rules."""
+    for call in submitted:
+        for job in call:
+            for op in job:
+                name = op["instance_name"]
+                if op["OP_ID"] in ("OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER"):
+                    target = op.get("target_node")
+                    kind = MoveKind.FAILOVER if target is None else MoveKind.FAILOVER_TO_ANY
+                    after = state.move(name, kind, target, force=True)
+                else:
+                    assert op["OP_ID"] == "OP_INSTANCE_REPLACE_DISKS", op
+                    assert op["mode"] == "replace_new_secondary"
+                    after = state.move(
+                        name, MoveKind.REPLACE_SECONDARY, op["remote_node"], force=True
+                    )
+                assert not isinstance(after, FailMode), (op, after)
+                state = after
+    return state
+
+
+def test_exec_runs_the_exact_steps_through_luxi(ganeti, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """-L -X without --greedy: the exact plan's job sets, submitted one set at a time through
+    LUXI (tests/ganeti_live.py's JobResponder) in hbal -X's shapes; the cluster the opcodes
+    leave (replayed from the opcodes alone) scores in the real hinfo what exalloc printed,
+    below what hbal -l 2 reaches on the same group."""
+    import tempfile
+
+    from ganeti_live import JobResponder, RapiAnswers
+
+    import cli
+
+    state, _ = _cluster(11, 5)
+    data = RapiAnswers.of_cluster(state.cluster)
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as folder:
+        sock = Path(folder) / "master.sock"
+        with JobResponder(sock, data) as responder:
+            code = cli.main(["balance", f"-L{sock}", "-X", "-l", "2", "--time-limit", "60"])
+            out, err = capsys.readouterr()
+        submitted = responder.jobs
+    assert code == 0, err
+    assert "exact (score, K=2): optimal" in err
+    claimed = float(re.search(r"Cluster score improved from \S+ to (\S+)", out).group(1))
+    assert len(submitted) == len(re.findall(r"Got job IDs", out)) >= 1
+    after = _replay_jobs(state, submitted)
+    assert after.locations != state.locations
+    path = tmp_path / "after.data"
+    path.write_text(dump_text(after.snapshot()))
+    assert f"{_hinfo_score(ganeti, path):.8f}" == f"{claimed:.8f}"
+    original = tmp_path / "original.data"
+    original.write_text(dump_text(state.cluster))
+    hbal = subprocess.run(
+        [str(ganeti.hbal), "-t", str(original), "-l", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    theirs = float(re.search(r"Cluster score improved from \S+ to (\S+)", hbal).group(1))
+    assert claimed < theirs
+
+
+def test_exec_without_luxi_is_hbals_error(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """-X on a text file: the exact plan is printed, then hbal's error, exit 1 (as hbal -X
+    -t does), nothing written."""
+    data = ganeti.data_dir / "hbal-evac.data"
+    ours = subprocess.run(
+        ["exalloc", "balance", "-t", str(data), "-X"],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert ours.returncode == 1
+    assert "Solution length=4" in ours.stdout
+    assert ours.stderr.endswith("Error: hbal: Execution of commands possible only on LUXI\n")
     assert list(tmp_path.iterdir()) == []

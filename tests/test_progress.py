@@ -56,3 +56,28 @@ def test_iallocator_mode_shows_none_on_a_terminal_unless_asked(monkeypatch, caps
     assert cli.hail_main(["--progress", str(REQUEST)]) == 0
     assert "\rexalloc: " in terminal.getvalue()
     assert '"success":true' in capsys.readouterr().out
+
+
+def test_cpsat_reports_its_incumbent_and_bound_during_the_solve(capsys, monkeypatch):
+    """CP-SAT's incumbents and bounds reach the status line while it searches (its solution
+    and bound callbacks), not only once a stage has ended (the lexicographic driver's line)."""
+    import traceback
+
+    _every_update_drawn(monkeypatch)
+    during: list[tuple[float | None, float | None]] = []
+    shown = progress.StatusLine.solving
+
+    def solving(self, best, bound, gap):
+        frames = traceback.extract_stack()
+        if any(f.name == "solve" and f.filename.endswith("cpsat_backend.py") for f in frames):
+            during.append((best, bound))
+        shown(self, best, bound, gap)
+
+    monkeypatch.setattr(progress.StatusLine, "solving", solving)
+    args = ["squeeze", "--progress", "--json", "--solver", "cpsat", "-t", str(SNAPSHOT)]
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    answer = json.loads(out)
+    assert during, err
+    assert any(best is not None for best, _ in during)
+    assert "exalloc:" not in out and answer

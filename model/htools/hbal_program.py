@@ -20,6 +20,7 @@ from model.backends.text import printf_fixed, printf_g, show_list, show_string
 from model.cluster import Cluster, read_name
 from model.htools.hbal import (
     BalanceOptions,
+    Placement,
     Scope,
     Table,
     format_cmds,
@@ -111,18 +112,26 @@ def lookup_names(names: Sequence[str], wanted: Sequence[str]) -> tuple[list[str]
     return found, wrong
 
 
-def _balanced_snapshot(cluster: Cluster, state: ClusterState, scope: Scope) -> Cluster:
+def balanced_snapshot(
+    cluster: Cluster, state: ClusterState, scope: Scope, *, reported_memory: bool = True
+) -> Cluster:
     """`ini_cdata { cdNodes = fin_nl, cdInstances = fin_il }`: the group's nodes and
-    instances as the balance left them, every group kept."""
+    instances as the balance left them, every group kept.
+
+    `reported_memory` (hbal's file): Node.fMem is the memory the node reported at load; in
+    3.0.2 no add or remove changes it (Text.serializeNode writes it as read), unlike free
+    disk, so hinfo scores hbal's FILE.balanced from the old free memory. Without it the free
+    memory follows the moves (`ClusterState.snapshot`), and the file scores in hinfo what the
+    balance claims (the exact mode's -S)."""
     snap = state.snapshot()
     nodes = set(scope.nodes)
     insts = set(scope.instances)
-    # Node.fMem is the memory the node reported at load: in 3.0.2 no add or remove changes it
-    # (Text.serializeNode writes it as read), unlike free disk
     return replace(
         cluster,
         nodes=tuple(
             replace(n, free_memory_mib=state.nodes[n.name].reported_free_memory_mib)
+            if reported_memory
+            else n
             for n in snap.nodes
             if n.name in nodes
         ),
@@ -287,7 +296,7 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
             o.out.append(f"The commands have been written to file '{options.print_commands}'\n")
     if options.save:
         path = f"{options.save}.balanced"
-        o.files[path] = dump_text(_balanced_snapshot(loaded or cluster, fin, scope))
+        o.files[path] = dump_text(balanced_snapshot(loaded or cluster, fin, scope))
         o.err.append(f"The cluster state after balancing has been written to file '{path}'\n")
     if options.print_instances:
         o.err.append("\nFinal instance map:\n" + instance_map(fin, scope))
@@ -366,22 +375,29 @@ def with_exclusion_tags(cluster: Cluster, prefixes: Sequence[str]) -> Cluster:
 
 
 def job_sets(run: HbalRun) -> list[JobSet]:
-    """-X's job sets (`maybeExecJobs`): per step one job, its opcodes as `iMoveToJob` makes
-    them (full names; a forthcoming instance fails over instead of migrating), described as
-    hbal describes them."""
+    """-X's job sets (`maybeExecJobs`) of hbal's own run (`placement_job_sets`)."""
+    assert run.final is not None
+    return placement_job_sets(run.final.state, run.final.placements, run.job_sets)
+
+
+def placement_job_sets(
+    state: ClusterState, plcs: Sequence[Placement], sets: Sequence[Sequence[int]]
+) -> list[JobSet]:
+    """-X's job sets (`maybeExecJobs`) for steps `plcs` split into `sets` (indices, as
+    `split_jobs` gives them): per step one job, its opcodes as `iMoveToJob` makes them (full
+    names; a forthcoming instance, as `state` knows it, fails over instead of migrating),
+    described as hbal describes them. hbal's run and the exact mode's steps both go here."""
     from model.backends.jobs import JobSet
     from model.operations import opcode
 
-    assert run.final is not None
-    plcs = run.final.placements
     out = []
-    for js in run.job_sets:
+    for js in sets:
         jobs = []
         for k in js:
             plc = plcs[k]
             name = read_name(plc.instance)
             steps = move_steps(plc.move, plc.primary, plc.secondary)
-            if run.final.state.demands[plc.instance].forthcoming:  # opFforced: a failover
+            if state.demands[plc.instance].forthcoming:  # opFforced: a failover
                 steps = [
                     ("failover", node) if op == "migrate" else (op, node) for op, node in steps
                 ]

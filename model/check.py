@@ -39,7 +39,8 @@ from model.resources import (
     probe_demand,
 )
 from model.score import cluster_score
-from model.space import SpaceAnswer, SpaceProblem, new_instance
+from model.space import SpaceAnswer, SpaceProblem, new_instance, non_redundant_of, space_problem
+from model.space_moves import MoveOptions, replay_moves
 from model.state import (
     PRIMARY,
     SECONDARY,
@@ -711,6 +712,30 @@ def check_space(
         "final_state": final,
     }
     return CheckReport(tuple(violations), objectives)
+
+
+def check_space_moves(
+    state: ClusterState,
+    steps: Sequence[Step],
+    moves: MoveOptions,
+    problem: SpaceProblem,
+    answer: SpaceAnswer,
+    n1_plans: Mapping[str, EvacuationPlan] | None = None,
+) -> CheckReport:
+    """Check `--move-existing`: hbal's steps replayed one by one on the cluster (`state`,
+    hspace's node status applied), each one hbal offers there and passing htools' per-step
+    checks (`model.space_moves.replay_moves`), at most `moves.max_moves`; then hspace's
+    question posed again on the moved cluster from the spec and options alone (the
+    `--independent-groups` verdicts as `problem` carries them) and the new instances checked
+    on it as `check_space` checks them. Objectives: check_space's, and `moves`."""
+    moved = replay_moves(state, steps, moves)
+    if isinstance(moved, str):
+        return CheckReport((Violation("move", moved),), {"moves": len(steps)})
+    posed = space_problem(
+        moved, problem.spec, problem.options, non_redundant_of(problem), problem.first_index
+    )
+    report = check_space(posed, answer, n1_plans)
+    return CheckReport(report.violations, {**report.objectives, "moves": len(steps)})
 
 
 # --- hbal's steps (model/balance.py) -----------------------------------------------------------

@@ -632,6 +632,20 @@ def primary_shortfalls(
     return tuple(_iter_primary_shortfalls(state, d, strict=strict))
 
 
+def first_primary_shortfall(
+    state: NodeState, d: InstanceDemand, *, strict: bool = True
+) -> Shortfall | None:
+    """The check `addPriEx` reports (the first it fails), None when it adds the primary."""
+    return next(_iter_primary_shortfalls(state, d, strict=strict), None)
+
+
+def first_secondary_shortfall(
+    state: NodeState, d: InstanceDemand, primary: str, *, strict: bool = True
+) -> Shortfall | None:
+    """The check `addSecExEx` reports (the first it fails), None when it adds the secondary."""
+    return next(_iter_secondary_shortfalls(state, d, primary, strict=strict), None)
+
+
 def secondary_shortfalls(
     state: NodeState,
     d: InstanceDemand,

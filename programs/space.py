@@ -177,6 +177,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the tiered phase's first spec (default: each policy max spec)",
     )
     save_option(p, "write the cluster after each phase to FILE.tiered and FILE.standard")
+    p.add_argument(
+        "--move-existing",
+        dest="move_existing",
+        action="store_true",
+        help="standard phase: the most instances after moving existing ones first with hbal's "
+        "moves (ganeti issue 597); the moves in a note and in --json",
+    )
+    p.add_argument(
+        "--max-moves",
+        dest="max_moves",
+        type=number_type(0, strict=False, integer=True),
+        metavar="N",
+        help="with --move-existing: at most N moves (default 1; implies --move-existing)",
+    )
     standard_options(p, "hspace", ())
     no_arguments_option(p)  # hspace's own error
     p.add_argument(
@@ -263,6 +277,10 @@ def run(args: argparse.Namespace) -> SpaceReport:
                 from model.errors import InputError
 
                 raise InputError("--compare sets the exact answer beside hspace's: not --greedy")
+            if args.move_existing or args.max_moves is not None:
+                from model.errors import InputError
+
+                raise InputError("--move-existing asks exalloc's question: not --greedy")
             out = greedy(cluster, state, template, su, args)
         else:
             out = _exact(cluster, state, template, su, args)
@@ -374,7 +392,13 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  #
         return exact_phase(state, tiers.stages, tiers.final)
 
     def standard_phase():  # noqa: ANN202
-        result = standard(loaded, ispec, options, solver)
+        if args.move_existing or args.max_moves is not None:
+            from programs.space_moves import moved_standard
+
+            results["moves"] = moved_standard(loaded, ispec, options, solver, args.max_moves)
+            result = results["moves"].result
+        else:
+            result = standard(loaded, ispec, options, solver)
         results["standard"] = result
         return exact_phase(state, (result,), result.final)
 
@@ -391,6 +415,9 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  #
             f"standard: {r.count} instances, {r.status}, bound {r.bound}, gap {_gap(r.gap)}, "
             f"build {r.build_s:.2f} s, solve {r.solve_s:.2f} s; {r.binding_text()}"
         )
+    if "moves" in results:
+        data["move_existing"] = results["moves"].to_json()
+        notes.append(results["moves"].text())
     if "tiered" in results:
         t = results["tiered"]
         data["tiered"] = t.to_json()

@@ -386,6 +386,29 @@ def non_redundant_of(problem: SpaceProblem) -> dict[str, str] | None:
     }
 
 
+def count_bound(problem: SpaceProblem) -> int:
+    """An upper bound on the problem's count from each node's own rows (formulations/space.py:
+    x[n] ≤ X[n], the N+1 reserve now, z[n] ≤ Z[n]), group by group: the primaries each node
+    admits alone, and for drbd no more than the secondaries its group admits; `-l` caps it."""
+    if problem.stopped or not problem.rooms:
+        return 0
+    mem = problem.demand.memory_mib
+    total = 0
+    for g in problem.groups:
+        primaries = secondaries = 0
+        for room in problem.group_nodes(g):
+            x = room.max_primaries()
+            if room.n1_checked and mem > 0:
+                x = min(x, max((room.unallocated_mib - 1 - room.reserve_mib) // mem, 0))
+            primaries += x
+            if problem.drbd:
+                secondaries += room.max_secondaries()
+        total += min(primaries, secondaries) if problem.drbd else primaries
+    if problem.options.limit is not None:
+        total = min(total, problem.options.limit)
+    return total
+
+
 # --- the answer -----------------------------------------------------------------------------
 
 

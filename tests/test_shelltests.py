@@ -95,9 +95,7 @@ STAND_IN_FAILS = {
 }
 
 #: Found by these tests, being fixed (issue 39, stage 2).
-STAND_IN_GAPS = {
-    "htools-hail:112": "exalloc-hail -v -v does not print the request dump",
-}
+STAND_IN_GAPS: dict[str, str] = {}
 
 
 def _collected() -> list[tuple[ShellTest, str]]:

@@ -278,6 +278,7 @@ def hbal_start(
     `more_until`, the steps hbal would take after those (hbal's rounds do not depend on -l:
     its first K steps are `hbal -l K`'s answer)."""
     from model.htools.hbal import (
+        SearchCache,
         do_next_balance,
         initial_table,
         movable_instances,
@@ -285,7 +286,6 @@ def hbal_start(
         scope_of,
         try_balance,
     )
-    from model.htools.metrics import RowCache
 
     rules = problem.rules
     pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
@@ -293,7 +293,7 @@ def hbal_start(
     options = rules.search()
     stop = optimal_score(problem.state, scope) + 1e-9
     table = initial_table(problem.state, scope)
-    cache = RowCache()
+    cache = SearchCache()
     answer_len = None
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:

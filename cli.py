@@ -143,9 +143,9 @@ def main(
         with _progress(args, iallocator):
             report = args.run(args)
         text = json.dumps(report.to_json(), indent=2) if args.json else report.text()
+        sys.stderr.write(getattr(report, "stderr", ""))  # the htools program's own bytes first
         for note in getattr(report, "notes", ()):
             print(f"exalloc: note: {printable(note)}", file=sys.stderr)
-        sys.stderr.write(getattr(report, "stderr", ""))
     except HtoolsError as err:  # the htools program's own line, as scripts match it
         body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
         sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))

@@ -89,6 +89,8 @@ def exact(path: Path, memory_aware: bool, time_limit: float | None) -> dict:
         "method": result.method,
         "build_s": result.build_s,
         "solve_s": result.solve_s,
+        "restarts": result.restarts,
+        "peeled": result.peeled,
         "seconds": time.perf_counter() - start,
         "port_rounds": len([r for r in greedy.rounds if r]) if ok else None,
     }

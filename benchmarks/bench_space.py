@@ -1,7 +1,8 @@
 """exalloc space's exact standard and tiered allocation beside the real hspace (docs/space.md).
 
     python benchmarks/bench_space.py [--seeds N] [--templates drbd,plain,ext] [--no-hspace]
-                                     [--sizes 200,1000] [--tiered]
+                                     [--sizes 200,1000] [--tiered] [--tier-limit S]
+                                     [--max-tiers N]
 
 Heterogeneous clusters of tests/htools_gen.py (four machine sizes, uneven fills of drbd, ext
 and rbd instances, one group): 200 nodes (about 1,750 instances) and 1,000 nodes (about 5,000
@@ -88,6 +89,9 @@ def main() -> None:
     ap.add_argument("--tiered", action="store_true", help="tiered rows (200 nodes) as well")
     ap.add_argument("--timeout", type=float, default=600.0, help="hspace's limit per run (s)")
     ap.add_argument("--tier-limit", type=float, default=30.0, help="exalloc's tiered budget (s)")
+    ap.add_argument(
+        "--max-tiers", type=int, default=1000, help="rungs of exalloc's tiered ladder at most"
+    )
     args = ap.parse_args()
     print(
         "| case | instances | template | exalloc count | status | build s | solve s "
@@ -122,7 +126,10 @@ def main() -> None:
                     )
                     if args.tiered and size <= 200:
                         t0 = time.perf_counter()
-                        tr = tiered(state, (TIER,), opts, SolverOptions(time_limit=args.tier_limit))
+                        tr = tiered(
+                            state, (TIER,), opts, SolverOptions(time_limit=args.tier_limit),
+                            max_tiers=args.max_tiers,
+                        )  # fmt: skip
                         tier_s = time.perf_counter() - t0
                         mem = tr.handed_out()["memory_mib"]
                         h = (
@@ -136,10 +143,16 @@ def main() -> None:
                             if all(s.status == "optimal" for s in tr.stages)
                             else "feasible"
                         )
+                        models = sum(1 for s in tr.stages if s.solves)
+                        build = sum(s.build_s for s in tr.stages)
+                        solve = sum(s.solve_s for s in tr.stages)
+                        stopped = f", stopped by {tr.stopped}" if tr.stopped else ""
                         print(
                             f"| tiered, {size} nodes, seed {seed} | {len(cluster.instances)} "
                             f"| {template} | {tr.count} ({mem} MiB, {len(tr.spec_counts())} specs) "
-                            f"| {status} per tier | - | - | {tier_s:.2f} | {theirs} |",
+                            f"| {status} per tier; {len(tr.stages)} rungs, {models} with a "
+                            f"model{stopped} | {build:.2f} | {solve:.2f} | {tier_s:.2f} "
+                            f"| {theirs} |",
                             flush=True,
                         )
 

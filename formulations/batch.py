@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo
 
+from formulations.deadline import build_families
 from formulations.objective import Objective
 from model.batch import BatchProblem, NewInstance
 from model.capacity import DISK, MEMORY, MEMORY_FORTH, N1, SPINDLES, CapacityRow
@@ -521,19 +522,28 @@ def define_objective_terms(m: pyo.ConcreteModel, p: BatchProblem) -> None:
     )
 
 
-def build_batch(p: BatchProblem, usage: bool = True) -> pyo.ConcreteModel:
+def build_batch(
+    p: BatchProblem, usage: bool = True, deadline: float | None = None
+) -> pyo.ConcreteModel:
     """The joint placement model of a dedicated multi-allocate (see `BatchProblem`); without
-    `usage`, u[n] only where a capacity row needs it (models without the remaining disk)."""
+    `usage`, u[n] only where a capacity row needs it (models without the remaining disk).
+    Past `deadline` (time.perf_counter()), the build stops between two families with
+    formulations.deadline.OutOfTime."""
     m = pyo.ConcreteModel(name="dedicated_batch")
-    define_sets(m, p)
-    define_variables(m, p)
-    define_placement(m, p)
-    define_usage(m, p, everywhere=usage)
-    define_capacities(m, p)
-    define_failover(m, p)
-    define_exclusion(m, p)
-    define_symmetry(m, p)
-    define_objective_terms(m, p)
+    build_families(
+        (
+            ("its sets", lambda: define_sets(m, p)),
+            ("its variables", lambda: define_variables(m, p)),
+            ("its placement rows", lambda: define_placement(m, p)),
+            ("its usage rows", lambda: define_usage(m, p, everywhere=usage)),
+            ("its capacity rows", lambda: define_capacities(m, p)),
+            ("its failover rows", lambda: define_failover(m, p)),
+            ("its exclusion rows", lambda: define_exclusion(m, p)),
+            ("its symmetry rows", lambda: define_symmetry(m, p)),
+            ("its objective terms", lambda: define_objective_terms(m, p)),
+        ),
+        deadline,
+    )
     return m
 
 

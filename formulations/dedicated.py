@@ -26,11 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import pyomo.core as pyo
+from typing import TYPE_CHECKING
 
 from formulations.objective import Objective
 from model.batch import BatchProblem
+
+if TYPE_CHECKING:  # Pyomo is imported where a model is built (issue 40, item 12): the
+    import pyomo.core as pyo  # exhaustive single choice reads the problem without it
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,8 @@ class SingleProblem:
 def define_single_choice(m: pyo.ConcreteModel, p: SingleProblem) -> None:
     """One primary; for drbd one secondary in its group, on another node, and w[p,s] = x·y
     for the pairs whose secondary already reserves memory for the primary."""
+    import pyomo.core as pyo
+
     prim, sec = p.representatives
     by = p.candidate
     m.P = pyo.Set(initialize=prim, ordered=True, doc="possible primaries")
@@ -211,6 +215,8 @@ def define_single_choice(m: pyo.ConcreteModel, p: SingleProblem) -> None:
 def define_single_metric(m: pyo.ConcreteModel, p: SingleProblem) -> None:
     """lost[t] = primary's loss + secondary's (corrected by w on reserving pairs), the
     remaining disk of both nodes, and hail's tie-break (the later candidate wins)."""
+    import pyomo.core as pyo
+
     by = p.candidate
     lost_expr: list = [sum(by[n].primary_lost[t] * m.x[n] for n in m.P) for t in range(p.n_tests)]
     disk_expr = sum(by[n].primary_disk_mib * m.x[n] for n in m.P)
@@ -241,6 +247,8 @@ def build_single(p: SingleProblem) -> pyo.ConcreteModel:
     primary_disk[p] + secondary_disk[s]; the secondary's loss depends on p only when s
     already reserves failover memory for p, which `w[p,s]` switches on.
     """
+    import pyomo.core as pyo
+
     m = pyo.ConcreteModel(name="dedicated_single")
     define_single_choice(m, p)
     define_single_metric(m, p)
@@ -363,6 +371,8 @@ def single_lost_claim(p: SingleProblem, objective: tuple[float, ...]) -> tuple[i
 
 def single_solution(m: pyo.ConcreteModel, p: SingleProblem) -> tuple[str, str | None]:
     """The chosen (primary, secondary)."""
+    import pyomo.core as pyo
+
     primary = next(n for n in m.P if pyo.value(m.x[n]) > 0.5)
     secondary = next((s for s in m.S if pyo.value(m.y[s]) > 0.5), None) if p.drbd else None
     return primary, secondary

@@ -632,6 +632,20 @@ def primary_shortfalls(
     return tuple(_iter_primary_shortfalls(state, d, strict=strict))
 
 
+def first_primary_shortfall(
+    state: NodeState, d: InstanceDemand, *, strict: bool = True
+) -> Shortfall | None:
+    """The check `addPriEx` reports (the first it fails), None when it adds the primary."""
+    return next(_iter_primary_shortfalls(state, d, strict=strict), None)
+
+
+def first_secondary_shortfall(
+    state: NodeState, d: InstanceDemand, primary: str, *, strict: bool = True
+) -> Shortfall | None:
+    """The check `addSecExEx` reports (the first it fails), None when it adds the secondary."""
+    return next(_iter_secondary_shortfalls(state, d, primary, strict=strict), None)
+
+
 def secondary_shortfalls(
     state: NodeState,
     d: InstanceDemand,
@@ -1127,17 +1141,21 @@ class SecondaryReplacement:
         its failover memory for the primary only)."""
         return add_secondary(tgt, self.d, self.primary, strict=not self.force)
 
-    def primary_back(self, tgt: NodeState) -> NodeState | FailMode:
+    def primary_back(self, tgt: NodeState, memo: dict | None = None) -> NodeState | FailMode:
         """The primary with the instance back, scored for the pair it makes with the target
-        (depends on the location tags the two share only)."""
+        (depends on the location tags the two share only: the same for most targets, made
+        once per `memo`, see `apply_move`)."""
         loc = pair_location_score(self.old_primary, tgt)
-        return add_primary(self.primary_without, self.d, strict=False, location_score=loc)
+        base = self.primary_without
+        key = ("ap", id(base), id(self.d), False, loc)
+        make = lambda: add_primary(base, self.d, strict=False, location_score=loc)  # noqa: E731
+        return _once(memo, key, base, self.d, make)
 
-    def to(self, target: str, tgt: NodeState) -> MoveResult | FailMode:
+    def to(self, target: str, tgt: NodeState, memo: dict | None = None) -> MoveResult | FailMode:
         new_s = self.new_secondary(tgt)
         if isinstance(new_s, FailMode):
             return new_s
-        p_back = self.primary_back(tgt)
+        p_back = self.primary_back(tgt, memo)
         if isinstance(p_back, FailMode):
             return p_back
         return MoveResult(
@@ -1145,6 +1163,22 @@ class SecondaryReplacement:
             self.primary,
             target,
         )
+
+
+def _once(
+    memo: dict | None, key: tuple, node: NodeState, d: InstanceDemand, make: Callable[[], Any]
+) -> Any:
+    """`make()`, or its value from `memo` when it was made from the very same (immutable)
+    node state and demand: the key names them by identity, and the entry keeps them, so a
+    key is never matched by other objects that happen to get the same ids."""
+    if memo is None:
+        return make()
+    hit = memo.get(key)
+    if hit is not None and hit[0] is node and hit[1] is d:
+        return hit[2]
+    out = make()
+    memo[key] = (node, d, out)
+    return out
 
 
 def apply_move(
@@ -1156,12 +1190,31 @@ def apply_move(
     target: str | None = None,
     *,
     force: bool = False,
+    memo: dict | None = None,
 ) -> MoveResult | FailMode:
     """One hbal move of instance `d` now on (primary, secondary), exactly as htools does it.
 
     Soft checks are skipped with `force` and whenever the node the instance leaves is
     offline (evacuation), as in htools. Returns the changed nodes or the first failure.
+
+    `memo` (a dict the caller keeps while it tries many moves of the same states: hbal's
+    round) shares the adds and removes that do not depend on the target (the instance
+    leaving its nodes, re-added to its primary or secondary), each a pure function of its
+    node state and arguments; the answer is the same with or without it.
     """
+
+    def rp(node: NodeState, loc: int) -> NodeState:
+        return _once(memo, ("rp", id(node), id(d), loc), node, d,
+                     lambda: remove_primary(node, d, loc))  # fmt: skip
+
+    def rs(node: NodeState, pnode: str) -> NodeState:
+        return _once(memo, ("rs", id(node), id(d), pnode), node, d,
+                     lambda: remove_secondary(node, d, pnode))  # fmt: skip
+
+    def ap(node: NodeState, strict: bool, loc: int) -> NodeState | FailMode:
+        return _once(memo, ("ap", id(node), id(d), strict, loc), node, d,
+                     lambda: add_primary(node, d, strict=strict, location_score=loc))  # fmt: skip
+
     old_p = nodes[primary]
     old_s = nodes[secondary] if secondary is not None else None
     old_loc = pair_location_score(old_p, old_s)
@@ -1178,17 +1231,15 @@ def apply_move(
         new_p = add_primary(tgt, d, strict=not force_p, location_score=old_loc)
         if isinstance(new_p, FailMode):
             return new_p
-        return MoveResult(
-            {target: new_p, primary: remove_primary(old_p, d, old_loc)}, target, secondary
-        )
+        return MoveResult({target: new_p, primary: rp(old_p, old_loc)}, target, secondary)
 
     assert old_s is not None and secondary is not None, "only mirrored instances have moves"
-    int_p = remove_primary(old_p, d, old_loc)
-    int_s = remove_secondary(old_s, d, primary)
+    int_p = rp(old_p, old_loc)
+    int_s = rs(old_s, primary)
     if kind is MoveKind.FAILOVER:
         if fail := check_migration(old_p, old_s):
             return fail
-        new_p = add_primary(int_s, d, strict=not force_p, location_score=old_loc)
+        new_p = ap(int_s, not force_p, old_loc)
         if isinstance(new_p, FailMode):
             return new_p
         new_s = add_secondary(int_p, d, secondary, strict=not force_p, ignore_disks=old_p.offline)
@@ -1201,18 +1252,18 @@ def apply_move(
     if kind is MoveKind.REPLACE_SECONDARY:
         return SecondaryReplacement(
             d, primary, secondary, old_p, int_p, int_s, force or old_s.offline
-        ).to(target, tgt)
+        ).to(target, tgt, memo)
     if kind is MoveKind.REPLACE_PRIMARY:
         loc = pair_location_score(tgt, int_s)
         if fail := fail_or(check_migration(old_p, old_s), check_migration(old_s, tgt)):
             return fail
-        tmp_s = add_primary(int_s, d, strict=not force_p, location_score=loc)
+        tmp_s = ap(int_s, not force_p, loc)
         if isinstance(tmp_s, FailMode):
             return tmp_s
-        new_p = add_primary(tgt, d, strict=not force_p, location_score=loc)
+        new_p = ap(tgt, not force_p, loc)
         if isinstance(new_p, FailMode):
             return new_p
-        new_s = add_secondary(remove_primary(tmp_s, d, loc), d, target, strict=not force_p)
+        new_s = add_secondary(rp(tmp_s, loc), d, target, strict=not force_p)
         if isinstance(new_s, FailMode):
             return new_s
         return MoveResult({target: new_p, primary: int_p, secondary: new_s}, target, secondary)
@@ -1220,7 +1271,7 @@ def apply_move(
         loc = pair_location_score(tgt, int_p)
         if fail := check_migration(old_p, tgt):
             return fail
-        new_p = add_primary(tgt, d, strict=not force, location_score=loc)
+        new_p = ap(tgt, not force, loc)
         if isinstance(new_p, FailMode):
             return new_p
         new_s = add_secondary(int_p, d, target, strict=not (old_s.offline or force))
@@ -1231,7 +1282,7 @@ def apply_move(
         loc = pair_location_score(int_s, tgt)
         if fail := check_migration(old_p, old_s):
             return fail
-        new_p = add_primary(int_s, d, strict=not force_p, location_score=loc)
+        new_p = ap(int_s, not force_p, loc)
         if isinstance(new_p, FailMode):
             return new_p
         new_s = add_secondary(tgt, d, secondary, strict=not force_p)

@@ -164,6 +164,66 @@ class RollProblem:
                 per[v] = per.get(v, 0) + mg.memory_mib
         return out
 
+    def restricted(self, keep: Iterable[str]) -> RollProblem:
+        """The same question for a subset of the considered nodes (the others in no round):
+        a relaxation, since every round of a plan of all nodes, less the left-out nodes, is
+        a possible round (rooms and groups stay: the left-out nodes still take moves)."""
+        kept = set(keep)
+        nodes = tuple(v for v in self.nodes if v in kept)
+        cliques = []
+        edges = [e for e in self.edges if e[0] in kept and e[1] in kept]
+        for q in self.cliques:
+            sub = tuple(v for v in q if v in kept)
+            if len(sub) > 2:
+                cliques.append(sub)
+            elif len(sub) == 2:
+                edges.append((sub[0], sub[1]))
+        return replace(
+            self,
+            nodes=nodes,
+            master=self.master if self.master in kept else None,
+            cliques=tuple(cliques),
+            edges=tuple(dict.fromkeys(edges)),
+            items={v: i for v, i in self.items.items() if v in kept},
+            migrations={v: m for v, m in self.migrations.items() if v in kept},
+        )
+
+    def memory_bound_nodes(self) -> set[str]:
+        """Considered nodes whose round depends on a receiving node's memory: receiving
+        nodes whose considered primaries' migrations exceed their room all together, and
+        those primaries."""
+        out: set[str] = set()
+        for s, per in self.loads().items():
+            if sum(per.values()) > self.rooms[s].memory_mib:
+                out |= {p for p, w in per.items() if w > 0}
+                out.add(s)
+        return out & set(self.nodes)
+
+
+def peel(problem: RollProblem, rounds: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nodes left once those with fewer than `rounds` conflicting nodes left are taken
+    out, one by one (the `rounds`-core of the conflict graph), keeping every node whose round
+    depends on a receiving node's memory; and the nodes taken out, in the order taken.
+    Put back in the reverse order, each taken-out node finds a round none of its
+    conflicting nodes is in, whatever rounds the others have (its migrations fit whatever
+    round it joins); its round's packing is checked then."""
+    adj = {v: set(ws) for v, ws in problem.neighbours().items()}
+    fixed = problem.memory_bound_nodes()
+    stack = [v for v in problem.nodes if len(adj[v]) < rounds and v not in fixed]
+    out: list[str] = []
+    gone: set[str] = set()
+    while stack:
+        v = stack.pop()
+        if v in gone:
+            continue
+        gone.add(v)
+        out.append(v)
+        for w in adj[v]:
+            adj[w].discard(v)
+            if w not in gone and w not in fixed and len(adj[w]) < rounds:
+                stack.append(w)
+    return tuple(v for v in problem.nodes if v not in gone), tuple(out)
+
 
 def conflicts_of(
     cluster: Cluster, considered: Iterable[str], rules: RollRules

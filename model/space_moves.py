@@ -11,8 +11,8 @@ asked of the moved cluster as it is asked of a loaded one (model/space.py).
 
 This module holds what the search and the checker share: the steps hbal offers in a state
 (`offered_steps`, through model/htools/hbal.py as model/balance.py reads it), their replay
-(`replay_moves`) and an upper bound on a problem's count read off its rows alone
-(`count_bound`), with which the search skips states that cannot beat the best found.
+(`replay_moves`); the search skips states whose row bound (`model.space.count_bound`)
+cannot beat the best found.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from model.balance import BalanceProblem, BalanceRules, Step, allowed_step, movable
 from model.resources import FailMode
-from model.space import SpaceProblem
 from model.state import ClusterState
 
 
@@ -85,26 +84,3 @@ def replay_moves(
             return f"move {i} ({step.instance} {step.code}) fails htools' check {after}"
         state = after
     return state
-
-
-def count_bound(problem: SpaceProblem) -> int:
-    """An upper bound on the problem's count from each node's own rows (formulations/space.py:
-    x[n] ≤ X[n], the N+1 reserve now, z[n] ≤ Z[n]), group by group: the primaries each node
-    admits alone, and for drbd no more than the secondaries its group admits; `-l` caps it."""
-    if problem.stopped or not problem.rooms:
-        return 0
-    mem = problem.demand.memory_mib
-    total = 0
-    for g in problem.groups:
-        primaries = secondaries = 0
-        for room in problem.group_nodes(g):
-            x = room.max_primaries()
-            if room.n1_checked and mem > 0:
-                x = min(x, max((room.unallocated_mib - 1 - room.reserve_mib) // mem, 0))
-            primaries += x
-            if problem.drbd:
-                secondaries += room.max_secondaries()
-        total += min(primaries, secondaries) if problem.drbd else primaries
-    if problem.options.limit is not None:
-        total = min(total, problem.options.limit)
-    return total

@@ -25,7 +25,8 @@ from model.backends.iallocator import (
 )
 from model.backends.text import save_text
 from model.errors import about
-from model.htools.answer import HailAnswer, jsonable
+from model.htools.answer import HailAnswer, jsonable, longest_stage
+from model.htools.loader import loading_warning
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
     capacity_checks_option,
@@ -181,7 +182,8 @@ def _hail_only_options(parser: argparse.ArgumentParser) -> None:
         dest="verbose",
         action="count",
         default=0,
-        help="like hail's (accepted; exalloc prints no request dumps)",
+        help="like hail: -v prints the request read, -v -v the cluster too (Haskell's `show` "
+        "of them, on stderr)",
     )
     parser.add_argument(
         "--ignore-dynu",
@@ -287,6 +289,8 @@ def run(args: Any) -> HailReport:
         inp = parse_request(text, "<stdin>", static_kvm_node_memory=kvm)
     else:
         inp = load_request(args.request, static_kvm_node_memory=kvm)
+    read = inp  # the request's own cluster: the indices hail's -v dump shows
+    said = loading_warning(inp.cluster)  # IAlloc.readRequest's warnings, at any verbosity
     if args.text_data or args.simulate:  # a simulation wins, as in htools' ExtLoader
         from model.backends.simu import simulated_cluster
         from model.backends.text import load_text
@@ -298,6 +302,12 @@ def run(args: Any) -> HailReport:
         if args.ignore_dynu:  # hail clears the loads of data read from a file (`clearDynU`)
             cluster = cluster.without_dynamic_util()
         inp = with_cluster(inp, cluster, source)
+        said += loading_warning(cluster)  # ExtLoader.loadExternalData's
+    # hail prints these before it answers; exalloc before what the answer prints (-p, -S)
+    if args.verbose:  # htools counts from 1: -v is 2
+        from model.htools.show import hail_dump
+
+        said += hail_dump(read, inp.cluster, args.verbose + 1, simulated=bool(args.simulate))
     loaded = time.perf_counter()
     # the time limit bounds the whole call, reading included (issue 40, item 4)
     limit = opts.solver.time_limit
@@ -308,7 +318,8 @@ def run(args: Any) -> HailReport:
     timing = {"load_s": loaded - start, "answer_s": time.perf_counter() - loaded}
     if report.answer.stages:
         timing["stages"] = dict(report.answer.stages)
-    shown = _stderr(inp, report.answer, args)
+        timing["longest_stage"] = longest_stage(report.answer.stages)
+    shown = said + _stderr(inp, report.answer, args)
     run_note = report.answer.note
     notes = (*_notes(args), *([run_note] if run_note else []))
     report = HailReport(report.answer, timing=timing, notes=notes, stderr=shown, run_note=run_note)

@@ -206,12 +206,17 @@ class CpSatBridge:
         mip_gap: float,
         threads: int,
         seed: int,
+        work_limit: float | None = None,
     ) -> tuple[Status, float | None, float | None, float | None, dict[int, int]]:
-        """Run CP-SAT; returns status, objective, bound, gap and values keyed by id(var)."""
+        """Run CP-SAT; returns status, objective, bound, gap and values keyed by id(var).
+        `work_limit`: CP-SAT's deterministic time limit (its own work units, the same on a
+        loaded machine as on an idle one), beside the wall-clock `time_limit`."""
         solver = cp_model.CpSolver()
         p = solver.parameters
         if time_limit is not None:
             p.max_time_in_seconds = max(float(time_limit), 0.0)
+        if work_limit is not None:
+            p.max_deterministic_time = max(float(work_limit), 0.0)
         p.num_workers = threads
         p.random_seed = seed
         p.relative_gap_limit = mip_gap
@@ -300,12 +305,25 @@ class CpSatSession:
     def close(self) -> None:
         """Nothing was added to the Pyomo model."""
 
-    def solve(self, *, time_limit: float | None, build_s: float) -> SolveResult:
+    def solve(
+        self,
+        *,
+        time_limit: float | None,
+        build_s: float,
+        seed: int | None = None,
+        work_limit: float | None = None,
+    ) -> SolveResult:
+        """Solve once; `seed` replaces the session's random seed for this solve and
+        `work_limit` bounds it in CP-SAT's deterministic time (restarts with fresh seeds
+        against heavy-tailed search times, solvers/strategies/roll.py)."""
         t0 = time.perf_counter()
         if self._last:
             self._bridge.hint(self._last)
+        params = dict(self._params)
+        if seed is not None:
+            params["seed"] = seed
         status, objective, bound, gap, raw = self._bridge.solve(
-            time_limit=time_limit, **self._params
+            time_limit=time_limit, work_limit=work_limit, **params
         )
         values: Mapping[str, float] = {}
         if raw:

@@ -285,7 +285,9 @@ def _assert_as_the_every_pair_model(monkeypatch, inp, lazy) -> None:
     """`lazy` (pair rounds) has the objectives of the model that sums on every pair."""
     build = batch_form.build_batch
     monkeypatch.setattr(
-        batch_form, "build_batch", lambda problem: build(replace(problem, shared_pairs=None))
+        batch_form,
+        "build_batch",
+        lambda problem, **kw: build(replace(problem, shared_pairs=None), **kw),
     )
     exact = answer(inp, IAllocatorOptions())
     for key in ("lost_allocations_total", "remaining_disk_mib"):

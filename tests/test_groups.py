@@ -446,13 +446,18 @@ def test_cli_json_and_commands(tmp_path, capsys) -> None:
     assert cli.main(["redistribute", "-t", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "optimal" and out["moves"] == 1
+    assert _brute_redistribute(_state(two_groups())) == 1  # the count, by every plan tried
     assert out["relocations"][0]["to_group"] == "gb" and out["greedy"]["moves"] >= 1
     roomy = tmp_path / "roomy.data"
     roomy.write_text(two_groups(b_free=(16000, 16000)))
     assert cli.main(["compress", "-t", str(roomy), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     by_name = {g["name"]: g for g in out["groups"]}
-    assert by_name["ga"]["evacuable"] is True and len(by_name["ga"]["plan"]) == 3
+    assert by_name["ga"]["evacuable"] is True and len(by_name["ga"]["plan"]) == 3  # all of ga's
+    state = _state(roomy.read_text())
+    assert _brute_compress(
+        state, "uuid-ga", S.compress(state, storage_of(state)).health.evacuable()
+    )
     assert out["best"] in by_name
     assert cli.main(["evacuate", "-t", str(path), "--nodes", "a1", "-C"]) == 0
     text = capsys.readouterr().out

@@ -83,8 +83,13 @@ def _reply(ans: HailAnswer) -> dict:
     return {**json.loads(ans.response), "note": ans.note}
 
 
-def ours(text: str) -> dict:
-    return _reply(answer(parse_request(text), IAllocatorOptions()))
+#: exalloc-hail without --solver: the single allocate's exhaustive choice, no model (issue 40,
+#: item 12); the default options name a solver, which solves the single model
+EXHAUSTIVE = IAllocatorOptions(solver=SolverOptions(solver_given=False))
+
+
+def ours(text: str, options: IAllocatorOptions | None = None) -> dict:
+    return _reply(answer(parse_request(text), options or IAllocatorOptions()))
 
 
 def same_as_hail(theirs: dict, mine: dict) -> bool:
@@ -182,9 +187,12 @@ def _random_request(seed: int) -> str:
     return json.dumps(data)
 
 
-def test_320_random_dedicated_requests_choose_hails_nodes(htools, tmp_path) -> None:
+@pytest.mark.parametrize("how", ["model", "exhaustive"])
+def test_320_random_dedicated_requests_choose_hails_nodes(htools, tmp_path, how) -> None:
     """Plain and drbd, full/half/quarter(/three-quarter) fills, 4 policies, 1-2 groups,
-    with and without group_name, reserved memory, CPU limits, offline/drained nodes."""
+    with and without group_name, reserved memory, CPU limits, offline/drained nodes; the
+    single model solved, and every choice compared without a model (exalloc-hail's default)."""
+    options = EXHAUSTIVE if how == "exhaustive" else None
     seeds = range(320)
     texts = {s: _random_request(s) for s in seeds}
     paths = {}
@@ -198,7 +206,9 @@ def test_320_random_dedicated_requests_choose_hails_nodes(htools, tmp_path) -> N
     mismatches = []
     kinds = {"success": 0, "failure": 0, "drbd": 0}
     for s in seeds:
-        mine = ours(texts[s])
+        mine = ours(texts[s], options)
+        if mine["success"]:
+            assert mine["note"].startswith("exhaustive: optimal" if options else "highs: optimal")
         if not same_as_hail(theirs[s], mine):
             mismatches.append((s, theirs[s], mine))
         kinds["success" if mine["success"] else "failure"] += 1
@@ -540,9 +550,8 @@ def test_time_limit_without_any_answer_is_one_line(capsys, monkeypatch) -> None:
 
     monkeypatch.setattr(hail_mod, "solve_lexicographic", nothing_for_batches)
     monkeypatch.setattr(hail_mod, "greedy_batch", lambda *args: {})
-    code = cli.main(
-        ["--time-limit", "0.000001", "hail", str(REQUESTS / "dedicated-12-nodes-multi.json")]
-    )
+    # a limit the build keeps (with 1 µs the build stops first, tests/test_build_deadline.py)
+    code = cli.main(["--time-limit", "30", "hail", str(REQUESTS / "dedicated-12-nodes-multi.json")])
     out, err = capsys.readouterr()
     assert code == 1 and out == "" and err.count("\n") == 1, err
     assert "stopped with time_limit before finding any batch" in err and "--time-limit" in err
@@ -583,9 +592,11 @@ def test_batches_on_awkward_clusters(htools, tmp_path, seed) -> None:
         assert quality(inp, mine) <= quality(inp, theirs)
 
 
-def test_160_perturbed_requests_choose_hails_nodes(htools, tmp_path) -> None:
+@pytest.mark.parametrize("how", ["model", "exhaustive"])
+def test_160_perturbed_requests_choose_hails_nodes(htools, tmp_path, how) -> None:
     """Rarer paths (see dedicated_gen.perturb): kvm, exclusion tags, down/offline/forthcoming
     instances, nodes missing resources, restrict-to-nodes, two disks, unknown spindles."""
+    options = EXHAUSTIVE if how == "exhaustive" else None
     mismatches = []
     successes = 0
     for seed in range(160):
@@ -601,7 +612,7 @@ def test_160_perturbed_requests_choose_hails_nodes(htools, tmp_path) -> None:
         text = json.dumps(gen.perturb(rng, data))
         path = tmp_path / "w.json"
         path.write_text(text)
-        theirs, mine = real_hail(htools, path), ours(text)
+        theirs, mine = real_hail(htools, path), ours(text, options)
         successes += theirs["success"]
         if not same_as_hail(theirs, mine):
             mismatches.append((seed, theirs, mine))

@@ -251,7 +251,8 @@ PRINT_FIELDS = (
 
 
 def _node_lists(args: list[str]) -> str:
-    """What `exalloc hail --capacity-checks greedy ARGS` writes on stderr (hail's -p)."""
+    """What `exalloc hail --capacity-checks greedy ARGS` writes on stderr (the data warnings
+    and hail's -p)."""
     ns = build_parser().parse_args(
         attached_optionals(["hail", "--capacity-checks", "greedy", *args])
     )
@@ -260,7 +261,8 @@ def _node_lists(args: list[str]) -> str:
 
 
 def _hails_node_lists(htools, args: list[str]) -> str:
-    """The real hail's -p output: its stderr after the data warnings it always prints."""
+    """The real hail's stderr with -p: the data warnings it always prints (IAlloc.readRequest,
+    which exalloc prints too), then the node lists."""
     proc = subprocess.run([str(htools.hail), *args], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     start = proc.stderr.find("\nInitial cluster status:\n")
@@ -269,7 +271,7 @@ def _hails_node_lists(htools, args: list[str]) -> str:
         line.startswith(("Warning:", "  - ")) or not line
         for line in proc.stderr[:start].splitlines()
     ), proc.stderr[:start]
-    return proc.stderr[start:]
+    return proc.stderr
 
 
 @pytest.mark.parametrize("fields", PRINT_FIELDS)

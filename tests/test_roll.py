@@ -27,6 +27,7 @@ from model.roll import (
     RoundPlan,
     Step,
     check_plan,
+    peel,
     problem_of,
 )
 from solvers.options import SolverOptions
@@ -374,6 +375,44 @@ def test_exact_equals_brute_force(seed: int) -> None:
             continue
         result = plan(problem, SolverOptions(solver_given=False))
         assert result.objective == oracle, (seed, rules)
+        # the model alone (no start), every count of rounds from the bound up asked of the
+        # peeled nodes' core first: the same minimum, and a plan the checker accepts
+        alone = plan(problem, SolverOptions(solver_given=False), starts=False)
+        assert alone.objective == oracle, (seed, rules)
+        assert alone.status == "optimal"
+        check_plan(cluster, start.considered_names, rules, alone.rounds, start.offline)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_peel_core_and_relaxation(seed: int) -> None:
+    """`peel`: every node taken out had fewer than k conflicting nodes among those left at
+    that time, no node whose round depends on a receiving node's memory is taken out, and
+    the restricted question is a relaxation: each round of the full plan, less the peeled
+    nodes, is a possible round of it (packed, and the checker accepts the plan's rounds)."""
+    spec = RollSpec(nodes=60, instances=180, drbd_share=0.8, offline=1, fill=0.7, seed=seed)
+    cluster = generate(spec)
+    for rules in (RollRules(), RollRules(memory_aware=True)):
+        start = prelude(cluster, _hroller_options(rules))
+        problem = problem_of(cluster, start.considered_names, rules, start.offline)
+        result = plan(problem, SolverOptions(solver_given=False))
+        k = result.objective
+        core, peeled = peel(problem, k)
+        assert sorted((*core, *peeled)) == sorted(problem.nodes)
+        assert not set(peeled) & problem.memory_bound_nodes()
+        adj = problem.neighbours()
+        left = set(problem.nodes)
+        for v in peeled:
+            assert len(adj[v] & left) < k, v
+            left.discard(v)
+        assert left == set(core)
+        sub = problem.restricted(core)
+        assert set(sub.nodes) == set(core)
+        pairs = sub.conflict_pairs
+        assert pairs == {p for p in problem.conflict_pairs if p <= set(core)}
+        rounds = [[v for v in r.nodes if v in left] for r in result.rounds]
+        packed = [_known_round(sub, r) for r in rounds if r]
+        assert None not in packed
+        check_plan(cluster, core, rules, packed, start.offline)
 
 
 # --- the program's output ----------------------------------------------------------------------

@@ -19,8 +19,8 @@ from model.backends.text import dump_text
 from model.balance import Step
 from model.check import check_space_moves
 from model.resources import MoveKind
-from model.space import Spec, default_options, space_problem, with_node_status
-from model.space_moves import MoveOptions, count_bound, replay_moves
+from model.space import Spec, count_bound, default_options, space_problem, with_node_status
+from model.space_moves import MoveOptions, replay_moves
 from model.state import node_states
 from solvers.strategies.space import problem_of
 from solvers.strategies.space_moves import with_moves

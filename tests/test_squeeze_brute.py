@@ -17,7 +17,7 @@ import pytest
 from squeeze_gen import SqueezeSpec, mixed_cluster
 
 import solvers.strategies.squeeze as strategy
-from model.check import Move, check_squeeze
+from model.check import CheckReport, Move, check_squeeze
 from model.cluster import Cluster, Instance
 from model.resources import probe_demand
 from model.squeeze import SqueezeRequest
@@ -74,6 +74,20 @@ def drbd_move_cost(old: tuple[str, str], new: tuple[str, str]) -> int:
     return 4
 
 
+def moves_cost(cluster: Cluster, moves: list[Move]) -> int:
+    """The moves objective (docs/squeeze.md): 1 a migration, a DRBD move by its kind."""
+    where = {i.name: (i.primary, i.secondary) for i in cluster.instances}
+    return sum(
+        drbd_move_cost(where[m.instance], (m.primary, m.secondary)) if m.secondary else 1
+        for m in moves
+    )
+
+
+def memory_use(report: CheckReport) -> int:
+    """The largest memory use of an online node, in whole per cent (the evenness stage)."""
+    return math.ceil(100 * report.objectives["max_memory_utilisation"] - 1e-9)
+
+
 def brute_force(
     cluster: Cluster, target_factor: float, move: str = "ext", least_moves: bool = True
 ) -> tuple[int, tuple[int, int] | None]:
@@ -98,13 +112,7 @@ def brute_force(
                     continue
                 if not least_moves:
                     return size, None
-                cost = sum(
-                    drbd_move_cost(where[m.instance], (m.primary, m.secondary))
-                    if m.secondary is not None
-                    else 1
-                    for m in moves
-                )
-                use = math.ceil(100 * report.objectives["max_memory_utilisation"] - 1e-9)
+                cost, use = moves_cost(cluster, moves), memory_use(report)
                 best = (cost, use) if best is None else min(best, (cost, use))
         if best is not None:
             return size, best

@@ -28,9 +28,9 @@ print(json.dumps(loaded), file=sys.stderr)
 """
 
 
-def _heavy_modules(request: Path) -> list[str]:
+def _heavy_modules(request: Path, *options: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(request)],
+        [sys.executable, "-c", PROBE, *options, str(request)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -49,6 +49,13 @@ def test_a_request_that_builds_no_model_imports_no_solver(ganeti_data, name):
     assert _heavy_modules(ganeti_data.data_dir / name) == []
 
 
-def test_a_request_that_builds_a_model_imports_its_backend():
+def test_a_dedicated_allocate_compares_every_choice_without_pyomo():
+    """Its single model's optimum is found by exhaustion unless a solver is named."""
     request = REPO / "data" / "requests" / "dedicated-12-nodes-allocate.json"
+    assert _heavy_modules(request) == []
+    assert _heavy_modules(request, "--solver", "highs") == ["highspy", "pyomo.core"]
+
+
+def test_a_request_that_builds_a_model_imports_its_backend():
+    request = REPO / "data" / "requests" / "dedicated-12-nodes-multi.json"
     assert _heavy_modules(request) == ["highspy", "pyomo.core"]

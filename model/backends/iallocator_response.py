@@ -158,7 +158,8 @@ def power_opcodes(nodes: Sequence[str], *, on: bool) -> tuple[dict[str, Any], ..
     return (*marks, power)
 
 
-_HASKELL_TEMPLATE = {
+#: Ganeti's DiskTemplate and AllocPolicy constructors (Types.hs), as Haskell `show` names them.
+HASKELL_TEMPLATES = {
     "diskless": "DTDiskless",
     "file": "DTFile",
     "sharedfile": "DTSharedFile",
@@ -169,7 +170,7 @@ _HASKELL_TEMPLATE = {
     "ext": "DTExt",
     "gluster": "DTGluster",
 }
-_HASKELL_POLICY = {
+HASKELL_ALLOC_POLICIES = {
     "preferred": "AllocPreferred",
     "last_resort": "AllocLastResort",
     "unallocable": "AllocUnallocable",
@@ -193,7 +194,7 @@ def show_ipolicy(policy: IPolicy) -> str:
         f"minMaxISpecsMaxSpec = {_show_ispec(mm.max)}}}"
         for mm in policy.minmax
     )
-    templates = ",".join(_HASKELL_TEMPLATE[t] for t in policy.disk_templates)
+    templates = ",".join(HASKELL_TEMPLATES[t] for t in policy.disk_templates)
     return (
         f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], iPolicyStdSpec = {_show_ispec(policy.std)}, "
         f"iPolicyDiskTemplates = [{templates}], "
@@ -207,7 +208,7 @@ def show_group(group: NodeGroup, index: int) -> str:
     ipolicy = show_ipolicy(group.ipolicy)
     return (
         f"Group {{name = {show_string(group.name)}, uuid = {show_string(group.uuid)}, "
-        f"idx = {index}, allocPolicy = {_HASKELL_POLICY[group.alloc_policy]}, "
+        f"idx = {index}, allocPolicy = {HASKELL_ALLOC_POLICIES[group.alloc_policy]}, "
         f"networks = {show_list(group.networks)}, iPolicy = {ipolicy}, "
         f"allTags = {show_list(group.tags)}}}"
     )

@@ -265,23 +265,48 @@ def printf_g(x: float, precision: int = 6) -> str:
     return f"{sign}{digits[0]}.{''.join(map(str, digits[1:]))}e{e - 1 + carry}"
 
 
+#: GHC's `asciiTab`: the names `showLitChar` gives the control characters it has no letter for.
+_ASCII_NAMES = (
+    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI "
+    "DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
+).split()
+_LETTER_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
 def show_string(s: str) -> str:
-    """Haskell `show :: String -> String`, used verbatim in htools' error messages."""
-    names = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", '"': '\\"', "\a": "\\a"}
-    names.update({"\b": "\\b", "\f": "\\f", "\v": "\\v"})
+    """Haskell `show :: String -> String` (GHC's `showLitString`), used verbatim in htools'
+    error messages and `hail -v -v`: letter escapes, `\\DEL`, named control characters
+    (`\\SOH`), code points above 127 in decimal, and `\\&` where the next character would
+    run into an escape (a digit after a decimal one, `H` after `\\SO`)."""
     out: list[str] = []
-    numeric = False
+    protect = ""  # the characters that may not follow the last escape as they are
     for ch in s:
-        if numeric and ch.isdigit() and ch.isascii():
+        if ch in protect:
             out.append("\\&")
-        numeric = False
-        if ch in names:
-            out.append(names[ch])
-        elif ord(ch) < 32 or ord(ch) >= 127:
-            out.append(f"\\{ord(ch)}")
-            numeric = True
-        else:
+        protect = ""
+        code = ord(ch)
+        if ch in _LETTER_ESCAPES:
+            out.append(_LETTER_ESCAPES[ch])
+        elif code > 127:
+            out.append(f"\\{code}")
+            protect = "0123456789"
+        elif code == 127:
+            out.append("\\DEL")
+        elif code >= 32:
             out.append(ch)
+        else:
+            out.append("\\" + _ASCII_NAMES[code])
+            protect = "H" if ch == "\x0e" else ""
     return '"' + "".join(out) + '"'
 
 
@@ -698,7 +723,8 @@ def common_suffix(names: Sequence[str]) -> str:
 
 def cluster_suffix(cluster: Cluster) -> str:
     """The suffix htools strips for display (`Stripping common suffix of '...' from names`)."""
-    return common_suffix([n.name for n in cluster.nodes] + [i.name for i in cluster.instances])
+    names = [n.name for n in cluster.nodes] + [read_name(i.name) for i in cluster.instances]
+    return common_suffix(names)
 
 
 def alias(name: str, suffix: str) -> str:

@@ -39,6 +39,8 @@ from model.resources import (
     InstanceDemand,
     add_primary,
     add_secondary,
+    apply_secondary,
+    first_secondary_shortfall,
     pair_location_score,
 )
 from model.state import ClusterState
@@ -177,6 +179,72 @@ def _try_singles(
     return choose(ranked(), len(ok), failures, check)
 
 
+@dataclass(frozen=True)
+class _Generic:
+    """Every possible secondary of a pair tryAlloc added once "generically" (for a primary
+    it reserves no memory for): its score vectors before and after, the first failing check
+    (0: fits, else 1 + index in `modes`), and the base statistics of the node list. Made only
+    once some primary passes the policy: most calls of hspace's tiered phase fail on the
+    policy for every primary and need none of it."""
+
+    at: dict[str, int]
+    modes: list[FailMode]
+    code: np.ndarray
+    old_m: np.ndarray
+    new_m: np.ndarray
+    online_of: np.ndarray
+    peers_of: dict[str, list[str]]  # primary -> secondaries reserving memory for it
+    located: bool
+    base: Any
+    # the rows after the generic add, made for the secondaries a placement is scored with
+    # (most calls of hspace's tiered phase score none): the states, and which rows are made
+    state: ClusterState
+    names: list[str]
+    d: InstanceDemand
+    cache: RowCache
+    made: np.ndarray
+
+    def fill(self, rows: np.ndarray) -> None:
+        """The generic rows `rows` (indices of secondaries that take the secondary) made."""
+        for i in rows[~self.made[rows]].tolist():
+            got = apply_secondary(self.state.nodes[self.names[i]], self.d, "")
+            self.new_m[i] = self.cache.change((0,), (got,)).vectors[0]
+            self.made[i] = True
+
+
+def _generic(
+    state: ClusterState,
+    scope: Sequence[str],
+    d: InstanceDemand,
+    pairs: Sequence[tuple[str, Sequence[str]]],
+    cache: RowCache,
+) -> _Generic:
+    sts = [state.nodes[n] for n in scope]
+    base = list_stats([cache.row(s) for s in sts], [not s.offline for s in sts])
+    names = list(dict.fromkeys(s for _, ss in pairs for s in ss))
+    at = {n: i for i, n in enumerate(names)}
+    modes: list[FailMode] = list(FailMode)
+    code = np.zeros(len(names), dtype=np.int64)
+    old_m = np.zeros((len(names), len(NUMERIC)))
+    new_m = np.zeros((len(names), len(NUMERIC)))
+    online_of = np.array([not state.nodes[n].offline for n in names], dtype=bool)
+    peers_of: dict[str, list[str]] = {}
+    for i, s in enumerate(names):
+        sst = state.nodes[s]
+        old_m[i] = cache.change((0,), (sst,)).vectors[0]
+        failed = first_secondary_shortfall(sst, d, "")  # addSecExEx's verdict
+        if failed is not None:
+            code[i] = 1 + modes.index(failed.mode)
+        for p, _ in sst.peers:
+            peers_of.setdefault(p, []).append(s)
+    located = any(state.nodes[n].location_tags for n in names)
+    made = np.zeros(len(names), dtype=bool)
+    return _Generic(
+        at, modes, code, old_m, new_m, online_of, peers_of, located, base,
+        state, names, d, cache, made,
+    )  # fmt: skip
+
+
 def _try_pairs(
     state: ClusterState,
     scope: Sequence[str],
@@ -195,41 +263,25 @@ def _try_pairs(
     peers for; the scores of one primary's secondaries are computed together
     (`metrics.pair_scores`), and the node states of a placement are made only for the
     placements hail consults."""
-    sts = [state.nodes[n] for n in scope]
-    base = list_stats([cache.row(s) for s in sts], [not s.offline for s in sts])
     total = AllocSolution()
     policy_verdicts: dict[tuple[str, bool], FailMode | None] = {}
-    # every possible secondary, added generically once
-    names = list(dict.fromkeys(s for _, ss in pairs for s in ss))
-    at = {n: i for i, n in enumerate(names)}
-    modes: list[FailMode] = list(FailMode)
-    code = np.zeros(len(names), dtype=np.int64)  # 0: fits, else 1 + index in `modes`
-    old_m = np.zeros((len(names), len(NUMERIC)))
-    new_m = np.zeros((len(names), len(NUMERIC)))
-    online_of = np.array([not state.nodes[n].offline for n in names], dtype=bool)
-    peers_of: dict[str, list[str]] = {}  # primary -> secondaries reserving memory for it
-    for i, s in enumerate(names):
-        sst = state.nodes[s]
-        old_m[i] = cache.change((0,), (sst,)).vectors[0]
-        got = add_secondary(sst, d, "")
-        if isinstance(got, FailMode):
-            code[i] = 1 + modes.index(got)
-        else:
-            new_m[i] = cache.change((0,), (got,)).vectors[0]
-        for p, _ in sst.peers:
-            peers_of.setdefault(p, []).append(s)
-    located = any(state.nodes[n].location_tags for n in names)
+    prepared: list[_Generic] = []  # made for the first primary the policy admits
+    refused: Counter = Counter()  # the pairs whose primary the policy refuses
     index_of: dict[int, tuple[Sequence[str], np.ndarray]] = {}  # secondaries -> indices
     for p, secondaries in pairs:
         pst = state.nodes[p]
         key = (pst.group_uuid, pst.exclusive_storage)
         if key not in policy_verdicts:
             policy_verdicts[key] = policy_shortfall(d, _policy(state, p), pst.exclusive_storage)
-        failures: Counter = Counter()
-        if policy_verdicts[key] is not None:
-            failures[policy_verdicts[key]] += sum(1 for s in secondaries if s != p)
-            total = sum_allocs(total, AllocSolution(failures))
+        if policy_verdicts[key] is not None:  # counted together, added once at the end
+            refused[policy_verdicts[key]] += sum(1 for s in secondaries if s != p)
             continue
+        failures: Counter = Counter()
+        if not prepared:
+            prepared.append(_generic(state, scope, d, pairs, cache))
+        g = prepared[0]
+        at, modes, code, old_m, new_m = g.at, g.modes, g.code, g.old_m, g.new_m
+        online_of, peers_of, located, base = g.online_of, g.peers_of, g.located, g.base
         key_ss = id(secondaries)
         if key_ss not in index_of:
             index_of[key_ss] = (
@@ -242,6 +294,7 @@ def _try_pairs(
         secondaries = [s for s in secondaries if s != p] if not keep.all() else secondaries
         codes = code[idx]
         new_rows = new_m[idx]
+        special = np.zeros(len(idx), dtype=bool)  # rows of secondaries reserving for p
         for s in peers_of.get(p, ()):
             where = np.flatnonzero(idx == at[s])
             if not len(where):
@@ -252,6 +305,7 @@ def _try_pairs(
             else:
                 codes[where] = 0
                 new_rows[where] = cache.change((0,), (got,)).vectors[0]
+            special[where] = True
         if located:
             locs = np.array([pair_location_score(pst, state.nodes[s]) for s in secondaries])
         else:
@@ -259,7 +313,7 @@ def _try_pairs(
         after_p: dict[int, Any] = {}
         scores = np.full(len(secondaries), np.nan)
         ok = np.zeros(len(secondaries), dtype=bool)
-        for loc in np.unique(locs).tolist():
+        for loc in np.unique(locs).tolist() if located else (0,):
             sel = locs == loc
             new_p = add_primary(pst, d, strict=strict, location_score=loc)
             if isinstance(new_p, FailMode):
@@ -267,12 +321,16 @@ def _try_pairs(
                 continue
             stats_p = update_stats(base, cache.row(pst), cache.row(new_p), not pst.offline)
             after_p[loc] = new_p
-            for c, n in zip(*np.unique(codes[sel], return_counts=True), strict=True):
-                if c:
-                    failures[modes[c - 1]] += int(n)
+            counts = np.bincount(codes[sel], minlength=len(modes) + 1)
+            for c in np.flatnonzero(counts[1:]).tolist():
+                failures[modes[c]] += int(counts[c + 1])
             fits = sel & (codes == 0)
             ok |= fits
             if fits.any():
+                generic = fits & ~special
+                if generic.any():
+                    g.fill(idx[generic])
+                    new_rows[generic] = new_m[idx[generic]]
                 rows = idx[fits]
                 scores[fits] = pair_scores(stats_p, old_m[rows], new_rows[fits], online_of[rows])
         fit = np.flatnonzero(ok)
@@ -292,6 +350,8 @@ def _try_pairs(
 
         sol = choose(ranked(), len(fit), failures, check)
         total = sum_allocs(total, sol)
+    if refused:
+        total = sum_allocs(total, AllocSolution(refused))
     return total
 
 

@@ -63,6 +63,13 @@ def solver_note(runs: Sequence[SolverRun], note: str = "") -> str:
     return f"{worst.solver}: {worst.summary()}{note}"
 
 
+def longest_stage(stages: Mapping[str, float]) -> str:
+    """The stage the answer's time went to (`model_s`, the model's build and solve together,
+    is left out where they are given apart): `greedy` for `greedy_s`."""
+    parts = {k: v for k, v in stages.items() if k != "model_s" or "model_build_s" not in stages}
+    return max(parts, key=lambda k: parts[k]).removesuffix("_s")
+
+
 def jsonable(x: Any) -> Any:
     """Mappings and tuples made JSON-ready (keys as strings)."""
     if isinstance(x, Mapping):

@@ -54,7 +54,15 @@ from model.backends.text import (
 )
 from model.cluster import MOVABLE_TEMPLATES, read_name
 from model.htools.evacuate import MIRROR_EXTERNAL, MIRROR_INTERNAL, mirror_type
-from model.htools.metrics import ListScores, RowCache, list_score, list_stats, node_row, stat_value
+from model.htools.metrics import (
+    Change,
+    ListScores,
+    RowCache,
+    list_score,
+    list_stats,
+    node_row,
+    stat_value,
+)
 from model.htools.nodelist import table
 from model.operations import Step, command
 from model.resources import (
@@ -274,10 +282,13 @@ def move_result(
     instance: str,
     move: Move,
     force: bool,
+    memo: dict | None = None,
 ) -> MoveResult | FailMode:
-    """`applyMoveEx force` on the node states `nodes` (the changed nodes and new places)."""
+    """`applyMoveEx force` on the node states `nodes` (the changed nodes and new places);
+    `memo`: `apply_move`'s, shared by the moves of one round."""
     p, s = state.locations[instance]
-    return apply_move(nodes, state.demands[instance], p, s, move.kind, move.target, force=force)
+    d = state.demands[instance]
+    return apply_move(nodes, d, p, s, move.kind, move.target, force=force, memo=memo)
 
 
 def apply_step(
@@ -304,18 +315,67 @@ class _Candidate:
     result: MoveResult
 
 
+class SearchCache(RowCache):
+    """What hbal's rounds share: node components (RowCache) and each candidate move's last
+    result. `applyMoveEx` reads the instance, its two nodes and the target only, and node
+    states are immutable: while those are the same objects as when a move was tried, its
+    result (or failure) and its change of the node list are the same, and a round after the
+    first recomputes only the moves that touch a node the last step changed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moves: dict[tuple, tuple[tuple, MoveResult | FailMode, Change | None]] = {}
+        # an instance's moves depend on its nodes and the online nodes only
+        self.instance_moves: dict[tuple, tuple[Move, ...]] = {}
+
+
 def _candidates(
-    options: BalanceOptions, scope: Scope, table: Table, victims: Sequence[str]
-) -> list[_Candidate]:
+    options: BalanceOptions,
+    scope: Scope,
+    table: Table,
+    victims: Sequence[str],
+    cache: RowCache,
+) -> tuple[list[_Candidate], list[Change]]:
+    """Every move of the victims that `applyMoveEx` accepts, in hbal's order, and the change
+    each makes to the group's node list."""
     state = table.state
+    nodes = state.nodes
     online = online_nodes(state, scope)
-    out = []
+    position = {n: k for k, n in enumerate(scope.nodes)}
+    memo = cache.moves if isinstance(cache, SearchCache) else None
+    moves_of = cache.instance_moves if isinstance(cache, SearchCache) else {}
+    online_key = tuple(online)
+    force = options.ignore_soft_errors
+    ops: dict = {}  # apply_move's adds and removes shared by this round's moves
+    out, changes = [], []
     for name in victims:
-        for mv in instance_moves(state, scope, name, options, online):
-            result = move_result(state.nodes, state, name, mv, options.ignore_soft_errors)
+        p, s = state.locations[name]
+        d = state.demands[name]
+        mkey = (name, p, s, online_key)
+        moves = moves_of.get(mkey)
+        if moves is None:
+            moves = moves_of[mkey] = tuple(instance_moves(state, scope, name, options, online))
+        for mv in moves:
+            inputs = (d, nodes[p], None if s is None else nodes[s], mv.target and nodes[mv.target])
+            key = (name, mv.kind, mv.target, p, s, force)
+            hit = None if memo is None else memo.get(key)
+            if hit is not None and all(a is b for a, b in zip(hit[0], inputs, strict=True)):
+                result, change = hit[1], hit[2]
+            else:
+                result = move_result(nodes, state, name, mv, force, ops)
+                change = None
+                if not isinstance(result, FailMode):
+                    names = [n for n in result.nodes if n in position]
+                    change = cache.change(
+                        [position[n] for n in names], [result.nodes[n] for n in names]
+                    )
+                if memo is not None:
+                    memo[key] = (inputs, result, change)
             if not isinstance(result, FailMode):
+                assert change is not None
                 out.append(_Candidate(name, mv, result))
-    return out
+                changes.append(change)
+    return out, changes
 
 
 def _first_best(scores: ListScores, changes: list, current: float) -> tuple[int, float] | None:
@@ -347,16 +407,9 @@ def _best_table(
     victims: Sequence[str],
     cache: RowCache | None = None,
 ) -> Table:
-    cache = cache or RowCache()
-    cands = _candidates(options, scope, table, victims)
-    position = {n: k for k, n in enumerate(scope.nodes)}
+    cache = cache or SearchCache()
+    cands, changes = _candidates(options, scope, table, victims, cache)
     scores = cache.scores(table.state.nodes, scope.nodes)
-    changes = []
-    for c in cands:
-        names = [n for n in c.result.nodes if n in position]
-        changes.append(
-            cache.change([position[n] for n in names], [c.result.nodes[n] for n in names])
-        )
     best = _first_best(scores, changes, table.score)
     if best is None:
         return table
@@ -434,7 +487,7 @@ def iterate_depth(
     min_score: float,
 ) -> Table:
     """`iterateDepth` without its printing: rounds until one is refused or the limits stop."""
-    cache = RowCache()
+    cache = SearchCache()
     while do_next_balance(table, max_rounds, min_score):
         nxt = try_balance(options, scope, table, cache)
         if nxt is None:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from formulations import batch as batch_form
 from formulations import dedicated as form
+from formulations.deadline import OutOfTime
 from model.backends.iallocator import AllocateRequest, MultiAllocateRequest, new_instance
 from model.backends.iallocator_response import (
     format_failure_counts,
@@ -47,8 +47,17 @@ from model.htools.dedicated import (
 )
 from model.resources import FailMode, InstanceDemand, demand_of
 from model.state import ClusterState, node_states
-from solvers import LexResult, Status, Stopwatch, solve_lexicographic
+from solvers import LexResult, Status, Stopwatch
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+
+def solve_lexicographic(*args: Any, **kwargs: Any) -> LexResult:
+    """solvers.solve_lexicographic, imported when a model is solved: it imports Pyomo, which a
+    single allocate's exhaustive choice does without (issue 40, item 12)."""
+    from solvers.lexicographic import solve_lexicographic as solve
+
+    return solve(*args, **kwargs)
+
 
 # multi-allocate with drbd: rounds of adding shared (primary, secondary) pairs before the
 # model sums the failover reservation on every pair
@@ -152,6 +161,9 @@ def solve_group(
             )
         )
     problem = form.SingleProblem(tuple(cands), len(tests), drbd)
+    if not opts.solver_given:  # every choice compared: exact, and no model to build
+        p, s, run_ = exhaustive_choice(problem)
+        return _group_outcome(sc, problem, p, s, run_)
     with Stopwatch() as sw:
         m = form.build_single(problem)
     lex = solve_lexicographic(
@@ -175,18 +187,34 @@ def solve_group(
             f"stopped with {lex.status} (raise --time-limit?)"
         )
     p, s = form.single_solution(m, problem)
-    by = {c.name: c for c in cands}
+    outcome = _group_outcome(sc, problem, p, s, run_)
+    claimed = form.single_lost_claim(problem, lex.objective)
+    if lex.status == Status.OPTIMAL and claimed != outcome.lost:
+        raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {outcome.lost}")
+    return outcome
+
+
+def _choice_metric(
+    problem: form.SingleProblem, p: str, s: str | None
+) -> tuple[tuple[int, ...], int]:
+    """(lost vector, remaining disk) of primary p (and secondary s), from the candidates."""
+    by = problem.candidate
     lost = by[p].primary_lost
     disk = by[p].primary_disk_mib
+    assert lost is not None, f"{p} cannot be primary"
     if s is not None:
         sl = by[s].secondary_lost_with.get(p, by[s].secondary_lost)
         if sl is None:
             raise CheckFailedError(f"solver chose the failing pair {p}/{s}")
         lost = tuple(a + b for a, b in zip(lost, sl, strict=True))
         disk += by[s].secondary_disk_mib
-    claimed = form.single_lost_claim(problem, lex.objective)
-    if lex.status == Status.OPTIMAL and claimed != lost:
-        raise CheckFailedError(f"solver claims lost {claimed}, the pair gives {lost}")
+    return lost, disk
+
+
+def _group_outcome(
+    sc: Screen, problem: form.SingleProblem, p: str, s: str | None, run_: SolverRun
+) -> GroupOutcome:
+    lost, disk = _choice_metric(problem, p, s)
     return GroupOutcome(
         sc.group,
         failures=sc.failures,
@@ -196,6 +224,71 @@ def solve_group(
         disk_mib=disk,
         run=run_,
     )
+
+
+#: The name the answers give the exhaustive single choice in place of a solver's.
+EXHAUSTIVE = "exhaustive"
+
+
+def exhaustive_choice(problem: form.SingleProblem) -> tuple[str, str | None, SolverRun]:
+    """The single model's optimum found by comparing every choice it allows, without a model:
+    least (lost vector, remaining disk), then hail's tie-break (the later primary, then the
+    later secondary), over the same representatives and pairs (`SingleProblem`). Proven by
+    exhaustion, so `optimal` with gap 0 (issue 40, item 12: no Pyomo for an allocate).
+
+    For drbd, a primary p's best generic secondary is the first of its group's secondaries in
+    (secondary lost vector, disk, later first) order that is not p and holds no reservation
+    for p (the lexicographic order is unchanged by adding p's own vector); the pairs whose
+    secondary already reserves for p are compared with their own vectors."""
+    t0 = time.perf_counter()
+    prim, sec = problem.representatives
+    by = problem.candidate
+
+    def key(p: str, s: str | None) -> tuple:
+        lost, disk = _choice_metric(problem, p, s)
+        return (lost, disk, -by[p].rank, 0 if s is None else -by[s].rank)
+
+    choices: list[tuple[str, str | None]] = []
+    if not problem.drbd:
+        choices = [(p, None) for p in prim]
+    else:
+        in_group: dict[str, list[str]] = {}
+        for s in sorted(
+            sec, key=lambda n: (by[n].secondary_lost, by[n].secondary_disk_mib, -by[n].rank)
+        ):
+            in_group.setdefault(by[s].group, []).append(s)
+        reserving: dict[str, list[str]] = {}  # p -> the secondaries reserving for p
+        for s in sec:
+            for p in by[s].secondary_lost_with:
+                reserving.setdefault(p, []).append(s)
+        for p in prim:
+            own = set(reserving.get(p, ()))
+            generic = next(
+                (s for s in in_group.get(by[p].group, ()) if s != p and s not in own), None
+            )
+            if generic is not None:
+                choices.append((p, generic))
+            choices += [
+                (p, s)
+                for s in sorted(own)
+                if s != p
+                and by[s].group == by[p].group
+                and by[s].secondary_lost_with[p] is not None
+            ]
+    if not choices:
+        raise SolverError("no placement the screen admitted passes its own rows")
+    p, s = min(choices, key=lambda c: key(*c))
+    lost, disk = _choice_metric(problem, p, s)
+    run_ = SolverRun(
+        solver=EXHAUSTIVE,
+        status=str(Status.OPTIMAL),
+        gap=0.0,
+        build_s=0.0,
+        solve_s=time.perf_counter() - t0,
+        objective=(*map(float, lost), float(disk)),
+        names=(*(f"lost_{t}" for t in range(problem.n_tests)), "remaining_disk_mib"),
+    )
+    return p, s, run_
 
 
 def _split_first_stage(problem: form.SingleProblem, lex: LexResult) -> LexResult:
@@ -295,6 +388,8 @@ def multi_allocate(
     --time-limit 60): the model ends by MODEL_SHARE of it, hail's one-by-one batch (compared
     when the model is unproven) and the checker take the rest, and each is timed in
     `HailAnswer.timing`."""
+    from formulations import batch as batch_form  # Pyomo: loaded when a batch is modelled
+
     started = time.perf_counter()
     opts = exact_solver(cluster, opts)
     end = None if opts.time_limit is None else started + opts.time_limit
@@ -427,6 +522,7 @@ def multi_allocate(
         # A round's lexicographic optimum bounds the next, tighter model's: that model is first
         # asked only whether it reaches the same values (a feasibility question, usually much
         # faster than the proofs); only if it cannot is it solved in full.
+        stages_note = ""  # why the model was not solved in time, when it was not
         shared: frozenset[tuple[str, str]] | None = frozenset()
         target: tuple[float, ...] | None = None
         build_s, solve_s = sw.seconds, 0.0
@@ -451,10 +547,26 @@ def multi_allocate(
         for attempt in range(MAX_PAIR_ROUNDS + 1):
             if attempt and deadline is not None and time.perf_counter() >= deadline:
                 break  # no time for a tighter round: the earlier round's batch, if checked
-            with Stopwatch() as sw:
-                problem = BatchProblem(nodes, pruned, last_resort=last, shared_pairs=shared)
-                m = batch_form.build_batch(problem)
+            sw = Stopwatch()
+            try:
+                with sw:
+                    problem = BatchProblem(nodes, pruned, last_resort=last, shared_pairs=shared)
+                    m = batch_form.build_batch(problem, deadline=deadline)
+            except OutOfTime as stop:
+                stopped = str(stop)
+            else:
+                stopped = _no_time_to_solve(deadline, sw.seconds)
             build_s += sw.seconds
+            if stopped is not None:  # the model's share is spent before it could be solved
+                if earlier is None:  # no batch at all: hail's one-by-one batch, below
+                    no_batch = True
+                    run = SolverRun(opts.solver, str(Status.TIME_LIMIT), None, 0.0, 0.0,
+                                    unbounded=stopped)  # fmt: skip
+                else:  # the earlier round's batch, if the checker accepts it
+                    run = runs[0]
+                runs = (replace(run, build_s=build_s, solve_s=solve_s),)
+                stages_note = f"; {stopped}"
+                break
             objs = form.batch_objectives(m, problem)
             if target is not None:
                 batch_form.pin_objectives(m, objs, target)
@@ -485,6 +597,7 @@ def multi_allocate(
             earlier = batch_form.batch_solution(m, problem)
             runs = (replace(runs[0], status=str(Status.FEASIBLE)),)  # until a round is exact
         stages["model_s"] = build_s + solve_s
+        stages["model_build_s"], stages["model_solve_s"] = build_s, solve_s
         if no_batch:
             solution = {}
         elif earlier is not None:
@@ -496,7 +609,8 @@ def multi_allocate(
             for kind, spots in solution.items()
             for name, where in zip(members[kind], spots, strict=False)
         }
-        if earlier is None and lex.status == Status.OPTIMAL and len(lex.objective) == len(objs):
+        complete = not no_batch and earlier is None and lex.status == Status.OPTIMAL
+        if complete and len(lex.objective) == len(objs):
             claimed = tuple(
                 int(round(v))
                 for name, v in zip(lex.names, lex.objective, strict=True)
@@ -521,9 +635,11 @@ def multi_allocate(
         ):
             chosen, earlier, claimed, kept_greedy = greedy, None, None, True
     if no_batch and not kept_greedy:
+        why = runs[0].unbounded or (
+            f"the solver stopped with {runs[0].status} before finding any batch"
+        )
         raise SolverError(
-            f"multi-allocate: the solver stopped with {runs[0].status} before finding any "
-            f"batch, and hail's one-by-one batch places none (raise --time-limit?)"
+            f"multi-allocate: {why}, and hail's one-by-one batch places none (raise --time-limit?)"
         )
     placements = []
     allocated: list[tuple[str, list[str]]] = []
@@ -569,8 +685,15 @@ def multi_allocate(
     info, result = multi_allocate_response(allocated, failed)
     note = ""
     if kept_greedy:
-        found = "the solver found none in time" if no_batch else "better than the best found"
+        found = "better than the best found"
+        if no_batch:
+            unbuilt = runs[0].unbounded is not None
+            found = (
+                "the model was not solved in time" if unbuilt else "the solver found none in time"
+            )
         note = f"; kept the one-by-one batch, {found}"
+    if new_instances and stages_note and not (no_batch and runs[0].unbounded):
+        note += stages_note  # (a run without a batch says it in its summary already)
     return HailAnswer(
         response_json(True, info, result),
         "multi-allocate",
@@ -579,6 +702,26 @@ def multi_allocate(
         note=solver_note(runs, note),
         objectives=shown_objectives(report.objectives),
         stages={k: round(v, 6) for k, v in stages.items()},
+    )
+
+
+#: How long the solver's copy of a built batch model takes, as a multiple of the build: HiGHS's
+#: copy of the 50-instance drbd batch on 200 nodes took 5.3 s after a 4.7 s build (loaded
+#: machine), before its first iteration (CP-SAT's translation is of the same order).
+COPY_PER_BUILD = 1.0
+
+
+def _no_time_to_solve(deadline: float | None, build_s: float) -> str | None:
+    """Why a built model is not handed to the solver: its copy alone would pass the model's
+    share of the time limit (`COPY_PER_BUILD`); None when there is time."""
+    if deadline is None:
+        return None
+    left = deadline - time.perf_counter()
+    if left >= COPY_PER_BUILD * build_s:
+        return None
+    return (
+        f"the model was built in {build_s:.2f} s with {max(left, 0.0):.2f} s of its share of "
+        "the time limit left, too little for the solver's copy of it"
     )
 
 

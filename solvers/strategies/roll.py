@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from formulations import roll as form
@@ -32,6 +32,7 @@ from model.roll import (
     infeasible,
     largest_clique,
     memory_bound,
+    peel,
     rooms_after_migrations,
     round_items,
 )
@@ -60,6 +61,8 @@ class RollPlan:
     solve_s: float = 0.0
     cuts: int = 0
     packings: int = 0  # rounds packed by the exact packing model (first fit stuck)
+    restarts: int = 0  # CP-SAT attempts stopped by their work limit, restarted with a new seed
+    peeled: int = 0  # nodes the last model left out, put back into its rounds after it
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
 
@@ -235,6 +238,11 @@ def greedy_rounds(
     return plans
 
 
+def _alone(problem: RollProblem, packer: _Packer) -> list[RoundPlan]:
+    """Every node in a round of its own (each one packs: `plan` checked it first)."""
+    return [p for v in problem.nodes if (p := packer.pack([v])) is not None]
+
+
 def _packed(packer: _Packer, rounds: Sequence[Sequence[str]]) -> list[RoundPlan] | None:
     out = []
     for r in rounds:
@@ -250,9 +258,13 @@ def plan(
     options: SolverOptions = DEFAULT_OPTIONS,
     *,
     known: Sequence[Sequence[Sequence[str]]] = (),
+    starts: bool = True,
 ) -> RollPlan:
     """The fewest rounds for `problem`, proven when the bound is met; `known` are plans
-    to start from (rounds of considered nodes), used when every round of one can be packed."""
+    to start from (rounds of considered nodes), used when every round of one can be packed.
+    starts=False: no greedy start, every node alone instead, so that the model decides
+    every count of rounds from the bound up (the tests' way to hold the model to brute
+    force on small clusters, where a start usually meets the bound)."""
     started = time.perf_counter()
     deadline = options.deadline()
     packer = _Packer(problem, options)
@@ -262,13 +274,13 @@ def plan(
     clique = largest_clique(problem)
     mem_rounds, mem_node = memory_bound(problem)
     bound = max(len(clique), mem_rounds, 1 if problem.nodes else 0)
-    best = greedy_rounds(problem, packer)
-    for target in range(bound, len(best)):
+    best = greedy_rounds(problem, packer) if starts else _alone(problem, packer)
+    for target in range(bound, len(best) if starts else 0):
         balanced = greedy_rounds(problem, packer, target)
         if len(balanced) < len(best):
             best = balanced
             break
-    for rounds in known:
+    for rounds in known if starts else ():
         if sorted(v for r in rounds for v in r) != sorted(problem.nodes):
             continue  # not a plan of these nodes (hroller gave up, or rounds of others)
         packed = _packed(packer, [r for r in rounds if r])
@@ -293,6 +305,127 @@ def plan(
     return _solve(problem, options, packer, best, deadline, started, common)
 
 
+#: CP-SAT's deterministic work per attempt at a question "k rounds?" on 400 nodes (more in
+#: proportion to the nodes): two short attempts, then a long one, each with a fresh seed, the
+#: long one doubled each time round (docs/roll.md, "How it is solved").
+SHORT_WORK, LONG_WORK = 0.5, 3.0
+FOUND, IMPOSSIBLE, STOPPED = "found", "impossible", "stopped"
+
+
+@dataclass
+class _Effort:
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    cuts: int = 0
+    restarts: int = 0
+    peeled: int = 0  # nodes left out of the last model (put back after it)
+
+
+def _works(scale: float) -> Iterator[float]:
+    """The work of each attempt: short, short, long, short, short, twice as long, ..."""
+    long = LONG_WORK
+    while True:
+        yield SHORT_WORK * scale
+        yield SHORT_WORK * scale
+        yield long * scale
+        long *= 2
+
+
+def _colour(
+    problem: RollProblem,
+    rounds: int,
+    clique: Sequence[str],
+    kw: dict,
+    packer: _Packer,
+    deadline: float | None,
+    effort: _Effort,
+) -> tuple[str, list[RoundPlan]]:
+    """Is there a plan of `rounds` rounds for `problem`? (FOUND, its packed rounds),
+    (IMPOSSIBLE, []) proven, or (STOPPED, []) at the deadline. CP-SAT runs a
+    deterministic amount of work per attempt (`_works`), each attempt with a fresh seed:
+    near the colourability threshold the work to find a colouring is bimodal in the seed
+    (on the 400-node benchmark either under 0.1 or 4-8 units), while a proof that none
+    exists costs about the same whatever the seed (2-3 units there), so two short attempts
+    catch most colourings and the long one holds the proof. A round that cannot be packed
+    is cut off and the model solved again."""
+    works = _works(max(1.0, len(problem.nodes) / 400))
+    keep = set(problem.nodes)
+    layout = form.layout_of(problem, [v for v in clique if v in keep], rounds, rounds)
+    with Stopwatch() as sw:
+        m = form.build(problem, layout)
+        objective = form.objectives(m, problem)[0]
+    effort.build_s += sw.seconds
+    sliced = kw["solver"] == "cpsat"
+    seed, work = 0, next(works)
+    session = open_session(kw["solver"], m, kw["mip_gap"], kw["threads"], 0)
+    try:
+        session.set_objective(objective.expr, objective.sense)
+        while True:
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+            if sliced:
+                res = session.solve(time_limit=left, build_s=0.0, seed=seed, work_limit=work)
+            else:
+                res = session.solve(time_limit=left, build_s=0.0)
+            effort.solve_s += res.solve_s
+            if res.status is Status.INFEASIBLE:
+                return IMPOSSIBLE, []
+            late = deadline is not None and time.perf_counter() >= deadline - 0.01
+            if not res.has_solution:
+                if not sliced or late:
+                    return STOPPED, []
+                seed, work = seed + 1, next(works)
+                effort.restarts += 1
+                continue
+            packed, failed = [], None
+            for r in form.solution(m, problem):
+                p = packer.pack(r)
+                if p is None:
+                    failed = r
+                    break
+                packed.append(p)
+            if failed is None:
+                return FOUND, packed
+            for expr, lb, ub in form.cut_rows(m, failed):
+                session.add_bound(expr, lb, ub)
+            effort.cuts += 1
+            if late:
+                return STOPPED, []
+    finally:
+        session.close()
+
+
+def _put_back(
+    problem: RollProblem, plans: Sequence[RoundPlan], peeled: Sequence[str], rounds: int
+) -> list[RoundPlan] | None:
+    """The peeled nodes put back, last peeled first, each into the smallest of `rounds`
+    rounds (the core's plan may use fewer) holding none of its conflicting nodes whose
+    packing (first fit) still succeeds; None when one finds no such round (the full model
+    then decides)."""
+    adj = problem.neighbours()
+    position = {v: k for k, v in enumerate(problem.nodes)}
+    plans = [*plans, *(RoundPlan((), ()) for _ in range(rounds - len(plans)))]
+    where = {v: i for i, p in enumerate(plans) for v in p.nodes}
+    for v in reversed(peeled):
+        taken = {where[w] for w in adj[v] if w in where}
+        free = sorted(
+            (i for i in range(len(plans)) if i not in taken), key=lambda i: (len(plans[i].nodes), i)
+        )
+        for i in free:
+            members = sorted((*plans[i].nodes, v), key=position.__getitem__)
+            moved = problem.items.get(v) or problem.migrations.get(v)
+            if moved or any(step.target == v for step in plans[i].steps):
+                packed = first_fit_round(problem, members)
+            else:  # nothing leaves v and nothing went to it: the round's packing holds
+                packed = RoundPlan(tuple(members), plans[i].steps)
+            if packed is not None:
+                plans[i] = packed
+                where[v] = i
+                break
+        else:
+            return None
+    return [p for p in plans if p.nodes]
+
+
 def _solve(
     problem: RollProblem,
     options: SolverOptions,
@@ -305,55 +438,33 @@ def _solve(
     """Is there a plan of k rounds, for k from the bound up to one less than the best plan
     known? The first k with one is the optimum; each k without one raises the bound. (A
     feasibility question per k was measured faster than minimising over the best plan's
-    rounds: docs/roll.md, "How it is solved".)"""
+    rounds: docs/roll.md, "How it is solved".) Each question is first asked of the nodes
+    left once those with fewer than k conflicting nodes are peeled off (`model.roll.peel`):
+    no plan there is no plan at all (a relaxation); a plan there is completed by putting
+    the peeled nodes back, or, when their rounds cannot then be packed, the question is
+    asked of every node."""
     kw = _kwargs(options)
-    build_s, solve_s, cuts = 0.0, 0.0, 0
+    effort = _Effort()
     status, bound = Status.FEASIBLE, common["bound"]
-    stopped = False
     for k in range(bound, len(best)):
-        layout = form.layout_of(problem, common["clique"], k, k)
-        with Stopwatch() as sw:
-            m = form.build(problem, layout)
-            objective = form.objectives(m, problem)[0]
-        build_s += sw.seconds
-        session = open_session(kw["solver"], m, kw["mip_gap"], kw["threads"], 0)
-        try:
-            session.set_objective(objective.expr, objective.sense)
-            found = None
-            while True:
-                left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
-                res = session.solve(time_limit=left, build_s=0.0)
-                solve_s += res.solve_s
-                if res.status is Status.INFEASIBLE:
-                    bound = k + 1  # no plan of k rounds
-                    break
-                if not res.has_solution:
-                    stopped = True
-                    break
-                rounds = form.solution(m, problem)
-                packed, failed = [], None
-                for r in rounds:
-                    p = packer.pack(r)
-                    if p is None:
-                        failed = r
-                        break
-                    packed.append(p)
-                if failed is None:
-                    found = packed
-                    break
-                for expr, lb, ub in form.cut_rows(m, failed):
-                    session.add_bound(expr, lb, ub)
-                cuts += 1
-                if deadline is not None and time.perf_counter() >= deadline:
-                    stopped = True
-                    break
-        finally:
-            session.close()
-        if found is not None:
+        core, peeled = peel(problem, k)
+        effort.peeled = len(peeled)
+        sub = problem.restricted(core) if peeled else problem
+        if core:
+            outcome, found = _colour(sub, k, common["clique"], kw, packer, deadline, effort)
+        else:  # every node peeled: putting them back is the plan
+            outcome, found = FOUND, []
+        if outcome == FOUND and peeled:
+            found = _put_back(problem, found, peeled, k) or []
+            if not found:
+                effort.peeled = 0
+                outcome, found = _colour(problem, k, common["clique"], kw, packer, deadline, effort)
+        if outcome == IMPOSSIBLE:
+            bound = k + 1  # no plan of k rounds
+            continue
+        if outcome == FOUND:
             best = found
-            break
-        if stopped:
-            break
+        break
     if len(best) <= bound and not packer.unproven:
         status = Status.OPTIMAL
     elif packer.unproven:
@@ -364,10 +475,12 @@ def _solve(
         str(status),
         method=MODEL,
         solver=kw["solver"],
-        build_s=build_s,
-        solve_s=solve_s,
-        cuts=cuts,
+        build_s=effort.build_s,
+        solve_s=effort.solve_s,
+        cuts=effort.cuts,
         packings=packer.exact,
+        restarts=effort.restarts,
+        peeled=effort.peeled,
         seconds=time.perf_counter() - started,
         **common,
     )

@@ -38,6 +38,7 @@ from model.space import (
     Spec,
     binding,
     binding_text,
+    count_bound,
     final_state,
     greedy_counts,
     non_redundant_of,
@@ -188,12 +189,18 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             else:
                 packings += group_packings
     closed_uuids = [g for g in problem.groups if problem.group_name(g) in closed]
+    counted = _counted(problem, first_index) if problem.drbd else None
+    if counted is not None and counted[0].count >= counted[1]:  # the rows' bound is met
+        return _finish(
+            problem, counted[0], {}, str(Status.OPTIMAL), counted[1], 0.0,
+            0.0, 0.0, start, 0, 0, 0, closed,
+        )  # fmt: skip
     with Stopwatch() as sw:
         m = form.build(problem, packings, closed_uuids)
     build_s, solve_s = sw.seconds, 0.0
     solves = cuts = added = 0
     order = list(problem.state.nodes)
-    quick = _quick_drbd(problem, m, solver, deadline, first_index) if problem.drbd else None
+    quick = _quick_drbd(problem, m, solver, deadline, counted) if counted is not None else None
     if quick is not None:
         answer, lp_bound, lp_s = quick
         solve_s += lp_s
@@ -289,31 +296,44 @@ def _finish(
     )  # fmt: skip
 
 
+def _counted(problem: SpaceProblem, first: int) -> tuple[SpaceAnswer, int]:
+    """drbd without a model: the quick count per node (`model.space.greedy_counts`, `-l`
+    applied) with its pairs from a flow (no instances when the flow fails), and the bound of
+    the nodes' own rows (`model.space.count_bound`). Where the count meets that bound it is
+    optimal with no model built: the tiered ladder's later rungs, where one more instance
+    fits on a node or two, are decided so."""
+    bound = count_bound(problem)
+    x, z = greedy_counts(problem)
+    if problem.options.limit is not None:
+        x, z = _capped(x, z, problem.options.limit)
+    pairs, failed = _pairs(problem, x, z)
+    if failed:
+        return SpaceAnswer(problem.spec, ()), bound
+    order = list(problem.state.nodes)
+    return SpaceAnswer(problem.spec, placements_of(x, pairs, order, first)), bound
+
+
 def _quick_drbd(
-    problem: SpaceProblem, m: Any, solver: SolverOptions, deadline: float | None, first: int
+    problem: SpaceProblem,
+    m: Any,
+    solver: SolverOptions,
+    deadline: float | None,
+    counted: tuple[SpaceAnswer, int],
 ) -> tuple[SpaceAnswer, int, float] | None:
-    """drbd: the model's linear relaxation bounds the count; a quick count per node
-    (`model.space.greedy_counts`) whose pairs a flow finds often meets it, and is then proven
-    optimal without branching (on 1,000 nodes HiGHS takes tens of seconds to find an integer
-    solution of a model whose root bound is already the optimum). None when the relaxation
-    has no solution."""
+    """drbd: the model's linear relaxation bounds the count; the quick count (`_counted`)
+    often meets it, and is then proven optimal without branching (on 1,000 nodes HiGHS
+    takes tens of seconds to find an integer solution of a model whose root bound is already
+    the optimum). None when the relaxation has no solution."""
     with relaxed(m):
         lex = solve_lexicographic(
             m, form.objectives(m, problem), **solver.within(_left(deadline)).kwargs()
         )
     if not lex.has_solution or lex.status is not Status.OPTIMAL:
         return None
-    bound = int(lex.objective[0] + 1e-6)
+    bound = min(int(lex.objective[0] + 1e-6), counted[1])
     if problem.options.limit is not None:
         bound = min(bound, problem.options.limit)
-    x, z = greedy_counts(problem)
-    if problem.options.limit is not None:
-        x, z = _capped(x, z, problem.options.limit)
-    pairs, failed = _pairs(problem, x, z)
-    if failed:
-        return SpaceAnswer(problem.spec, ()), bound, lex.solve_s
-    order = list(problem.state.nodes)
-    return SpaceAnswer(problem.spec, placements_of(x, pairs, order, first)), bound, lex.solve_s
+    return counted[0], bound, lex.solve_s
 
 
 def _capped(
@@ -430,6 +450,11 @@ SHRINKS = {
 }
 
 
+#: The rungs of a tiered ladder at most: the whole ladder of a 200-node group (96 rungs, until
+#: no smaller spec fits) takes about 11 s; the cap only bounds a pathological one.
+MAX_TIERS = 1000
+
+
 @dataclass(frozen=True)
 class TieredResult:
     """Tiered allocation: each tier's spec and its proven-largest count on top of the tiers
@@ -485,23 +510,47 @@ class TieredResult:
         }  # fmt: skip
 
 
-def _one_more_fits(problem: SpaceProblem) -> bool:
-    """Whether htools' node checks let one instance of the problem's spec onto its state
-    (global N+1 aside: the stage's solve decides that)."""
-    from model.resources import primary_shortfalls, secondary_shortfalls
+def _probe(problem: SpaceProblem) -> tuple[bool, list[str]]:
+    """One pass of htools' node checks over the candidates (the first failing check of each,
+    a drbd primary's secondaries in group order): whether one more instance of the problem's
+    spec passes them somewhere (global N+1 aside: the stage's solve decides that), and the
+    spec fields by how many candidates fail first on a check they feed (a drbd primary that
+    passes: its first failing secondary's check), most first; on a tie, the later in
+    hspace's order."""
+    from model.resources import first_primary_shortfall, first_secondary_shortfall
 
-    if problem.stopped:
-        return False
     d, nodes = problem.demand, problem.state.nodes
+    by_group: dict[str, list[str]] = {}
     for room in problem.rooms:
-        if not room.primary_ok or primary_shortfalls(nodes[room.name], d):
+        by_group.setdefault(room.group, []).append(room.name)
+    counts: Counter[str] = Counter()
+    fits = False
+    for room in problem.rooms:
+        if not room.primary_ok:
             continue
-        if not problem.drbd:
-            return True
-        for peer in problem.group_nodes(room.group):
-            if peer.name != room.name and not secondary_shortfalls(nodes[peer.name], d, room.name):
-                return True
-    return False
+        first = first_primary_shortfall(nodes[room.name], d)
+        if first is None and problem.drbd:
+            backed = False
+            for peer in by_group[room.group]:
+                if peer == room.name:
+                    continue
+                failed = first_secondary_shortfall(nodes[peer], d, room.name)
+                if failed is None:
+                    backed = True
+                elif first is None:
+                    first = failed
+                if backed and first is not None:
+                    break
+            fits = fits or backed
+        elif first is None:
+            fits = True
+        if first is not None and (f := SHRINKS.get(first.kind)):
+            counts[f] += 1
+    # hspace's order of failure modes (Mem, Disk, CPU, ..., Spindles); on a tie the later
+    # one is shrunk, as `Cluster.tieredAlloc` sorts the counts stably and takes the last
+    order = ("memory_mib", "disk_mib", "vcpus", "spindles")
+    ranked = sorted(counts, key=lambda f: (counts[f], order.index(f)), reverse=True)
+    return fits and not problem.stopped, ranked + [f for f in order if f not in ranked]
 
 
 def _shrunk(spec: Spec, field_name: str, units: int) -> Spec | None:
@@ -520,7 +569,7 @@ def tiered(
     options: SpaceOptions,
     solver: SolverOptions = DEFAULT_OPTIONS,
     *,
-    max_tiers: int = 40,
+    max_tiers: int = MAX_TIERS,
 ) -> TieredResult:
     """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
     spec in order, the largest count of it on top of what earlier tiers placed (proven); then
@@ -559,18 +608,26 @@ def tiered(
             placed += result.count
             if result.count:
                 current = _without_status(result.final, state)
-            spec = _next_spec(spec, result, stage_problem, solver)
+            spec = _next_spec(spec, result, stage_problem, solver, deadline)
+            if spec is None and deadline is not None and time.perf_counter() > deadline:
+                stopped = "time limit"  # the walk to the next tier ran out of time
     return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
 
 
-def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
+def _next_spec(
+    spec: Spec,
+    result: SpaceResult,
+    pose: Any,
+    solver: SolverOptions,
+    deadline: float | None = None,
+) -> Spec | None:
     """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
     along the check most candidates fail first at each step, then, as hspace's big step, along
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
     base = pose(spec)
     for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, base, pose, solver, only)
+        walk = _walk(spec, base, pose, solver, only, deadline=deadline)
         if walk is not None:
             return walk
     return None
@@ -588,18 +645,20 @@ def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
     d = demand_of_spec(spec, opts.disk_template, opts.spindle_use)
     state = base.state
     sizes = Counter(r.group for r in base.rooms)
-    rooms = tuple(
-        evolve(
-            r,
-            primary_ok=policy_shortfall(
-                d, state.ipolicy_of(r.name), state.nodes[r.name].exclusive_storage
-            )
-            is None
-            and (not base.drbd or sizes[r.group] > 1),
-        )
-        for r in base.rooms
-    )
-    return evolve(base, spec=spec, demand=d, rooms=rooms)
+    verdicts: dict[tuple[str, bool], bool] = {}  # the policy is the group's (and storage's)
+
+    def admits(r: Any) -> bool:
+        excl = state.nodes[r.name].exclusive_storage
+        key = (r.group, excl)
+        if key not in verdicts:
+            verdicts[key] = policy_shortfall(d, state.ipolicy_of(r.name), excl) is None
+        return verdicts[key] and (not base.drbd or sizes[r.group] > 1)
+
+    rooms = []
+    for r in base.rooms:
+        ok = admits(r)
+        rooms.append(r if r.primary_ok == ok else evolve(r, primary_ok=ok))
+    return evolve(base, spec=spec, demand=d, rooms=tuple(rooms))
 
 
 def _walk(
@@ -609,6 +668,7 @@ def _walk(
     solver: SolverOptions,
     only: str | None,
     steps: int = 4096,
+    deadline: float | None = None,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
@@ -616,13 +676,17 @@ def _walk(
     their room above the policy's minimum."""
     current = spec
     problem = base
+    fits, blocking = _probe(problem)
     refused = 0  # steps global N+1 refused after the node checks passed
     for _ in range(steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None  # the time limit holds for the walk too: 4,096 steps with an N+1
+            # solve each took 9 min on Ganeti's hbal-evac.data (issue 40, item 4)
         shrunk = None
         if only is not None:
             shrunk = _shrunk(current, only, 1)
         else:
-            fields = _blocking_fields(problem)
+            fields = blocking
             if refused:
                 fields = _in_proportion(spec, current, problem)
             for field_name in fields:
@@ -635,7 +699,8 @@ def _walk(
         problem = _light(base, current)
         if not any(r.primary_ok for r in problem.rooms):
             return None
-        if _one_more_fits(problem):
+        fits, blocking = _probe(problem)
+        if fits:
             if not base.global_n1 or _n1_admits_one(pose(current), solver):
                 return current
             refused += 1
@@ -671,32 +736,6 @@ def _n1_admits_one(problem: SpaceProblem, solver: SolverOptions) -> bool:
     return solve_problem(one, solver).count >= 1
 
 
-def _blocking_fields(problem: SpaceProblem) -> list[str]:
-    """Spec fields by how many candidates fail first on a check they feed (most first; on a
-    tie, the later in hspace's order)."""
-    from model.resources import primary_shortfalls, secondary_shortfalls
-
-    d, nodes = problem.demand, problem.state.nodes
-    counts: Counter[str] = Counter()
-    for room in problem.rooms:
-        if not room.primary_ok:
-            continue
-        first = primary_shortfalls(nodes[room.name], d)
-        if not first and problem.drbd:
-            for peer in problem.group_nodes(room.group):
-                if peer.name != room.name:
-                    first = secondary_shortfalls(nodes[peer.name], d, room.name)
-                    if first:
-                        break
-        if first and (f := SHRINKS.get(first[0].kind)):
-            counts[f] += 1
-    # hspace's order of failure modes (Mem, Disk, CPU, ..., Spindles); on a tie the later
-    # one is shrunk, as `Cluster.tieredAlloc` sorts the counts stably and takes the last
-    order = ("memory_mib", "disk_mib", "vcpus", "spindles")
-    ranked = sorted(counts, key=lambda f: (counts[f], order.index(f)), reverse=True)
-    return ranked + [f for f in order if f not in ranked]
-
-
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
     from dataclasses import replace as evolve
 
@@ -709,13 +748,10 @@ def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
     load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
     from dataclasses import replace as evolve
 
-    nodes = {
-        n: evolve(
-            st,
-            offline=loaded.nodes[n].offline,
-            vcpu_ratio=loaded.nodes[n].vcpu_ratio,
-            lo_disk_mib=loaded.nodes[n].lo_disk_mib,
-        )
-        for n, st in final.nodes.items()
-    }
+    nodes = {}
+    for n, st in final.nodes.items():
+        was = loaded.nodes[n]
+        status = (was.offline, was.vcpu_ratio, was.lo_disk_mib)
+        if (st.offline, st.vcpu_ratio, st.lo_disk_mib) != status:  # only the nodes it changes
+            nodes[n] = evolve(st, offline=status[0], vcpu_ratio=status[1], lo_disk_mib=status[2])
     return final.with_nodes(nodes)

@@ -6,7 +6,7 @@ A search over the clusters the moves reach, breadth first (so that the answer ha
 moves among the best found): every state one offered hbal step leads to
 (`model.space_moves.children`), the same cluster reached twice kept once; each state's count
 is the exact standard allocation of `solvers.strategies.space` on it, solved only when the
-state's row bound (`model.space_moves.count_bound`) beats the best count found. When every
+state's row bound (`model.space.count_bound`) beats the best count found. When every
 state within N moves has been seen, and every count solved was proven, the answer is optimal
 over all sequences of at most N moves; when the time limit stops the search first, it is the
 best found, status `feasible`, no bound claimed. The answer (moves, then new instances) is
@@ -21,8 +21,8 @@ from typing import Any
 
 from model.balance import Step
 from model.check import check_space_moves
-from model.space import SpaceOptions, Spec, space_problem, with_node_status
-from model.space_moves import MoveOptions, children, count_bound, location_key
+from model.space import SpaceOptions, Spec, count_bound, space_problem, with_node_status
+from model.space_moves import MoveOptions, children, location_key
 from model.state import ClusterState
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies.space import SpaceResult, problem_of, solve_problem

@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="hspace's limit per run (s)")
     ap.add_argument("--tier-limit", type=float, default=30.0, help="exalloc's tiered budget (s)")
     ap.add_argument(
-        "--max-tiers", type=int, default=40, help="rungs of exalloc's tiered ladder at most"
+        "--max-tiers", type=int, default=1000, help="rungs of exalloc's tiered ladder at most"
     )
     args = ap.parse_args()
     print(

@@ -46,10 +46,7 @@ def main() -> None:
     args = seed_range(__doc__, "the requests that differ")
     counts: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as folder:
-        for seed in range(args.first, args.last):
-            data = gen.for_seed(seed)
-            path = Path(folder) / f"request-{seed}.json"
-            path.write_text(gen.dumps(data))
+        for seed, data, path in gen.request_files(Path(folder), range(args.first, args.last)):
             kind = data["request"]["type"]
             for extra in ([], ["--no-capacity-checks"]):
                 words = [str(path), *extra]

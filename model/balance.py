@@ -23,6 +23,7 @@ scores the result with `model.score`; `order_steps` finds such an order for a se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -633,3 +634,60 @@ def steps_from_hbal(output: str) -> list[Step]:
         if found:
             out.append(step_of_code(found.group(1), found.group(2).strip()))
     return out
+
+
+#: nodes one of hbal's steps changes at most (`applyMoveEx`'s result: a failover two, a
+#: replacement three, failover-to-any two); every other node keeps its state
+NODES_PER_STEP = 3
+
+
+def _least_spread(values: Sequence[float], free: int) -> float:
+    """The least population standard deviation of `values` when any `free` of them may be
+    replaced by any numbers: the best replacement is the mean of the kept ones, so the least
+    is sqrt(min over kept sets F of Σ_F (v − mean_F)² / n), and the best F of a given size is
+    a run of neighbours in sorted order (a set minimising the spread is contiguous)."""
+    n = len(values)
+    keep = n - free
+    if keep <= 1:
+        return 0.0
+    xs = sorted(values)
+    best = math.inf
+    for lo in range(n - keep + 1):
+        run = xs[lo : lo + keep]
+        mean = math.fsum(run) / keep
+        best = min(best, math.fsum((v - mean) * (v - mean) for v in run))
+    return math.sqrt(best / n)
+
+
+def locality_bound(problem: BalanceProblem) -> float:
+    """A lower bound of the group's score after at most K of hbal's steps, valid for any K
+    and group size and computed from the loaded state alone: each step changes at most
+    `NODES_PER_STEP` nodes, so at least all but 3K nodes keep their score components. Each
+    spread is at least its `_least_spread` with 3K values free, each per-node sum (counts,
+    reserved memory: all non-negative) at least the sum without its 3K largest terms, the
+    pooled exclusion score at least 0; the bound is their weighted sum (each term's worst
+    case taken apart, so the bound holds for every set of changed nodes), a hair below it
+    for the float sums. The model's relaxation is usually far tighter; this is the bound
+    where the model is not built (docs/balance.md)."""
+    from model.score import METRICS
+
+    states = [problem.state.nodes[n] for n in problem.group_nodes]
+    online = [st for st in states if not st.offline]
+    offline = [st for st in states if st.offline]
+    free = NODES_PER_STEP * max(problem.max_steps, 0)
+    if not online:
+        return 0.0
+    total = 0.0
+    for m in METRICS:
+        if m.aggregation == "pooled" or m.value is None:
+            continue
+        xs = [float(m.value(st)) for st in (online if m.online else offline)]
+        if not xs:
+            continue
+        if m.aggregation == "sd":
+            total += m.weight * _least_spread(xs, free)
+        else:
+            assert min(xs) >= 0.0, m.name
+            kept = sorted(xs)[: max(len(xs) - free, 0)]
+            total += m.weight * math.fsum(kept)
+    return max(0.0, total * (1 - 1e-9) - 1e-9)

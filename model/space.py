@@ -120,12 +120,13 @@ def with_node_status(
         raise InputError(f"wrong node name(s) set as offline: {', '.join(unknown)}")
     changed: dict[str, NodeState] = {}
     for name, st in state.nodes.items():
-        new = replace(st, lo_disk_mib=math.floor(min_disk * st.total_disk_mib))
+        status = {"lo_disk_mib": math.floor(min_disk * st.total_disk_mib)}
         if max_cpu is not None:
-            new = replace(new, vcpu_ratio=max_cpu)
+            status["vcpu_ratio"] = max_cpu
         if name in offline:
-            new = replace(new, offline=True)
-        changed[name] = new
+            status["offline"] = True
+        if any(getattr(st, k) != v for k, v in status.items()):  # only the nodes it changes
+            changed[name] = replace(st, **status)
     return state.with_nodes(changed)
 
 
@@ -317,16 +318,20 @@ def space_problem(
         and bool(bad)
     )
     rooms = []
+    admits: dict[tuple[str, bool], bool] = {}  # the policy is the group's (and storage's)
     for name, st in state.nodes.items():
         if st.offline or st.group_uuid in why_not:
             continue
-        ipolicy = state.ipolicy_of(name)
+        key = (st.group_uuid, st.exclusive_storage)
+        if key not in admits:
+            shortfall = policy_shortfall(d, state.ipolicy_of(name), st.exclusive_storage)
+            admits[key] = shortfall is None
         peers = dict(st.peers) if drbd else {}
         rooms.append(
             NodeRoom(
                 name=name,
                 group=st.group_uuid,
-                primary_ok=policy_shortfall(d, ipolicy, st.exclusive_storage) is None,
+                primary_ok=admits[key],
                 rows=_rows(st, d, drbd),
                 n1_checked=not st.fail_n1,
                 unallocated_mib=st.unallocated_memory_mib,

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 SHARED_TEMPLATES = ("ext", "rbd", "sharedfile", "gluster", "diskless", "blockdev")
@@ -487,3 +489,13 @@ def random_request(rng: random.Random, kind: str | None = None) -> dict[str, Any
 
 def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=1)
+
+
+def request_files(folder: Path, seeds: Iterable[int]) -> Iterator[tuple[int, dict[str, Any], Path]]:
+    """Each seed's request (`for_seed`) written to FOLDER/request-SEED.json, as the sweeps
+    hand it to the real hail: (seed, request, path)."""
+    for seed in seeds:
+        data = for_seed(seed)
+        path = folder / f"request-{seed}.json"
+        path.write_text(dumps(data))
+        yield seed, data, path

@@ -447,3 +447,37 @@ def test_exec_without_luxi_is_hbals_error(ganeti, tmp_path: Path) -> None:  # no
     assert "Solution length=4" in ours.stdout
     assert ours.stderr.endswith("Error: hbal: Execution of commands possible only on LUXI\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_locality_bound_holds_for_every_move(seed: int) -> None:
+    """model.balance.locality_bound: every single move hbal could make (enumerated here)
+    changes at most three nodes' states, and none ends below the bound for K = 1; with
+    K = 0 the bound is the score now (a hair below)."""
+    from model.balance import locality_bound
+
+    state, group = _cluster(seed, 12)
+    problem = BalanceProblem(state, group, 1)
+    floor = locality_bound(problem)
+    now = cluster_score(state, group)
+    assert 0.0 < floor < now
+    assert locality_bound(BalanceProblem(state, group, 0)) == pytest.approx(now, rel=1e-8)
+    scores = []
+    for _, after in _moves(problem, state):
+        changed = [n for n in state.nodes if after.nodes[n] is not state.nodes[n]]
+        assert len(changed) <= 3
+        scores.append(cluster_score(after, group))
+    assert scores and min(scores) >= floor
+
+
+def test_without_time_for_the_model_the_locality_bound_is_given() -> None:
+    """A time limit too short for the model: hbal's steps stand, with the locality bound and
+    its gap (not 'no bound')."""
+    from model.balance import locality_bound
+
+    state, group = _cluster(3, 12)
+    problem = BalanceProblem(state, group, 2)
+    ans = balance(problem, options=SolverOptions(time_limit=0.001))
+    assert ans.bound == locality_bound(problem)
+    assert ans.gap is not None and 0.0 <= ans.gap <= 1.0
+    assert any("no time for the model" in n for n in ans.notes)

@@ -279,7 +279,7 @@ def test_dead_worker_is_recorded_and_the_rest_completes(tmp_path: Path, monkeypa
     assert sorted(r["input"] for r in records) == sorted(t.input for t in tasks)
     by_input = {r["input"]: r for r in records}
     for task in good:
-        assert by_input[task.input]["status"] == "optimal"
+        assert by_input[task.input]["status"] == "optimal", by_input[task.input]["error"]
     for name in ("x", "y"):
         assert "worker process died on this input" in by_input[name]["error"]
 

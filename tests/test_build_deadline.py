@@ -88,3 +88,13 @@ def test_a_model_too_slow_to_copy_is_not_solved(tmp_path, monkeypatch, capsys) -
     assert stages["model_solve_s"] == 0.0 and stages["model_build_s"] > 0.0
     assert doc["timing"]["longest_stage"] in {"screen", "model_build", "greedy", "check"}
     assert doc["timing"]["longest_stage"] + "_s" in stages
+
+
+def test_the_tiered_walk_keeps_the_time_limit(ganeti_data, capsys) -> None:
+    """hspace's tiered ladder on Ganeti's hbal-evac.data: the walk to the next tier (up to
+    4,096 shrink steps, an exact N+1 solve each) ran 9 minutes past --time-limit 20; it now
+    stops at the limit and says so."""
+    args = ["space", "--time-limit", "3", "-t", str(ganeti_data.data_dir / "hbal-evac.data")]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert "tiered: 2 instances in 3 exact stages, stopped by time limit" in err, err

@@ -39,6 +39,8 @@ from model.resources import (
     InstanceDemand,
     add_primary,
     add_secondary,
+    apply_secondary,
+    first_secondary_shortfall,
     pair_location_score,
 )
 from model.state import ClusterState
@@ -194,6 +196,20 @@ class _Generic:
     peers_of: dict[str, list[str]]  # primary -> secondaries reserving memory for it
     located: bool
     base: Any
+    # the rows after the generic add, made for the secondaries a placement is scored with
+    # (most calls of hspace's tiered phase score none): the states, and which rows are made
+    state: ClusterState
+    names: list[str]
+    d: InstanceDemand
+    cache: RowCache
+    made: np.ndarray
+
+    def fill(self, rows: np.ndarray) -> None:
+        """The generic rows `rows` (indices of secondaries that take the secondary) made."""
+        for i in rows[~self.made[rows]].tolist():
+            got = apply_secondary(self.state.nodes[self.names[i]], self.d, "")
+            self.new_m[i] = self.cache.change((0,), (got,)).vectors[0]
+            self.made[i] = True
 
 
 def _generic(
@@ -216,15 +232,17 @@ def _generic(
     for i, s in enumerate(names):
         sst = state.nodes[s]
         old_m[i] = cache.change((0,), (sst,)).vectors[0]
-        got = add_secondary(sst, d, "")
-        if isinstance(got, FailMode):
-            code[i] = 1 + modes.index(got)
-        else:
-            new_m[i] = cache.change((0,), (got,)).vectors[0]
+        failed = first_secondary_shortfall(sst, d, "")  # addSecExEx's verdict
+        if failed is not None:
+            code[i] = 1 + modes.index(failed.mode)
         for p, _ in sst.peers:
             peers_of.setdefault(p, []).append(s)
     located = any(state.nodes[n].location_tags for n in names)
-    return _Generic(at, modes, code, old_m, new_m, online_of, peers_of, located, base)
+    made = np.zeros(len(names), dtype=bool)
+    return _Generic(
+        at, modes, code, old_m, new_m, online_of, peers_of, located, base,
+        state, names, d, cache, made,
+    )  # fmt: skip
 
 
 def _try_pairs(
@@ -276,6 +294,7 @@ def _try_pairs(
         secondaries = [s for s in secondaries if s != p] if not keep.all() else secondaries
         codes = code[idx]
         new_rows = new_m[idx]
+        special = np.zeros(len(idx), dtype=bool)  # rows of secondaries reserving for p
         for s in peers_of.get(p, ()):
             where = np.flatnonzero(idx == at[s])
             if not len(where):
@@ -286,6 +305,7 @@ def _try_pairs(
             else:
                 codes[where] = 0
                 new_rows[where] = cache.change((0,), (got,)).vectors[0]
+            special[where] = True
         if located:
             locs = np.array([pair_location_score(pst, state.nodes[s]) for s in secondaries])
         else:
@@ -307,6 +327,10 @@ def _try_pairs(
             fits = sel & (codes == 0)
             ok |= fits
             if fits.any():
+                generic = fits & ~special
+                if generic.any():
+                    g.fill(idx[generic])
+                    new_rows[generic] = new_m[idx[generic]]
                 rows = idx[fits]
                 scores[fits] = pair_scores(stats_p, old_m[rows], new_rows[fits], online_of[rows])
         fit = np.flatnonzero(ok)

@@ -94,27 +94,41 @@ def checked_nodes(opts: HspaceAlgOptions, state: ClusterState, names: Sequence[s
 @dataclass(frozen=True)
 class HspaceN1:
     """allocGlobalN1: the placement's cluster must be `redundant` (the greedy walk) on the
-    nodes `checked_nodes` keeps, scored over the whole node list."""
+    nodes `checked_nodes` keeps, scored over the whole node list. `run` keeps the check of
+    the last cluster asked about for the next tryAlloc on it."""
 
     opts: HspaceAlgOptions
+    run: Run | None = field(default=None, compare=False)
     name: str = "greedy"
 
     def prepare(self, base: ClusterState, scope: Sequence[str]) -> N1Check:
-        return _Lazy(self.opts, base, scope)
+        return _Lazy(self.opts, base, scope, self.run)
 
 
 class _Lazy:
     """The greedy check made on the first verdict asked for: most of hspace's tryAlloc calls
-    (the failing ones of the tiered phase) ask none."""
+    (the failing ones of the tiered phase) ask none. The check of a cluster (what each node's
+    evacuation needs there, `GreedyN1Check`) depends on that cluster alone, so the one made
+    for the last cluster is taken again for it: the tiered phase's sufficesShrinking asks
+    about many sizes on one cluster, each with global N+1 (for drbd too)."""
 
-    def __init__(self, opts: HspaceAlgOptions, base: ClusterState, scope: Sequence[str]):
-        self.opts, self.base, self.scope = opts, base, scope
+    def __init__(
+        self, opts: HspaceAlgOptions, base: ClusterState, scope: Sequence[str], run: Run | None
+    ):
+        self.opts, self.base, self.scope, self.run = opts, base, scope, run
         self.check: GreedyN1Check | None = None
 
     def verdict(self, placement):  # noqa: ANN001, ANN201
         if self.check is None:
-            checked = checked_nodes(self.opts, self.base, self.scope)
-            self.check = GreedyN1Check(self.base, self.scope, checked)
+            key = (self.opts, tuple(self.scope))
+            kept = None if self.run is None else self.run.n1_check
+            if kept is not None and kept[0] is self.base and kept[1] == key:
+                self.check = kept[2]
+            else:
+                checked = checked_nodes(self.opts, self.base, self.scope)
+                self.check = GreedyN1Check(self.base, self.scope, checked)
+                if self.run is not None:
+                    self.run.n1_check = (self.base, key, self.check)
         return self.check.verdict(placement)
 
 
@@ -208,6 +222,7 @@ class Run:
     answers: tuple | None = None  # (the state, {key: answer})
     demands: dict = field(default_factory=dict)
     walks: tuple | None = None  # (the state, sufficesShrinking's outcomes on it)
+    n1_check: tuple | None = None  # (the state, (options, nodes), its GreedyN1Check)
 
     def walks_on(self, state: ClusterState) -> dict:
         if self.walks is None or self.walks[0] is not state:
@@ -237,7 +252,7 @@ def hspace_try_alloc(
     known = run.answers[1].get(key)
     if known is not None:
         return known
-    check: CapacityCheck = HspaceN1(opts) if capacity else NoCapacityCheck()
+    check: CapacityCheck = HspaceN1(opts, run) if capacity else NoCapacityCheck()
     dkey = (inst, name)
     d = run.demands.get(dkey)
     if d is None:

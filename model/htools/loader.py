@@ -15,7 +15,7 @@ Ganeti's shell tests check these lines on the stand-ins (htools-text-backend.tes
 from __future__ import annotations
 
 from model.backends.text import cluster_suffix
-from model.cluster import Cluster
+from model.cluster import MEMORY_USING_STATUSES, Cluster
 
 #: htools' thresholds above which a node's unaccounted resources are reported (MiB).
 MISSING_MEMORY_LIMIT_MIB = 512
@@ -35,11 +35,12 @@ def update_missing(cluster: Cluster) -> list[str]:
     for inst in cluster.instances:
         if inst.forthcoming:
             continue
-        if inst.uses_memory:
-            used_memory_mib[inst.primary] += inst.memory_mib
-        used_disk_mib[inst.primary] += inst.disk_mib
-        if inst.secondary:
-            used_disk_mib[inst.secondary] += inst.disk_mib
+        primary, secondary, disk = inst.primary, inst.secondary, inst.disk_mib
+        if inst.status in MEMORY_USING_STATUSES:  # `uses_memory`, forthcoming ones skipped
+            used_memory_mib[primary] += inst.memory_mib
+        used_disk_mib[primary] += disk
+        if secondary:
+            used_disk_mib[secondary] += disk
     messages = []
     for node in cluster.nodes:
         missing_memory_mib = (

@@ -23,7 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from formulations import balance as form
-from model.balance import BalanceData, BalanceProblem, Step, _sd_values, balance_data, order_steps
+from model.balance import (
+    NODES_PER_STEP,
+    BalanceData,
+    BalanceProblem,
+    Step,
+    _sd_values,
+    balance_data,
+    locality_bound,
+    order_steps,
+)
 from model.check import check_balance
 from model.errors import CheckFailedError
 from model.state import ClusterState
@@ -36,6 +45,10 @@ from solvers.options import DEFAULT_OPTIONS, SolverOptions
 #: 2-core machine), and the share of the time limit the build may take
 MODEL_SECONDS_PER_VARIABLE = 2e-4
 MODEL_SHARE = 0.5
+#: The copy of a built model into HiGHS (Pyomo's persistent interface, at the first solve),
+#: in multiples of the Pyomo build's time: 43 s after a 17.7 s build on a 40-node group
+#: (65,864 variables, benchmarks/bench_balance.py seed 0, load average about 11)
+HIGHS_LOAD_PER_BUILD = 2.0
 #: Share of the time limit hbal's port may go on beyond K steps, for planes where it ends
 MORE_SHARE = 0.1
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
@@ -125,10 +138,18 @@ def balance(
         return BalanceAnswer(best_steps, before, best_score, tuple(best_scores), bound, status,
                              objective=objective, **kw)  # type: ignore[arg-type]  # fmt: skip
 
+    # the score mode's bound without a model: all but 3K nodes keep their components
+    floor = locality_bound(problem) if fewest_to is None else None
+
+    def proven_by(lower: float | None) -> str:
+        if lower is None or best_score - lower > SCORE_GAP * max(abs(best_score), 1):
+            return str(Status.FEASIBLE)
+        return str(Status.OPTIMAL)
+
     with Stopwatch() as sw:
         data = balance_data(problem)
     if data.unmodelled:
-        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=data.unmodelled)
+        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=data.unmodelled)
     if not data.instances or problem.max_steps < 1:
         bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
@@ -140,9 +161,10 @@ def balance(
         why = (
             f"no time for the model: about {size} variables would take about "
             f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, without a bound"
+            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, with the bound "
+            f"that all but {NODES_PER_STEP * problem.max_steps} nodes keep their score"
         )
-        return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, notes=(why,))
+        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=(why,))
     spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
     # planes at the group now, after each prefix of the start's steps, and where hbal's
     # search goes on to (`extra_points`: a well spread point, whose planes bound the spreads
@@ -177,7 +199,19 @@ def balance(
     best_plan = finals_of(best_steps) if reached else None
     while rounds < MAX_ROUNDS:
         with sw:
+            began_build = time.perf_counter()
             m = form.build(data, spec)
+            built_s = time.perf_counter() - began_build
+        limit = left()
+        if limit is not None and HIGHS_LOAD_PER_BUILD * built_s > limit:
+            # the copy into HiGHS happens at the first solve and no time limit stops it
+            notes.append(
+                f"no time to load the model: built in {built_s:.1f} s, its copy into the "
+                f"solver takes about {HIGHS_LOAD_PER_BUILD:g} times that, more than the "
+                f"{limit:.1f} s left"
+            )
+            break
+        with sw:
             session = open_session(
                 options.solver, m, options.gap, options.threads, 0, presolve=False
             )
@@ -248,6 +282,8 @@ def balance(
         if not rebuild or done or (left() is not None and left() <= 0.05):
             break
     value = best_score if fewest_to is None else float(len(best_steps))
+    if floor is not None and (bound is None or floor > bound):
+        bound = floor  # the model's round did not bound it tighter (its root unfinished)
     if cuts:
         notes.append(
             f"{cuts} set(s) of finals cut off: no order of their fewest-step paths passes "

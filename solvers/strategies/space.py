@@ -450,6 +450,11 @@ SHRINKS = {
 }
 
 
+#: The rungs of a tiered ladder at most: the whole ladder of a 200-node group (96 rungs, until
+#: no smaller spec fits) takes about 11 s; the cap only bounds a pathological one.
+MAX_TIERS = 1000
+
+
 @dataclass(frozen=True)
 class TieredResult:
     """Tiered allocation: each tier's spec and its proven-largest count on top of the tiers
@@ -564,7 +569,7 @@ def tiered(
     options: SpaceOptions,
     solver: SolverOptions = DEFAULT_OPTIONS,
     *,
-    max_tiers: int = 40,
+    max_tiers: int = MAX_TIERS,
 ) -> TieredResult:
     """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
     spec in order, the largest count of it on top of what earlier tiers placed (proven); then
@@ -603,18 +608,26 @@ def tiered(
             placed += result.count
             if result.count:
                 current = _without_status(result.final, state)
-            spec = _next_spec(spec, result, stage_problem, solver)
+            spec = _next_spec(spec, result, stage_problem, solver, deadline)
+            if spec is None and deadline is not None and time.perf_counter() > deadline:
+                stopped = "time limit"  # the walk to the next tier ran out of time
     return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
 
 
-def _next_spec(spec: Spec, result: SpaceResult, pose: Any, solver: SolverOptions) -> Spec | None:
+def _next_spec(
+    spec: Spec,
+    result: SpaceResult,
+    pose: Any,
+    solver: SolverOptions,
+    deadline: float | None = None,
+) -> Spec | None:
     """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
     along the check most candidates fail first at each step, then, as hspace's big step, along
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
     base = pose(spec)
     for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, base, pose, solver, only)
+        walk = _walk(spec, base, pose, solver, only, deadline=deadline)
         if walk is not None:
             return walk
     return None
@@ -655,6 +668,7 @@ def _walk(
     solver: SolverOptions,
     only: str | None,
     steps: int = 4096,
+    deadline: float | None = None,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
@@ -665,6 +679,9 @@ def _walk(
     fits, blocking = _probe(problem)
     refused = 0  # steps global N+1 refused after the node checks passed
     for _ in range(steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None  # the time limit holds for the walk too: 4,096 steps with an N+1
+            # solve each took 9 min on Ganeti's hbal-evac.data (issue 40, item 4)
         shrunk = None
         if only is not None:
             shrunk = _shrunk(current, only, 1)
@@ -731,13 +748,10 @@ def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
     load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
     from dataclasses import replace as evolve
 
-    nodes = {
-        n: evolve(
-            st,
-            offline=loaded.nodes[n].offline,
-            vcpu_ratio=loaded.nodes[n].vcpu_ratio,
-            lo_disk_mib=loaded.nodes[n].lo_disk_mib,
-        )
-        for n, st in final.nodes.items()
-    }
+    nodes = {}
+    for n, st in final.nodes.items():
+        was = loaded.nodes[n]
+        status = (was.offline, was.vcpu_ratio, was.lo_disk_mib)
+        if (st.offline, st.vcpu_ratio, st.lo_disk_mib) != status:  # only the nodes it changes
+            nodes[n] = evolve(st, offline=status[0], vcpu_ratio=status[1], lo_disk_mib=status[2])
     return final.with_nodes(nodes)

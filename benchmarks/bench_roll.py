@@ -1,10 +1,12 @@
 """`exalloc roll` beside the real hroller, on heterogeneous generated clusters (docs/roll.md).
 
-    python benchmarks/bench_roll.py [--seeds 3] [--quick] [--nodes N] [--time-limit 120]
+    python benchmarks/bench_roll.py [--seeds 3] [--first-seed 0] [--quick] [--nodes N]
+        [--family random|storage|racks] [--rule memory-aware|hroller] [--time-limit 120]
         [--hroller-timeout 300]
 
 Each case is a generated snapshot (tests/roll_gen.py: three node shapes, five instance
-flavours, drbd secondaries at random or gathered on storage-heavy nodes, plain and stopped
+flavours, drbd secondaries at random, gathered on storage-heavy nodes or, a second family,
+in the next of racks of one hardware type each, plain and stopped
 instances, two offline nodes, node tags) with one master. For each: the real hroller's rounds
 and wall time on the saved file; exalloc's rounds, status, bound and time, in this process
 (the imports of Pyomo and OR-Tools, paid once per process, are printed apart), from reading
@@ -34,15 +36,23 @@ from solvers.options import SolverOptions  # noqa: E402
 from solvers.strategies.roll import plan  # noqa: E402
 
 CASES = (
-    # nodes, instances, storage-heavy nodes holding the secondaries (0: at random), memory-aware
-    (400, 1200, 0, True),
-    (400, 1200, 20, True),
-    (400, 1200, 0, False),
-    (400, 1200, 20, False),
-    (2000, 6000, 0, True),
-    (2000, 6000, 100, True),
-    (2000, 6000, 0, False),
+    # nodes, instances, storage-heavy nodes holding the secondaries (0: at random or by
+    # rack), racks (secondaries in the next rack; 0: none), memory-aware
+    (400, 1200, 0, 0, True),
+    (400, 1200, 20, 0, True),
+    (400, 1200, 0, 9, True),
+    (400, 1200, 0, 0, False),
+    (400, 1200, 20, 0, False),
+    (2000, 6000, 0, 0, True),
+    (2000, 6000, 100, 0, True),
+    (2000, 6000, 0, 45, True),
+    (2000, 6000, 0, 0, False),
 )
+FAMILIES = ("random", "storage", "racks")
+
+
+def family(storage: int, racks: int) -> str:
+    return "storage" if storage else "racks" if racks else "random"
 
 
 def real_hroller(path: Path, timeout: float) -> tuple[int | str | None, float]:
@@ -101,6 +111,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="the 400-node cases only")
     parser.add_argument("--nodes", type=int, help="only the cases of this many nodes")
+    parser.add_argument("--family", choices=FAMILIES, help="only the cases of this family")
+    parser.add_argument("--rule", choices=("memory-aware", "hroller"), help="only this rule")
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--hroller-timeout", type=float, default=300.0)
     args = parser.parse_args()
@@ -112,14 +125,21 @@ def main() -> None:
     print()
     print(
         "| nodes | instances | secondaries | rule | seed | hroller rounds | hroller s "
-        "| exalloc rounds | status | bound (clique, memory) | start | build s | solve s "
-        "| exalloc s |"
+        "| exalloc rounds | status | bound (clique, memory) | start | peeled | restarts "
+        "| build s | solve s | exalloc s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    cases = [c for c in CASES if (not args.quick or c[0] <= 400) and args.nodes in (None, c[0])]
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cases = [
+        c
+        for c in CASES
+        if (not args.quick or c[0] <= 400)
+        and args.nodes in (None, c[0])
+        and args.family in (None, family(c[2], c[3]))
+        and args.rule in (None, "memory-aware" if c[4] else "hroller")
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        for nodes, instances, storage, memory_aware in cases:
-            for seed in range(args.seeds):
+        for nodes, instances, storage, racks, memory_aware in cases:
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 spec = RollSpec(
                     nodes=nodes,
                     instances=instances,
@@ -128,17 +148,25 @@ def main() -> None:
                     offline=2,
                     fill=0.7,
                     seed=seed,
+                    racks=racks,
                 )
                 path = Path(tmp) / f"roll-{nodes}-{storage}-{seed}.data"
                 path.write_text(dump_text(generate(spec)))
                 real, real_s = real_hroller(path, args.hroller_timeout)
                 r = exact(path, memory_aware, args.time_limit)
                 rule = "memory-aware" if memory_aware else "hroller's"
-                where = f"{storage} storage nodes" if storage else "at random"
+                where = (
+                    f"{storage} storage nodes"
+                    if storage
+                    else f"next rack of {racks}"
+                    if racks
+                    else "at random"
+                )
                 print(
                     f"| {nodes} | {instances} | {where} | {rule} | {seed} | {real} "
                     f"| {real_s:.2f} | {r['rounds']} | {r['status']} "
                     f"| {r['bound']} ({r['clique']}, {r['memory']}) | {r['start']} "
+                    f"| {r['peeled']} | {r['restarts']} "
                     f"| {r['build_s']:.2f} | {r['solve_s']:.2f} | {r['seconds']:.2f} |",
                     flush=True,
                 )

@@ -1,7 +1,8 @@
 """Seeded random clusters for the roll tests and benchmarks (docs/roll.md).
 
 Heterogeneous nodes (a few hardware types, some storage-heavy), DRBD instances whose
-secondaries are drawn at random or concentrated on the storage-heavy nodes, plain instances
+secondaries are drawn at random, concentrated on the storage-heavy nodes, or (a second
+family) in the next rack of racks of one hardware type each, plain instances
 (the non-redundant ones hroller moves away), stopped instances, offline nodes, node tags, one
 or two groups and one master. Reported free memory and disk are consistent with the
 instances, so htools loads the clusters without warnings.
@@ -40,6 +41,9 @@ class RollSpec:
     stopped_share: float = 0.1
     tags: bool = True
     seed: int = 0
+    # racks of one hardware type each, a drbd secondary in the rack after its primary's
+    # (0: no racks; takes precedence over `concentrated`'s pool but not its storage nodes)
+    racks: int = 0
 
 
 def generate(spec: RollSpec) -> Cluster:
@@ -48,10 +52,17 @@ def generate(spec: RollSpec) -> Cluster:
     shapes = []
     for k in range(spec.nodes):
         storage = k < spec.concentrated
-        mem, dsk, cpus = STORAGE_TYPE if storage else rng.choice(NODE_TYPES)
+        if storage:
+            mem, dsk, cpus = STORAGE_TYPE
+        elif spec.racks:
+            mem, dsk, cpus = NODE_TYPES[(k % spec.racks) % len(NODE_TYPES)]
+        else:
+            mem, dsk, cpus = rng.choice(NODE_TYPES)
         group = groups[0].uuid if storage else rng.choice(groups).uuid
         shapes.append((f"node-{k:04d}", mem, dsk, cpus, group, storage))
-    rng.shuffle(shapes)
+    if not spec.racks:
+        rng.shuffle(shapes)
+    rack = [k % spec.racks if spec.racks else 0 for k in range(spec.nodes)]
     master = rng.randrange(spec.nodes)
     offline = set(
         rng.sample([k for k in range(spec.nodes) if k != master], min(spec.offline, spec.nodes - 1))
@@ -77,9 +88,14 @@ def generate(spec: RollSpec) -> Cluster:
         p = rng.choice(candidates)
         s = None
         if drbd:
+            nearby = (
+                [k for k in range(spec.nodes) if rack[k] == (rack[p] + 1) % spec.racks]
+                if spec.racks
+                else []
+            )
             pool = [
                 k
-                for k in (storage_nodes or range(spec.nodes))
+                for k in (storage_nodes or nearby or range(spec.nodes))
                 if k != p and shapes[k][4] == shapes[p][4] and used_dsk[k] + dsk < shapes[k][2]
             ]
             if not pool:

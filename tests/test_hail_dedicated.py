@@ -323,7 +323,7 @@ def test_cli_prints_exactly_the_response_line(capsys, ganeti) -> None:
     path = ganeti.data_dir / "hail-alloc-dedicated-1.json"
     code = cli.hail_main([str(path)])
     out, err = capsys.readouterr()
-    assert code == 0 and err == "exalloc: note: highs: optimal, gap 0\n"
+    assert code == 0 and err == "exalloc: note: exhaustive: optimal, gap 0\n"
     assert out.count("\n") == 1
     assert json.loads(out)["result"] == ["node2-quarter"]
     assert (

@@ -201,7 +201,26 @@ def _exact(cluster, rules: RollRules):  # noqa: ANN001, ANN202
 def test_exact_plans_valid_and_never_longer(seed: int) -> None:
     """Every considered node once, conflicts apart, every round replayed by the checker, and
     no more rounds than hroller's whenever hroller's rounds are possible under the rules."""
-    cluster = generate(_spec(seed))
+    _assert_valid_and_never_longer(generate(_spec(seed)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_plans_valid_on_racks(seed: int) -> None:
+    """The same on the second family: secondaries in the next rack (tests/roll_gen.py)."""
+    rng = random.Random(500 + seed)
+    spec = RollSpec(
+        nodes=rng.randint(12, 40),
+        instances=rng.randint(20, 100),
+        drbd_share=rng.choice((0.5, 0.8)),
+        offline=rng.choice((0, 1)),
+        fill=rng.choice((0.6, 0.9)),
+        racks=rng.choice((3, 4, 5)),
+        seed=500 + seed,
+    )
+    _assert_valid_and_never_longer(generate(spec))
+
+
+def _assert_valid_and_never_longer(cluster) -> None:  # noqa: ANN001
     for rules in RULE_SETS:
         start, greedy, problem, result = _exact(cluster, rules)
         if result is None:  # some node can never reboot: then no plan of hroller's holds

@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
-from model.capacity import N1, applies, primary_usage, row_caps
+from model.capacity import N1, ROW_KINDS, applies, primary_usage, row_caps
 from model.check import CheckReport, Violation
 from model.groups import (
     POOL,
@@ -53,6 +54,7 @@ from model.groups import (
     group_refusal,
     node_refusal,
 )
+from model.placement import sd_of, tangent
 from model.resources import InstanceDemand, NodeState, primary_shortfalls
 from model.state import ClusterState
 
@@ -109,12 +111,6 @@ def group_loads(state: ClusterState) -> dict[str, tuple[float, ...]]:
     return {g: tuple(v) for g, v in out.items()}
 
 
-def sd(values: Sequence[float]) -> float:
-    """Population standard deviation, two passes (as model.score's, htools' Statistics.hs)."""
-    mean = math.fsum(values) / len(values)
-    return math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / len(values))
-
-
 @dataclass(frozen=True)
 class AcrossScore:
     """The score across groups and what it is made of."""
@@ -144,7 +140,9 @@ def across_score(
             )
             for g in groups
         }
-        spreads[pool] = tuple(sd([ratios[pool][g][k] for g in groups]) for k in range(len(TERMS)))
+        spreads[pool] = tuple(
+            sd_of([ratios[pool][g][k] for g in groups]) for k in range(len(TERMS))
+        )
         total += [w * s for (_, w), s in zip(TERMS, spreads[pool], strict=True)]
     return AcrossScore(math.fsum(total), ratios, spreads)
 
@@ -281,3 +279,105 @@ def check_across_groups(problem: AcrossProblem, relocations: Sequence[Relocation
         "score": across_score(after, storage, pools).score,
     }
     return CheckReport(tuple(violations), objectives)
+
+
+# --- what the model needs (formulations/balance_groups.py) ------------------------------------
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A movable instance: where it is, what it weighs per term and per capacity row, and the
+    nodes it may go to."""
+
+    name: str
+    node: str
+    group: str
+    load: tuple[float, ...]
+    usage: Mapping[str, int]  # row kind -> what it takes as a new primary
+    tags: frozenset[str]  # exclusion tags
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AcrossData:
+    """Everything the formulation reads, computed from the problem alone."""
+
+    movers: tuple[Mover, ...]
+    node_group: Mapping[str, str]  # every candidate node and every mover's node -> group
+    rows: Mapping[str, tuple[tuple[str, int], ...]]  # receiving node -> (kind, cap)
+    arriving_tags: Mapping[
+        str, frozenset[str]
+    ]  # receiving node -> exclusion tags of what may arrive
+    pools: Mapping[str, tuple[str, ...]]
+    loads: Mapping[str, tuple[float, ...]]  # group -> load per term now
+    capacities: Mapping[str, tuple[float, ...]]
+    max_moves: int | None
+
+    def mover(self, name: str) -> Mover:
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, Mover]:
+        return {mv.name: mv for mv in self.movers}
+
+
+def across_data(problem: AcrossProblem) -> AcrossData:
+    """The movers and their targets (`targets`), each receiving node's shared rows
+    (`node_rows`) and the exclusion tags it does not hold yet, the pools' groups and loads."""
+    state = problem.state
+    movers = []
+    for name in movable(problem):
+        d = state.demands[name]
+        node = state.locations[name][0]
+        usage = {k: row_usage(k, d) for k in ROW_KINDS}
+        movers.append(
+            Mover(name, node, state.nodes[node].group_uuid, load_of(d), usage,
+                  frozenset(d.exclusion_tags), tuple(targets(problem, name)))
+        )  # fmt: skip
+    arriving: dict[str, list[InstanceDemand]] = {}
+    for mv in movers:
+        for n in mv.targets:
+            arriving.setdefault(n, []).append(state.demands[mv.name])
+    rows = {n: tuple(node_rows(state.nodes[n], ds)) for n, ds in arriving.items()}
+    arriving_tags = {
+        n: frozenset(t for d in ds for t in d.exclusion_tags) for n, ds in arriving.items()
+    }
+    nodes = {mv.node for mv in movers} | set(arriving)
+    return AcrossData(
+        tuple(movers),
+        {n: state.nodes[n].group_uuid for n in sorted(nodes)},
+        rows,
+        arriving_tags,
+        problem.pools,
+        group_loads(state),
+        group_capacities(state),
+        problem.max_moves,
+    )
+
+
+def pair_planes(pools: Mapping[str, Sequence[str]]) -> list[tuple[str, int, dict[str, float]]]:
+    """Planes under every spread that hold without a point: for groups g, h of a pool of n,
+    sd ≥ |v_g − v_h| / sqrt(2n) (the two deviations alone give n·sd² ≥ (v_g − v_h)²/2).
+    Each is (pool, term, group -> coefficient): σ ≥ Σ coefficient · v."""
+    out = []
+    for pool, groups in pools.items():
+        c = 1.0 / math.sqrt(2 * len(groups))
+        for a, g in enumerate(groups):
+            for h in groups[a + 1 :]:
+                for k in range(len(TERMS)):
+                    out.append((pool, k, {g: c, h: -c}))
+                    out.append((pool, k, {g: -c, h: c}))
+    return out
+
+
+def point_planes(score: AcrossScore) -> list[tuple[str, int, dict[str, float]]]:
+    """Tangent planes of every spread at a scored state (model.placement's `tangent`; sd is
+    1-homogeneous and its gradient sums to 0, so the plane is σ ≥ Σ g·v)."""
+    out = []
+    for pool, per_group in score.ratios.items():
+        groups = list(per_group)
+        for k in range(len(TERMS)):
+            _, grad = tangent([per_group[g][k] for g in groups])
+            if any(grad):
+                out.append((pool, k, dict(zip(groups, grad, strict=True))))
+    return out

@@ -23,15 +23,17 @@ POLICY = "128,1,1024,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12"
 SUPER = "data/clusters/super-pools.data"
 
 
-def _text(groups: list[tuple[str, str, str]], nodes: list[str], instances: list[str]) -> str:
-    """htools text: groups (name, tags, templates), node and instance lines."""
+def _text(
+    groups: list[tuple[str, str, str]], nodes: list[str], instances: list[str], ctags: str = ""
+) -> str:
+    """htools text: groups (name, tags, templates), node and instance lines, cluster tags."""
     return (
         "\n".join(f"{g}|uuid-{g}|preferred|{tags}|" for g, tags, _ in groups)
         + "\n\n"
         + "\n".join(nodes)
         + "\n\n"
         + "\n".join(instances)
-        + "\n\n\n"
+        + f"\n\n{ctags}\n"
         + f"|{POLICY}|diskless,file,sharedfile,plain,blockdev,drbd,rbd,ext|4.0|32.0\n"
         + "\n".join(f"{g}|{POLICY}|{t}|4.0|32.0" for g, _, t in groups)
         + "\n"
@@ -68,18 +70,18 @@ def tiny(rng: random.Random) -> str:
     first = [n.split("|")[0] for n in nodes if "|uuid-g0|" in n]
     for k in range(rng.choice((3, 4, 5))):
         node = rng.choice(first) if k < 3 else rng.choice([n.split("|")[0] for n in nodes])
-        tags = rng.choice(("", "", "pool:p"))
+        tags = rng.choice(("", "", "pool:p", "svc:web"))
         insts.append(_inst(f"i{k}", rng.choice((1024, 2048, 3072, 4096)), rng.choice((1, 2, 4)),
                            node, tags=tags))  # fmt: skip
     if "drbd" in groups[0][2]:
         insts.append(_inst("d0", 2048, 2, first[0], "drbd", first[1], ""))
-    return _text(groups, nodes, insts)
+    return _text(groups, nodes, insts, "htools:iextags:svc")
 
 
-def brute_force(problem: AcrossProblem) -> tuple[float, tuple[Relocation, ...]]:
+def brute_force(problem: AcrossProblem) -> tuple[float, tuple[Relocation, ...], set[str]]:
     """The least score over every set of at most K migrations the checker passes: each
     shared-storage instance stays or goes to any node of another group (the checker alone
-    says which sets are allowed)."""
+    says which sets are allowed). Also the kinds of violation that refused some set."""
     state = problem.state
     names = [
         n for n, (p, s) in state.locations.items()
@@ -92,6 +94,7 @@ def brute_force(problem: AcrossProblem) -> tuple[float, tuple[Relocation, ...]]:
     }  # fmt: skip
     best = check_across_groups(problem, ()).objectives["score"]
     plan: tuple[Relocation, ...] = ()
+    refused: set[str] = set()
     for choice in itertools.product(*(options[n] for n in names)):
         moves = tuple(
             relocation(state, n, t, None) for n, t in zip(names, choice, strict=True) if t
@@ -99,9 +102,10 @@ def brute_force(problem: AcrossProblem) -> tuple[float, tuple[Relocation, ...]]:
         if not moves or (problem.max_moves is not None and len(moves) > problem.max_moves):
             continue
         report = check_across_groups(problem, moves)
+        refused |= report.kinds
         if report.ok and report.objectives["score"] < best - 1e-12:
             best, plan = report.objectives["score"], moves
-    return best, plan
+    return best, plan, refused
 
 
 # --- the score ----------------------------------------------------------------------------
@@ -186,3 +190,43 @@ def test_checker_refuses_a_node_that_gives_and_takes() -> None:
     bad = (relocation(state, "x", "b1", None), relocation(state, "y", "a1", None))
     report = check_across_groups(p, bad)
     assert {v.node for v in report.violations if v.kind == "one_way"} == {"a1", "b1"}
+
+
+# --- the exact answer against brute force -------------------------------------------------
+
+
+def _exact(problem: AcrossProblem):
+    from solvers.strategies.balance_groups import balance_across
+
+    return balance_across(problem)
+
+
+#: seeds whose brute force takes seconds (3 groups, 4-5 movers, no K)
+SLOW_SEEDS = (6, 27, 30)
+REFUSED: set[str] = set()  # what the checker refused over the seeds run
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [s if s not in SLOW_SEEDS else pytest.param(s, marks=pytest.mark.slow) for s in range(40)],
+)
+def test_exact_equals_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    state = _state(tiny(rng))
+    k = rng.choice((1, 2, None))
+    problem = AcrossProblem(state, storage_of(state), k)
+    truth, plan, refused = brute_force(problem)
+    REFUSED.update(refused)
+    ans = _exact(problem)
+    assert ans.status == "optimal", (seed, ans)
+    assert check_across_groups(problem, ans.relocations).ok
+    assert ans.score == pytest.approx(truth, abs=1e-9), (seed, k, plan, ans.relocations)
+    assert ans.bound is not None and ans.bound <= truth + 1e-9
+    assert ans.score < ans.score_before or not plan
+
+
+def test_brute_force_cases_exercise_every_rule() -> None:
+    """The seeds above meet each rule the model writes as a row (run after them)."""
+    if len(REFUSED) == 0:
+        pytest.skip("run with the brute-force cases")
+    assert {"memory", "n1", "one_way", "exclusion_tags", "group"} <= REFUSED, REFUSED

@@ -5,6 +5,7 @@ set of migrations on small super clusters."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
@@ -230,3 +231,46 @@ def test_brute_force_cases_exercise_every_rule() -> None:
     if len(REFUSED) == 0:
         pytest.skip("run with the brute-force cases")
     assert {"memory", "n1", "one_way", "exclusion_tags", "group"} <= REFUSED, REFUSED
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_cli_on_super_pools(tmp_path, capsys) -> None:
+    """`exalloc balance --across-groups -l 2 --json` on data/clusters/super-pools.data: the two
+    ceph racks, proven optimal, equal to brute force over every pair of migrations, each
+    migration passing the checker; the text names the ratios, the plan and the proof; -C gives
+    hbal's jobsets."""
+    import cli
+
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-l", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    problem = _super_problem(k=2)
+    truth, _, _ = brute_force(problem)
+    assert out["status"] == "optimal" and out["gap"] == pytest.approx(0.0, abs=1e-6)
+    assert out["score_after"] == pytest.approx(truth, abs=1e-9)
+    assert out["score_before"] == pytest.approx(
+        check_across_groups(problem, ()).objectives["score"]
+    )
+    assert set(out["ratios_before"]["ceph"]) == {"rack-a", "rack-b"}
+    moves = out["migrations"]
+    assert len(moves) == 2 and {m["from_group"] for m in moves} == {"rack-a"}
+    assert {m["to_group"] for m in moves} == {"rack-b"}
+    plan = tuple(relocation(problem.state, m["instance"], m["to"][0], None) for m in moves)
+    assert check_across_groups(problem, plan).objectives["score"] == pytest.approx(truth)
+    assert all(
+        c.startswith("gnt-instance migrate -f -n node-b") for m in moves for c in m["commands"]
+    )
+
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-l", "2", "-C"]) == 0
+    text = capsys.readouterr().out
+    assert "Pool ceph: load / capacity per group" in text
+    assert f"Score across groups: {out['score_before']:.8f} -> {out['score_after']:.8f}" in text
+    assert "exact (score across groups): optimal" in text
+    assert "echo jobset 1, 2 jobs" in text
+
+    # -l 0: nothing may move, proven; and --greedy has no counterpart
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-l", "0", "--json"]) == 0
+    zero = json.loads(capsys.readouterr().out)
+    assert zero["migrations"] == [] and zero["status"] == "optimal"
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "--greedy"]) != 0

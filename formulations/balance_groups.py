@@ -8,7 +8,7 @@ group of its pool, the node's strict add passing on its own); r[n] = 1 when node
     moves:     Σ_n x[i,n] ≤ 1                    Σ_i,n x[i,n] ≤ K
     capacity:  Σ_i use_k(i) · x[i,n] ≤ cap_k(n)   every strict row k of a receiving node
     exclusion: Σ_{i has tag t} x[i,n] ≤ 1         (n holds no t yet: `targets` checked it)
-    one way:   x[i,n] ≤ r[n],  Σ_m x[j,m] ≤ 1 − r[n]   for every mover j on n
+    one way:   Σ_i x[i,n] ≤ |arrivals(n)|·r[n],  Σ_m x[j,m] ≤ 1 − r[n]   for every mover j on n
     ratios:    v[g,k] = (L_k(g) + Σ_{n∈g} load_k(i)·x[i,n] − Σ_{i∈g} load_k(i)·Σ_m x[i,m]) / C_k(g)
     spreads:   σ[P,k] ≥ Σ_g c_g · v[g,k]          for every plane (c) given
     objective: min Σ_P Σ_k w_k · σ[P,k]
@@ -27,6 +27,14 @@ import pyomo.core as pyo
 
 from formulations.objective import Objective
 from model.balance_groups import TERMS, AcrossData
+
+
+def _arrivals(m: pyo.ConcreteModel) -> dict[str, list[str]]:
+    """Receiving node -> the instances that may arrive there."""
+    found: dict[str, list[str]] = {}
+    for i, n in m.X:
+        found.setdefault(n, []).append(i)
+    return found
 
 
 def define_variables(m: pyo.ConcreteModel, data: AcrossData) -> None:
@@ -59,11 +67,8 @@ def define_moves(m: pyo.ConcreteModel, data: AcrossData) -> None:
 def define_capacity(m: pyo.ConcreteModel, data: AcrossData) -> None:
     """Every strict row of every receiving node holds the sum of its arrivals."""
     usage = {mv.name: mv.usage for mv in data.movers}
-    arrivals: dict[str, list[str]] = {}
-    for i, n in m.X:
-        arrivals.setdefault(n, []).append(i)
     m.capacity = pyo.ConstraintList()
-    for n, names in arrivals.items():
+    for n, names in _arrivals(m).items():
         for kind, cap in data.rows[n]:
             lhs = sum(usage[i][kind] * m.x[i, n] for i in names if usage[i][kind])
             if not isinstance(lhs, int):
@@ -73,40 +78,52 @@ def define_capacity(m: pyo.ConcreteModel, data: AcrossData) -> None:
 def define_exclusion(m: pyo.ConcreteModel, data: AcrossData) -> None:
     """Two arrivals sharing an exclusion tag never land on one node."""
     tags = {mv.name: mv.tags for mv in data.movers}
+    arrivals = _arrivals(m)
     m.exclusion = pyo.ConstraintList()
     for n, arriving in data.arriving_tags.items():
         for t in sorted(arriving):
-            names = [i for i, node in m.X if node == n and t in tags[i]]
+            names = [i for i in arrivals.get(n, ()) if t in tags[i]]
             if len(names) > 1:
                 m.exclusion.add(sum(m.x[i, n] for i in names) <= 1)
 
 
 def define_one_way(m: pyo.ConcreteModel, data: AcrossData) -> None:
-    """A node that receives gives nothing up (so every order of the plan passes)."""
+    """A node that receives gives nothing up (so every order of the plan passes): arrivals
+    only where r[n] = 1, departures only where r[n] = 0."""
+    arrivals = _arrivals(m)
+    leaving: dict[str, list[str]] = {}
+    for mv in data.movers:
+        if mv.targets:
+            leaving.setdefault(mv.node, []).append(mv.name)
     m.one_way = pyo.ConstraintList()
     for n in m.R:
-        for i, node in m.X:
-            if node == n:
-                m.one_way.add(m.x[i, n] <= m.r[n])
-        for mv in data.movers:
-            if mv.node == n and mv.targets:
-                m.one_way.add(_moved(m, data, mv.name) <= 1 - m.r[n])
+        names = arrivals.get(n, ())
+        m.one_way.add(sum(m.x[i, n] for i in names) <= len(names) * m.r[n])
+        for i in leaving.get(n, ()):
+            m.one_way.add(_moved(m, data, i) <= 1 - m.r[n])
 
 
 def define_ratios(m: pyo.ConcreteModel, data: AcrossData) -> None:
-    """Each pool group's load / capacity per term after the plan, affine in x."""
+    """Each pool group's load / capacity per term after the plan, affine in x: v[g,k]."""
     groups = sorted({g for gs in data.pools.values() for g in gs})
     m.V = pyo.Set(initialize=[(g, k) for g in groups for k in range(len(TERMS))], dimen=2)
     load = {mv.name: mv.load for mv in data.movers}
+    gaining: dict[str, list[tuple[str, str]]] = {}
+    losing: dict[str, list[tuple[str, str]]] = {}
     source = {mv.name: mv.group for mv in data.movers}
+    for i, n in m.X:
+        gaining.setdefault(data.node_group[n], []).append((i, n))
+        losing.setdefault(source[i], []).append((i, n))
 
     def ratio(m: pyo.ConcreteModel, g: str, k: int) -> object:
-        gained = sum(load[i][k] * m.x[i, n] for i, n in m.X if data.node_group[n] == g)
-        lost = sum(load[i][k] * m.x[i, n] for i, n in m.X if source[i] == g)
+        gained = sum(load[i][k] * m.x[i, n] for i, n in gaining.get(g, ()) if load[i][k])
+        lost = sum(load[i][k] * m.x[i, n] for i, n in losing.get(g, ()) if load[i][k])
         now = data.loads.get(g, (0.0,) * len(TERMS))[k]
         return (now + gained - lost) / data.capacities[g][k]
 
-    m.v = pyo.Expression(m.V, rule=ratio)
+    # a variable per ratio, so that the planes over it stay short rows
+    m.v = pyo.Var(m.V, domain=pyo.Reals)
+    m.ratio = pyo.Constraint(m.V, rule=lambda m, g, k: m.v[g, k] == ratio(m, g, k))
 
 
 def plane_rows(
@@ -139,6 +156,18 @@ def build(data: AcrossData) -> pyo.ConcreteModel:
 
 def objective(m: pyo.ConcreteModel) -> Objective:
     return Objective("score", m.score, "min", integral=False)
+
+
+def load_plan(m: pyo.ConcreteModel, data: AcrossData, plan: Sequence[object]) -> list[pyo.Var]:
+    """Set x and r to a plan (relocations with `instance` and `primary`); the variables set,
+    for a solver to fix while it completes the plan into a solution."""
+    chosen = {(r.instance, r.primary) for r in plan}  # type: ignore[attr-defined]
+    for key in m.X:
+        m.x[key].set_value(1 if key in chosen else 0)
+    takers = {n for _, n in chosen}
+    for n in m.R:
+        m.r[n].set_value(1 if n in takers else 0)
+    return [m.x[key] for key in m.X] + [m.r[n] for n in m.R]
 
 
 def solution(m: pyo.ConcreteModel) -> list[tuple[str, str]]:

@@ -127,7 +127,15 @@ def across_score(
     `pools` (default: `pool_groups` of this state) fixes which groups are compared, so that a
     plan is scored on the groups of the state it started from."""
     pools = pool_groups(state, storage) if pools is None else pools
-    loads, caps = group_loads(state), group_capacities(state)
+    return score_of_loads(group_loads(state), group_capacities(state), pools)
+
+
+def score_of_loads(
+    loads: Mapping[str, Sequence[float]],
+    caps: Mapping[str, Sequence[float]],
+    pools: Mapping[str, Sequence[str]],
+) -> AcrossScore:
+    """`across_score` from the groups' loads and capacities."""
     ratios: dict[str, dict[str, tuple[float, ...]]] = {}
     spreads: dict[str, tuple[float, ...]] = {}
     total = []
@@ -381,3 +389,68 @@ def point_planes(score: AcrossScore) -> list[tuple[str, int, dict[str, float]]]:
             if any(grad):
                 out.append((pool, k, dict(zip(groups, grad, strict=True))))
     return out
+
+
+# --- a start: the best single migration, again and again ---------------------------------------
+
+
+def greedy_plan(problem: AcrossProblem) -> tuple[Relocation, ...]:
+    """hbal's way across groups: each round the migration that lowers the score most (by
+    group loads), onto the first node of the target group that takes it now (htools' strict
+    add on the node as the plan has left it, no node both giving and taking), until K or no
+    migration helps. A start for the exact model, not an answer on its own."""
+    state = problem.state
+    pools = problem.pools
+    caps = group_capacities(state)
+    loads = {g: list(v) for g, v in group_loads(state).items()}
+    nodes = dict(state.nodes)
+    cand = {name: targets(problem, name) for name in movable(problem)}
+    plan: list[Relocation] = []
+    givers: set[str] = set()
+    takers: set[str] = set()
+    score = score_of_loads(loads, caps, pools).score
+    limit = len(cand) if problem.max_moves is None else problem.max_moves
+    while len(plan) < limit:
+        options = []
+        for name, nodes_of in cand.items():
+            here = state.locations[name][0]
+            if here in takers:
+                continue
+            source = state.nodes[here].group_uuid
+            load = load_of(state.demands[name])
+            for g in sorted({state.nodes[n].group_uuid for n in nodes_of}):
+                trial = dict(loads)
+                trial[source] = [a - b for a, b in zip(loads[source], load, strict=True)]
+                trial[g] = [a + b for a, b in zip(loads.get(g, [0.0] * len(TERMS)), load,
+                                                  strict=True)]  # fmt: skip
+                delta = score_of_loads(trial, caps, pools).score - score
+                if delta < -1e-12:
+                    options.append((delta, name, g))
+        options.sort()
+        for delta, name, g in options:
+            d = state.demands[name]
+            node = next(
+                (n for n in cand[name] if state.nodes[n].group_uuid == g and n not in givers
+                 and not primary_shortfalls(nodes[n], d, strict=True)), None,
+            )  # fmt: skip
+            if node is None:
+                continue
+            r = Relocation(name, node, None, state.locations[name][0], None)
+            after, _ = apply_relocations(
+                ClusterState(state.cluster, state.rules, nodes, state.demands,
+                             dict(state.locations), state.added), [r],
+            )  # fmt: skip
+            nodes = dict(after.nodes)
+            source = state.nodes[r.old_primary].group_uuid
+            load = load_of(d)
+            loads[source] = [a - b for a, b in zip(loads[source], load, strict=True)]
+            loads[g] = [a + b for a, b in zip(loads.get(g, [0.0] * len(TERMS)), load, strict=True)]
+            score += delta
+            plan.append(r)
+            givers.add(r.old_primary)
+            takers.add(node)
+            del cand[name]
+            break
+        else:
+            break
+    return tuple(plan)

@@ -23,6 +23,7 @@ from model.balance_groups import (
     across_data,
     across_score,
     check_across_groups,
+    greedy_plan,
     pair_planes,
     point_planes,
 )
@@ -95,22 +96,35 @@ def balance_across(
         )  # fmt: skip
         return AcrossAnswer((), before, before, before, str(Status.OPTIMAL), build_s=sw.seconds,
                             check_s=check_s, notes=(why,))  # fmt: skip
+    pools = data.pools
+    with sw:
+        start = greedy_plan(problem)  # the best single migration, again and again
+    t0 = time.perf_counter()
+    start_score = _checked(problem, start)
+    check_s += time.perf_counter() - t0
+    if start_score < best_score - 1e-12:
+        best, best_score = start, start_score
     with sw:
         m = form.build(data)
         session = open_session(options.solver, m, options.gap, options.threads, 0, presolve=False)
         obj = form.objective(m)
         session.set_objective(obj.expr, obj.sense)
-        planes = pair_planes(data.pools) + point_planes(
-            across_score(problem.state, problem.storage)
-        )
+        planes = pair_planes(pools) + point_planes(across_score(problem.state, problem.storage))
+        if start:
+            after, _ = apply_relocations(problem.state, start)
+            planes += point_planes(across_score(after, problem.storage, pools))
         for row in form.plane_rows(m, planes):
             session.add_bound(*row)
+    solve_s = 0.0
+    if best and hasattr(session, "solve_with_fixed"):
+        # the start, completed by the solver into its first incumbent
+        left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+        res = session.solve_with_fixed(form.load_plan(m, data, best), time_limit=left)
+        solve_s += res.solve_s
     bound: float | None = None
     rounds = 0
-    solve_s = 0.0
     notes: list[str] = []
     seen: set[tuple[tuple[str, str], ...]] = set()
-    pools = data.pools
     while rounds < MAX_ROUNDS:
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0.01:

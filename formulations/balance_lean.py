@@ -96,6 +96,8 @@ class LeanModel:
     v: Mapping[tuple[int, str], int]
     sigma: Mapping[int, int]
     rho: int
+    r: Mapping[str, int]  # node -> column of its N+1 reserve r[n]
+    tmem: tuple[float, ...]  # each node's total memory (p_rem = r / tmem)
     leaders: tuple[int, ...]
     lead: tuple[int, ...]  # each metric's leader (formulations/balance.py `twins`)
     nodes: tuple[str, ...]
@@ -147,8 +149,12 @@ def _define_columns(data: BalanceData, gains: Gains, leaders: Sequence[int]) -> 
         cols.append((weight[k], 0.0, INF, False))
     rho = len(cols)
     cols.append((1.0, -INF, INF, False))
+    r = {}
+    for n in data.nodes:
+        r[n.name] = len(cols)
+        cols.append((0.0, 0.0, INF, False))
     return dict(cols=cols, finals=finals, xy_c=xy_c, xy_x=xy_x, xy_y=xy_y, v=v, sigma=sigma,
-                rho=rho)  # fmt: skip
+                rho=rho, r=r)  # fmt: skip
 
 
 def _define_choice(data: BalanceData, c: dict) -> list:
@@ -251,7 +257,7 @@ def build(data: BalanceData, planes: Sequence[Plane], n1_floor: float) -> LeanMo
     leaders = tuple(k for k in range(len(SD_METRICS)) if lead[k] == k)
     c = _define_columns(data, gains, leaders)
     rows = _define_choice(data, c) + _define_values(data, c, leaders)
-    rows += [_reserve_row(data, gains, c, plane) for plane in planes]
+    rows += _define_reserve(data, c)
     cols = c["cols"]
     model = ArrayModel(
         cost=np.array([x[0] for x in cols], dtype=float),
@@ -270,32 +276,122 @@ def build(data: BalanceData, planes: Sequence[Plane], n1_floor: float) -> LeanMo
         v=c["v"],
         sigma=c["sigma"],
         rho=c["rho"],
+        r=c["r"],
+        tmem=tuple(n.total_memory_mib for n in data.nodes),
         leaders=leaders,
         lead=tuple(lead),
         nodes=tuple(n.name for n in data.nodes),
     )
 
 
-def _reserve_row(data: BalanceData, gains: Gains, c: dict, plane: Plane) -> tuple:
-    """reserve: ρ − Σ gain·indicator ≥ the plane's reserve value now (model/balance_bound.py's
-    linear bounds of r[n] under the plane's p_rem slopes)."""
-    const, per_final, per_xy, per_y = gains.reserve_terms(plane)
-    idx, val = [c["rho"]], [1.0]
+def _define_reserve(data: BalanceData, c: dict) -> list:
+    """The reserve r[n] = max_q peers_n[q], bounded on both sides by the finals:
+        pair:  r[n] ≥ fixed_n[q] + Σ_{i on (q,n)} f_i·(1 − moved_i) + Σ_{finals (q,n)} f_i·x
+               (exact at a whole plan where r[n] is pushed down; an (x,y) final's pair is
+               not named, so its arrival is left out: a relaxation)
+        top:   r[n] ≤ r_now[n] + Σ_{finals with secondary n} f_i·x   (what arrives, at most)
+    where moved_i = Σ of i's final columns."""
+    inst = {i.name: i for i in data.instances}
+    cols_of: dict[str, list[int]] = {}
+    for col, (j, _, _) in c["finals"].items():
+        cols_of.setdefault(j, []).append(col)
+    for j, col in c["xy_c"].items():
+        cols_of.setdefault(j, []).append(col)
+    scored = {n.name for n in data.nodes}
+    # (n, q) -> [constant, {column: coefficient}] of the pair's failover memory
+    pairs: dict[tuple[str, str], list] = {}
+
+    def pair(n: str, q: str) -> list:
+        if (n, q) not in pairs:
+            pairs[n, q] = [float(data.fixed_peers.get(n, {}).get(q, 0)), {}]
+        return pairs[n, q]
+
+    for i in data.instances:
+        f = i.failover_mib
+        if not i.drbd or not f or i.secondary not in scored:
+            continue
+        entry = pair(i.secondary, i.primary)  # type: ignore[arg-type]
+        entry[0] += f
+        for col in cols_of.get(i.name, ()):
+            entry[1][col] = entry[1].get(col, 0.0) - f
+    arrive: dict[str, dict[int, float]] = {n: {} for n in scored}
     for col, (j, big_p, big_s) in c["finals"].items():
-        g = per_final[j].get((big_p, big_s), 0.0)
-        if g:
-            idx.append(col)
-            val.append(-g)
-    for j, cj in c["xy_c"].items():
-        if per_xy.get(j):
-            idx.append(cj)
-            val.append(-per_xy[j])
+        i = inst[j]
+        if not i.drbd or not i.failover_mib or big_s not in scored:
+            continue
+        entry = pair(big_s, big_p)  # type: ignore[arg-type]
+        entry[1][col] = entry[1].get(col, 0.0) + i.failover_mib
+        arrive[big_s][col] = float(i.failover_mib)  # type: ignore[index]
     for col, (j, n) in c["xy_y"].items():
-        g = per_y.get((j, n), 0.0)
-        if g:
-            idx.append(col)
-            val.append(-g)
-    return (const, INF, idx, val)
+        if inst[j].failover_mib and n in scored:
+            arrive[n][col] = float(inst[j].failover_mib)
+    rows = _reserve_ladder(data, c, cols_of)
+    for n in data.nodes:
+        fixed = data.fixed_peers.get(n.name, {})
+        for q, mib in fixed.items():
+            if (n.name, q) not in pairs and mib:
+                rows.append((float(mib), INF, [c["r"][n.name]], [1.0]))
+    for (n, _), (const, terms) in pairs.items():
+        idx = [c["r"][n], *terms]
+        val = [1.0, *(-v for v in terms.values())]
+        rows.append((const, INF, idx, val))
+    for n in data.nodes:
+        terms = arrive[n.name]
+        idx = [c["r"][n.name], *terms]
+        val = [1.0, *(-v for v in terms.values())]
+        rows.append((-INF, float(n.reserve_mib), idx, val))
+    return rows
+
+
+def _reserve_ladder(data: BalanceData, c: dict, cols_of: Mapping[str, list[int]]) -> list:
+    """ladder: r[n] ≥ P_1 − Σ_j Σ_{i on pair j} min(f_i, P_j − P_{j+1})·moved_i, the pairs'
+    failover memory now sorted P_1 ≥ P_2 ≥ … (P_{m+1} = 0), arrivals left out. Valid at every
+    whole plan: let k be the first pair whose terms sum below P_k − P_{k+1}; each of its
+    movers then counts its whole f_i, so the right side is at most P_k − (what left pair k),
+    at most r[n]; with no such k it is at most 0. A relaxation that moves a fraction of the
+    top pair's instance lowers r[n] only by that fraction of the step to the next pair."""
+    movers: dict[tuple[str, str], list] = {}
+    for i in data.instances:
+        if i.drbd and i.failover_mib and i.name in cols_of:
+            movers.setdefault((i.secondary, i.primary), []).append(i)  # type: ignore[arg-type]
+    rows = []
+    for n in data.nodes:
+        loads = sorted(n.peers_mib.items(), key=lambda kv: -kv[1])
+        if not loads or loads[0][1] <= 0:
+            continue
+        idx: list[int] = []
+        val: list[float] = []
+        for k, (q, mib) in enumerate(loads):
+            step = mib - (loads[k + 1][1] if k + 1 < len(loads) else 0)
+            for i in movers.get((n.name, q), ()):
+                coef = float(min(i.failover_mib, step))
+                if coef > 0:
+                    for col in cols_of[i.name]:
+                        idx.append(col)
+                        val.append(coef)
+        if idx:
+            rows.append((float(loads[0][1]), INF, [c["r"][n.name], *idx], [1.0, *val]))
+    return rows
+
+
+def reserve_rows(lean: LeanModel, planes: Sequence[Plane]) -> Rows:
+    """reserve: ρ ≥ Σ_n (w_res·g_n + w_total)·r[n]/t_mem[n] for each plane's p_rem slopes
+    (the spread of p_rem is at least its tangent, homogeneous, the total is linear)."""
+    rows = []
+    for plane in planes:
+        idx = [lean.rho]
+        val = [1.0]
+        for n, slope, t in zip(lean.nodes, plane.rem_slope, lean.tmem, strict=True):
+            if slope:
+                idx.append(lean.r[n])
+                val.append(-float(slope) / t)
+        rows.append((0.0, INF, idx, val))
+    return Rows.of(rows)
+
+
+def rem_of(lean: LeanModel, x: np.ndarray) -> list[float]:
+    """p_rem per node in a solution."""
+    return [float(x[lean.r[n]]) / t for n, t in zip(lean.nodes, lean.tmem, strict=True)]
 
 
 def plane_rows(lean: LeanModel, values: Sequence[Sequence[float]]) -> Rows:

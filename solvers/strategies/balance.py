@@ -60,8 +60,8 @@ SCORE_GAP = 1e-6
 #: model is built after it, its LP rounds at most, the least relative rise of the bound that
 #: keeps them going, its MIP rounds at most, and a MIP round's limit without a time limit
 LEAN_SHARE = 0.4
-LEAN_LP_ROUNDS = 60
-LEAN_RISE = 2e-5
+LEAN_LP_ROUNDS = 150
+LEAN_RISE = 1e-7
 LEAN_MIP_ROUNDS = 30
 LEAN_MIP_S = 20.0
 MAX_ROUNDS = 500
@@ -391,6 +391,7 @@ def _lean_phase(
     session = ArraySession(model.model)
     for values, _ in points:
         session.add_rows(lean.plane_rows(model, values))
+    session.add_rows(lean.reserve_rows(model, planes))
     bound: float | None = None
     rounds = lp_rounds = 0
     solve_s = 0.0
@@ -406,6 +407,8 @@ def _lean_phase(
         if not rising:
             break
         session.add_rows(lean.plane_rows(model, lean.point_of(model, res.x)))
+        at = plane_at(lean.point_of(model, res.x), lean.rem_of(model, res.x))
+        session.add_rows(lean.reserve_rows(model, [at]))
     plans = []
     seen: set[tuple] = set()
     session.set_start(*lean.start_of(model, start_plan))
@@ -434,8 +437,9 @@ def _lean_phase(
         steps_t = tuple(steps)
         score, scores = _checked(problem, steps_t)
         plans.append((steps_t, score, scores))
-        values, _ = _point(_replayed(problem, steps_t), data)
+        values, rem = _point(_replayed(problem, steps_t), data)
         session.add_rows(lean.plane_rows(model, values))
+        session.add_rows(lean.reserve_rows(model, [plane_at(values, rem)]))
         best = min(p[1] for p in plans)
         if (
             res.status == Status.OPTIMAL

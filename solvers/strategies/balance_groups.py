@@ -98,7 +98,7 @@ def balance_across(
                             check_s=check_s, notes=(why,))  # fmt: skip
     pools = data.pools
     with sw:
-        start = greedy_plan(problem)  # the best single migration, again and again
+        start = greedy_plan(problem, data)  # the best single migration, again and again
     t0 = time.perf_counter()
     start_score = _checked(problem, start)
     check_s += time.perf_counter() - t0
@@ -136,7 +136,7 @@ def balance_across(
             bound = min(res.bound, best_score) if res.status == Status.OPTIMAL else res.bound
         if not res.has_solution:
             break
-        moves = tuple(sorted(form.solution(m)))
+        moves = tuple(sorted(form.solution(m, data)))
         plan = tuple(relocation(problem.state, i, n, None) for i, n in moves)
         t0 = time.perf_counter()
         score = _checked(problem, plan)

@@ -1,14 +1,15 @@
 """Balancing load between the groups of a pool (`exalloc balance --across-groups`, docs/balance.md
 "Across groups", model/balance_groups.py).
 
-Variables: x[i,n] = 1 when movable instance i migrates to node n (one of its targets: another
-group of its pool, the node's strict add passing on its own); r[n] = 1 when node n receives
-(only where n also hosts a mover); σ[P,k] ≥ 0 the spread of term k over pool P's groups.
+Variables: x[i,n] ∈ {0..c_i}, how many of shape i's c_i instances (alike in all the model
+reads, model.balance_groups.Mover) migrate to node n (one of their targets: another group of
+their pool, the node's strict add passing on its own); r[n] = 1 when node n receives (only
+where n also hosts a mover); σ[P,k] ≥ 0 the spread of term k over pool P's groups.
 
-    moves:     Σ_n x[i,n] ≤ 1                    Σ_i,n x[i,n] ≤ K
+    moves:     Σ_n x[i,n] ≤ c_i                  Σ_i,n x[i,n] ≤ K
     capacity:  Σ_i use_k(i) · x[i,n] ≤ cap_k(n)   every strict row k of a receiving node
     exclusion: Σ_{i has tag t} x[i,n] ≤ 1         (n holds no t yet: `targets` checked it)
-    one way:   Σ_i x[i,n] ≤ |arrivals(n)|·r[n],  Σ_m x[j,m] ≤ 1 − r[n]   for every mover j on n
+    one way:   Σ_i x[i,n] ≤ (Σ_i c_i)·r[n],  Σ_m x[j,m] ≤ c_j·(1 − r[n])   for every shape j on n
     ratios:    v[g,k] = (L_k(g) + Σ_{n∈g} load_k(i)·x[i,n] − Σ_{i∈g} load_k(i)·Σ_m x[i,m]) / C_k(g)
     spreads:   σ[P,k] ≥ Σ_g c_g · v[g,k]          for every plane (c) given
     objective: min Σ_P Σ_k w_k · σ[P,k]
@@ -27,6 +28,7 @@ import pyomo.core as pyo
 
 from formulations.objective import Objective
 from model.balance_groups import TERMS, AcrossData
+from model.groups import Relocation
 
 
 def _arrivals(m: pyo.ConcreteModel) -> dict[str, list[str]]:
@@ -41,7 +43,8 @@ def define_variables(m: pyo.ConcreteModel, data: AcrossData) -> None:
     m.X = pyo.Set(
         initialize=[(mv.name, n) for mv in data.movers for n in mv.targets], dimen=2, ordered=True
     )
-    m.x = pyo.Var(m.X, domain=pyo.Binary)
+    count = {mv.name: len(mv.names) for mv in data.movers}
+    m.x = pyo.Var(m.X, domain=pyo.NonNegativeIntegers, bounds=lambda m, i, n: (0, count[i]))
     senders = {mv.node for mv in data.movers}
     m.R = pyo.Set(initialize=sorted(senders & set(data.rows)))
     m.r = pyo.Var(m.R, domain=pyo.Binary)
@@ -58,7 +61,7 @@ def define_moves(m: pyo.ConcreteModel, data: AcrossData) -> None:
     """Each instance migrates once at most; at most K migrations."""
     m.once = pyo.Constraint(
         [mv.name for mv in data.movers if mv.targets],
-        rule=lambda m, i: _moved(m, data, i) <= 1,
+        rule=lambda m, i: _moved(m, data, i) <= len(data.mover(i).names),
     )
     if data.max_moves is not None and len(m.X):
         m.most = pyo.Constraint(expr=sum(m.x[i, n] for i, n in m.X) <= data.max_moves)
@@ -98,9 +101,10 @@ def define_one_way(m: pyo.ConcreteModel, data: AcrossData) -> None:
     m.one_way = pyo.ConstraintList()
     for n in m.R:
         names = arrivals.get(n, ())
-        m.one_way.add(sum(m.x[i, n] for i in names) <= len(names) * m.r[n])
+        most = sum(len(data.mover(i).names) for i in names)
+        m.one_way.add(sum(m.x[i, n] for i in names) <= most * m.r[n])
         for i in leaving.get(n, ()):
-            m.one_way.add(_moved(m, data, i) <= 1 - m.r[n])
+            m.one_way.add(_moved(m, data, i) <= len(data.mover(i).names) * (1 - m.r[n]))
 
 
 def define_ratios(m: pyo.ConcreteModel, data: AcrossData) -> None:
@@ -158,18 +162,30 @@ def objective(m: pyo.ConcreteModel) -> Objective:
     return Objective("score", m.score, "min", integral=False)
 
 
-def load_plan(m: pyo.ConcreteModel, data: AcrossData, plan: Sequence[object]) -> list[pyo.Var]:
+def load_plan(m: pyo.ConcreteModel, data: AcrossData, plan: Sequence[Relocation]) -> list[pyo.Var]:
     """Set x and r to a plan (relocations with `instance` and `primary`); the variables set,
     for a solver to fix while it completes the plan into a solution."""
-    chosen = {(r.instance, r.primary) for r in plan}  # type: ignore[attr-defined]
+    chosen: dict[tuple[str, str], int] = {}
+    for r in plan:
+        key = (data.mover(r.instance).name, r.primary)
+        chosen[key] = chosen.get(key, 0) + 1
     for key in m.X:
-        m.x[key].set_value(1 if key in chosen else 0)
+        m.x[key].set_value(chosen.get(key, 0))
     takers = {n for _, n in chosen}
     for n in m.R:
         m.r[n].set_value(1 if n in takers else 0)
     return [m.x[key] for key in m.X] + [m.r[n] for n in m.R]
 
 
-def solution(m: pyo.ConcreteModel) -> list[tuple[str, str]]:
-    """(instance, node) of every migration in the loaded solution."""
-    return [(i, n) for i, n in m.X if pyo.value(m.x[i, n]) > 0.5]
+def solution(m: pyo.ConcreteModel, data: AcrossData) -> list[tuple[str, str]]:
+    """(instance, node) of every migration in the loaded solution: each shape's count on a
+    node taken by the next of its instances, in the cluster's order."""
+    out = []
+    used: dict[str, int] = {}
+    for i, n in m.X:
+        count = round(pyo.value(m.x[i, n]))
+        names = data.mover(i).names
+        k = used.get(i, 0)
+        out += [(name, n) for name in names[k : k + count]]
+        used[i] = k + count
+    return out

@@ -294,10 +294,12 @@ def check_across_groups(problem: AcrossProblem, relocations: Sequence[Relocation
 
 @dataclass(frozen=True)
 class Mover:
-    """A movable instance: where it is, what it weighs per term and per capacity row, and the
-    nodes it may go to."""
+    """Movable instances alike in all the model reads (a *shape*): where they are, what each
+    weighs per term and per capacity row, their exclusion tags and the nodes they may go to.
+    `name` is the first of `names` and keys the shape."""
 
     name: str
+    names: tuple[str, ...]
     node: str
     group: str
     load: tuple[float, ...]
@@ -322,26 +324,30 @@ class AcrossData:
     max_moves: int | None
 
     def mover(self, name: str) -> Mover:
+        """The shape of instance `name`."""
         return self._by_name[name]
 
     @cached_property
     def _by_name(self) -> dict[str, Mover]:
-        return {mv.name: mv for mv in self.movers}
+        return {n: mv for mv in self.movers for n in mv.names}
 
 
 def across_data(problem: AcrossProblem) -> AcrossData:
     """The movers and their targets (`targets`), each receiving node's shared rows
     (`node_rows`) and the exclusion tags it does not hold yet, the pools' groups and loads."""
     state = problem.state
-    movers = []
+    alike: dict[tuple, list[str]] = {}
     for name in movable(problem):
         d = state.demands[name]
         node = state.locations[name][0]
-        usage = {k: row_usage(k, d) for k in ROW_KINDS}
-        movers.append(
-            Mover(name, node, state.nodes[node].group_uuid, load_of(d), usage,
-                  frozenset(d.exclusion_tags), tuple(targets(problem, name)))
-        )  # fmt: skip
+        usage = tuple(row_usage(k, d) for k in ROW_KINDS)
+        key = (node, load_of(d), usage, frozenset(d.exclusion_tags), tuple(targets(problem, name)))
+        alike.setdefault(key, []).append(name)
+    movers = [
+        Mover(names[0], tuple(names), node, state.nodes[node].group_uuid, load,
+              dict(zip(ROW_KINDS, usage, strict=True)), tags, found)
+        for (node, load, usage, tags, found), names in alike.items()
+    ]  # fmt: skip
     arriving: dict[str, list[InstanceDemand]] = {}
     for mv in movers:
         for n in mv.targets:
@@ -394,7 +400,7 @@ def point_planes(score: AcrossScore) -> list[tuple[str, int, dict[str, float]]]:
 # --- a start: the best single migration, again and again ---------------------------------------
 
 
-def greedy_plan(problem: AcrossProblem) -> tuple[Relocation, ...]:
+def greedy_plan(problem: AcrossProblem, data: AcrossData | None = None) -> tuple[Relocation, ...]:
     """hbal's way across groups: each round the migration that lowers the score most (by
     group loads), onto the first node of the target group that takes it now (htools' strict
     add on the node as the plan has left it, no node both giving and taking), until K or no
@@ -404,7 +410,8 @@ def greedy_plan(problem: AcrossProblem) -> tuple[Relocation, ...]:
     caps = group_capacities(state)
     loads = {g: list(v) for g, v in group_loads(state).items()}
     nodes = dict(state.nodes)
-    cand = {name: targets(problem, name) for name in movable(problem)}
+    data = across_data(problem) if data is None else data
+    cand = {name: list(mv.targets) for mv in data.movers for name in mv.names}
     plan: list[Relocation] = []
     givers: set[str] = set()
     takers: set[str] = set()

@@ -274,3 +274,28 @@ def test_cli_on_super_pools(tmp_path, capsys) -> None:
     zero = json.loads(capsys.readouterr().out)
     assert zero["migrations"] == [] and zero["status"] == "optimal"
     assert cli.main(["balance", "-t", SUPER, "--across-groups", "--greedy"]) != 0
+
+
+def test_alike_instances_counted_as_one_shape_equal_brute_force() -> None:
+    """Four alike instances on one node (one shape, counted in the model) and two tagged ones:
+    the exact answer equals brute force for every K."""
+    from model.balance_groups import across_data
+
+    text = _text(
+        [("ga", "pool:p", "ext,diskless"), ("gb", "pool:p", "ext,diskless"),
+         ("gc", "pool:p", "ext,diskless")],
+        [_node("a1", "ga", 16384, 8), _node("a2", "ga", 9216, 4), _node("b1", "gb", 6144, 4),
+         _node("b2", "gb", 6144, 8), _node("c1", "gc", 9216, 4)],
+        [*(_inst(f"w{k}", 2048, 2, "a1") for k in range(4)),
+         _inst("t1", 1024, 1, "a2", tags="svc:x"), _inst("t2", 1024, 1, "a2", tags="svc:x")],
+        "htools:iextags:svc",
+    )  # fmt: skip
+    state = _state(text)
+    for k in (1, 2, 3, None):
+        problem = AcrossProblem(state, storage_of(state), k)
+        assert len(across_data(problem).movers) == 2  # the four w, the two t
+        truth, _, refused = brute_force(problem)
+        ans = _exact(problem)
+        assert ans.status == "optimal" and ans.score == pytest.approx(truth, abs=1e-9), k
+        assert check_across_groups(problem, ans.relocations).ok
+    assert {"memory", "exclusion_tags"} <= refused

@@ -360,3 +360,48 @@ def test_tiered_hands_out_what_hspace_does(data, flags, tspec, ganeti) -> None: 
     assert all(s.status == "optimal" for s in result.stages)
     names = [p.name for s in result.stages for p in s.answer.placements]
     assert names == [f"new-{i}" for i in range(result.count)]
+
+
+def _unit_walk(spec, base, pose):  # noqa: ANN001, ANN202
+    """The tiered walk one unit at a time with an exact solve at each unit (the search's
+    reference): the blocking field's units until the node checks pass, then memory and disk
+    in proportion until global N+1 admits one instance."""
+    from solvers.strategies import space as strategy
+
+    current, problem, refused = spec, base, False
+    _, blocking = strategy._probe(problem)
+    while True:
+        fields = strategy._in_proportion(spec, current, base) if refused else blocking
+        shrunk = next((s for f in fields if (s := strategy._shrunk(current, f, 1))), None)
+        if shrunk is None:
+            return None
+        current, problem = shrunk, strategy._light(base, shrunk)
+        if not any(r.primary_ok for r in problem.rooms):
+            return None
+        fits, blocking = strategy._probe(problem)
+        if fits:
+            if strategy._n1_admits_one(pose(current), strategy.DEFAULT_OPTIONS):
+                return current
+            refused = True
+
+
+@pytest.mark.slow
+def test_tiered_walk_search_finds_the_unit_walks_spec() -> None:
+    """Under global N+1 the walk to the next tier searches (gallop, bisection) where it solved
+    once per unit: on a 7-node plain cluster (space_cases seed 4, tiered from the policy's
+    largest spec) it lands on the spec the unit walk lands on, hundreds of units down."""
+    from model.space import space_problem, tier_specs
+    from solvers.strategies import space as strategy
+
+    c = sc.case(4)
+    state = node_states(c.cluster)
+    spec = tier_specs(c.cluster)[0]
+
+    def pose(s):  # noqa: ANN001, ANN202
+        return space_problem(state, s, c.options)
+
+    base = pose(spec)
+    assert base.global_n1
+    found = strategy._walk(spec, base, pose, strategy.DEFAULT_OPTIONS, None)
+    assert found is not None and found.memory_mib < spec.memory_mib - 100 * 64
+    assert found == _unit_walk(spec, base, pose)

@@ -43,8 +43,8 @@ def row(seed: int, groups: int, nodes: int, steps: int, limit: float) -> str:
     return (
         f"{seed:>4} {groups:>6} {groups * nodes:>5} {len(state.locations):>9} "
         f"{len(movable(problem)):>6} {steps:>3} {ans.status:<9} {ans.score_before:>9.6f} "
-        f"{ans.score:>9.6f} {bound:>9} {gap:>9} {ans.rounds:>6} {ans.build_s:>7.2f} "
-        f"{ans.solve_s:>7.2f} {total:>7.2f}"
+        f"{ans.start_score:>9.6f} {ans.score:>9.6f} {bound:>9} {gap:>9} {ans.rounds:>6} "
+        f"{ans.build_s:>7.2f} {ans.solve_s:>7.2f} {total:>7.2f}"
     )
 
 
@@ -57,7 +57,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     a = ap.parse_args()
     print(
-        "seed groups nodes instances movers  K status      before     after     bound       gap"
+        "seed groups nodes instances movers  K status      before    greedy     after     bound"
+        "       gap"
         " rounds build_s solve_s total_s"
     )
     for seed in range(a.seeds):

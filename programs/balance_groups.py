@@ -83,6 +83,11 @@ class AcrossReport:
             f"{len(a.relocations)} migration(s) (at most: {k})"
         )
         lines += shared.relocation_lines(self.state, a.relocations)
+        if a.start_score is not None:
+            lines.append(
+                f"Greedy (the best single migration, again and again): {a.start_score:.8f}, "
+                f"{a.start_moves} migration(s)"
+            )
         bound = "-" if a.bound is None else f"{a.bound:.8f}"
         gap = "-" if a.gap is None else f"{100 * a.gap:.4f}%"
         lines.append(
@@ -118,6 +123,7 @@ class AcrossReport:
             "status": a.status,
             "max_moves": self.problem.max_moves,
             "rounds": a.rounds,
+            "greedy": {"score_after": a.start_score, "moves": a.start_moves},
             "build_s": a.build_s,
             "solve_s": a.solve_s,
             "check_s": a.check_s,

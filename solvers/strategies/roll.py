@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from formulations import roll as form
+from formulations import roll_sat
 from model.roll import (
     PRIMARY,
     RollProblem,
@@ -329,6 +330,7 @@ class _Effort:
     cuts: int = 0
     restarts: int = 0
     peeled: int = 0  # nodes left out of the last model (put back after it)
+    solver: str | None = None  # what decided the last question ("sat" or the model's solver)
 
 
 def _works(scale: float) -> Iterator[float]:
@@ -404,6 +406,62 @@ def _colour(
         session.close()
 
 
+#: Rounds the SAT relaxation may cut (memory covers and packings) before the question goes to
+#: the full model, whose group rows may cut off in one what the clauses take one by one.
+MAX_SAT_CUTS = 50
+
+
+def _colour_sat(
+    problem: RollProblem,
+    rounds: int,
+    clique: Sequence[str],
+    packer: _Packer,
+    deadline: float | None,
+    effort: _Effort,
+) -> tuple[str, list[RoundPlan]]:
+    """The question "a plan of `rounds` rounds?" as clauses (formulations/roll_sat.py): no
+    assignment is IMPOSSIBLE, proven (the clauses hold in every plan); an assignment whose
+    rounds all fit their receiving nodes' memory and pack is FOUND; a round that does not
+    adds its cover or cut clause and the solver goes on. STOPPED at the deadline or after
+    MAX_SAT_CUTS cuts (the full model then decides)."""
+    from solvers.sat_backend import SatSession
+
+    keep = set(problem.nodes)
+    layout = form.layout_of(problem, [v for v in clique if v in keep], rounds, rounds)
+    loads = problem.loads() if problem.rules.migrations else {}
+    with Stopwatch() as sw:
+        cnf = roll_sat.build_clauses(problem, layout)
+    effort.build_s += sw.seconds
+    with SatSession(cnf.clauses) as session:
+        for _ in range(MAX_SAT_CUTS + 1):
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+            answer = session.solve(left)
+            effort.solve_s += answer.seconds
+            if answer.satisfiable is False:
+                return IMPOSSIBLE, []
+            if answer.satisfiable is None:
+                return STOPPED, []
+            position = {v: i for i, v in enumerate(problem.nodes)}
+            packed, cuts = [], []
+            for r in cnf.rounds_of(answer.model):
+                members = sorted(r, key=position.__getitem__)
+                covers = roll_sat.memory_covers(problem, loads, members)
+                if covers:
+                    cuts += covers
+                    continue
+                p = packer.pack(members)
+                if p is None:
+                    cuts.append(members)
+                    continue
+                packed.append(p)
+            if not cuts:
+                return FOUND, packed
+            for c in cuts:
+                session.add(cnf.forbid(c))
+            effort.cuts += len(cuts)
+    return STOPPED, []
+
+
 def _put_back(
     problem: RollProblem, plans: Sequence[RoundPlan], peeled: Sequence[str], rounds: int
 ) -> list[RoundPlan] | None:
@@ -455,20 +513,32 @@ def _solve(
     asked of every node."""
     kw = _kwargs(options)
     effort = _Effort()
+
+    def colour(p: RollProblem, k: int) -> tuple[str, list[RoundPlan]]:
+        """SAT first (the solver not chosen), then the model if SAT stopped short."""
+        if not options.solver_given:
+            outcome, found = _colour_sat(p, k, common["clique"], packer, deadline, effort)
+            late = deadline is not None and time.perf_counter() >= deadline - 0.01
+            if outcome != STOPPED or late:
+                effort.solver = "sat"
+                return outcome, found
+        effort.solver = kw["solver"]
+        return _colour(p, k, common["clique"], kw, packer, deadline, effort)
+
     status, bound = Status.FEASIBLE, common["bound"]
     for k in range(bound, len(best)):
         core, peeled = peel(problem, k)
         effort.peeled = len(peeled)
         sub = problem.restricted(core) if peeled else problem
         if core:
-            outcome, found = _colour(sub, k, common["clique"], kw, packer, deadline, effort)
+            outcome, found = colour(sub, k)
         else:  # every node peeled: putting them back is the plan
             outcome, found = FOUND, []
         if outcome == FOUND and peeled:
             found = _put_back(problem, found, peeled, k) or []
             if not found:
                 effort.peeled = 0
-                outcome, found = _colour(problem, k, common["clique"], kw, packer, deadline, effort)
+                outcome, found = colour(problem, k)
         if outcome == IMPOSSIBLE:
             bound = k + 1  # no plan of k rounds
             continue
@@ -484,7 +554,7 @@ def _solve(
         tuple(best),
         str(status),
         method=MODEL,
-        solver=kw["solver"],
+        solver=effort.solver or kw["solver"],
         build_s=effort.build_s,
         solve_s=effort.solve_s,
         cuts=effort.cuts,

@@ -299,3 +299,33 @@ def test_alike_instances_counted_as_one_shape_equal_brute_force() -> None:
         assert ans.status == "optimal" and ans.score == pytest.approx(truth, abs=1e-9), k
         assert check_across_groups(problem, ans.relocations).ok
     assert {"memory", "exclusion_tags"} <= refused
+
+
+def test_cli_runs_the_migrations_through_luxi(capsys) -> None:
+    """-X (cluster read with -L): the migrations -C prints, submitted jobset by jobset through
+    the LUXI endpoint of tests/ganeti_live.py as OP_INSTANCE_MIGRATE jobs to those nodes."""
+    import tempfile
+    from pathlib import Path
+
+    from ganeti_live import JobResponder, RapiAnswers
+
+    import cli
+    from model.backends.text import load_text
+
+    data = RapiAnswers.of_cluster(load_text(Path(SUPER)))
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as folder:
+        sock = Path(folder) / "master.sock"
+        with JobResponder(sock, data) as responder:
+            code = cli.main(["balance", f"-L{sock}", "--across-groups", "-l", "3", "-X", "-C"])
+            out, err = capsys.readouterr()
+    assert code == 0, err
+    said = [
+        line.split()[1:] for line in out.splitlines() if line.strip().startswith("gnt-instance")
+    ]
+    ops = [op for call in responder.jobs for job in call for op in job]
+    assert len(said) == len(ops) == 3
+    for words, op in zip(said, ops, strict=True):
+        verb = {"migrate": "OP_INSTANCE_MIGRATE", "failover": "OP_INSTANCE_FAILOVER"}[words[0]]
+        assert (op["OP_ID"], op["target_node"], op["instance_name"]) == (verb, words[3], words[4])
+    assert ops[0]["comment"].startswith("balance --across-groups: 3 relocations")
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-X"]) == 1

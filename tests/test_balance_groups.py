@@ -299,3 +299,84 @@ def test_alike_instances_counted_as_one_shape_equal_brute_force() -> None:
         assert ans.status == "optimal" and ans.score == pytest.approx(truth, abs=1e-9), k
         assert check_across_groups(problem, ans.relocations).ok
     assert {"memory", "exclusion_tags"} <= refused
+
+
+def test_cli_runs_the_migrations_through_luxi(capsys) -> None:
+    """-X (cluster read with -L): the migrations -C prints, submitted jobset by jobset through
+    the LUXI endpoint of tests/ganeti_live.py as OP_INSTANCE_MIGRATE jobs to those nodes."""
+    import tempfile
+    from pathlib import Path
+
+    from ganeti_live import JobResponder, RapiAnswers
+
+    import cli
+    from model.backends.text import load_text
+
+    data = RapiAnswers.of_cluster(load_text(Path(SUPER)))
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as folder:
+        sock = Path(folder) / "master.sock"
+        with JobResponder(sock, data) as responder:
+            code = cli.main(["balance", f"-L{sock}", "--across-groups", "-l", "3", "-X", "-C"])
+            out, err = capsys.readouterr()
+    assert code == 0, err
+    said = [
+        line.split()[1:] for line in out.splitlines() if line.strip().startswith("gnt-instance")
+    ]
+    ops = [op for call in responder.jobs for job in call for op in job]
+    assert len(said) == len(ops) == 3
+    for words, op in zip(said, ops, strict=True):
+        verb = {"migrate": "OP_INSTANCE_MIGRATE", "failover": "OP_INSTANCE_FAILOVER"}[words[0]]
+        assert (op["OP_ID"], op["target_node"], op["instance_name"]) == (verb, words[3], words[4])
+    assert ops[0]["comment"].startswith("balance --across-groups: 3 relocations")
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-X"]) == 1
+
+
+def test_cli_options_that_do_not_apply_and_offline_nodes(capsys) -> None:
+    """--fewest-moves, --compare, -G are refused with --across-groups; -O takes a node out as
+    hbal's -O does (rack-b's node-b1 offline: no migration lands there, and the rack's
+    capacity shrinks, so the score before changes as the checker computes it)."""
+    import cli
+
+    for extra in (["--fewest-moves"], ["--compare"], ["-G", "rack-a"]):
+        assert cli.main(["balance", "-t", SUPER, "--across-groups", *extra]) == 2, extra
+        assert "does not apply to --across-groups" in capsys.readouterr().err
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-O", "node-b1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["migrations"] and all(m["to"] != ["node-b1"] for m in out["migrations"])
+    state = _state(open(SUPER, encoding="utf-8").read())
+    from model.space import with_node_status
+
+    off = with_node_status(state, ["node-b1"])
+    problem = AcrossProblem(off, storage_of(off))
+    assert out["score_before"] == pytest.approx(
+        check_across_groups(problem, ()).objectives["score"]
+    )
+    plan = tuple(relocation(off, m["instance"], m["to"][0], None) for m in out["migrations"])
+    assert check_across_groups(problem, plan).objectives["score"] == pytest.approx(
+        out["score_after"]
+    )
+    # the same plan with node-b1 online: rack-b has a third more capacity, another score
+    online = AcrossProblem(state, storage_of(state))
+    assert check_across_groups(online, plan).objectives["score"] != pytest.approx(
+        out["score_after"]
+    )
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-O", "nosuch"]) == 2
+
+
+def test_cli_without_a_pool_shared_by_two_groups(capsys) -> None:
+    """A cluster whose groups share no pool: nothing to balance, said, proven, exit 0."""
+    import cli
+
+    text = _text([("ga", "pool:p", "ext,diskless"), ("gb", "pool:q", "ext,diskless")],
+                 [_node("a1", "ga", 16384, 8), _node("b1", "gb", 16384, 8)],
+                 [_inst("x", 2048, 1, "a1")])  # fmt: skip
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "two.data"
+        path.write_text(text, encoding="utf-8")
+        assert cli.main(["balance", "-t", str(path), "--across-groups"]) == 0
+    out = capsys.readouterr().out
+    assert "No pool is reached by two groups" in out
+    assert "exact (score across groups): optimal" in out

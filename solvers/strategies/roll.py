@@ -254,6 +254,16 @@ def _packed(packer: _Packer, rounds: Sequence[Sequence[str]]) -> list[RoundPlan]
     return out
 
 
+def pack_rounds(
+    problem: RollProblem,
+    rounds: Sequence[Sequence[str]],
+    options: SolverOptions = DEFAULT_OPTIONS,
+) -> list[RoundPlan] | None:
+    """Another tool's rounds (hroller's) with the moves that clear each, so that
+    `model.roll.check_plan` can judge them; None when some round cannot be cleared."""
+    return _packed(_Packer(problem, options), rounds)
+
+
 def plan(
     problem: RollProblem,
     options: SolverOptions = DEFAULT_OPTIONS,

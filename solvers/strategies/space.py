@@ -181,7 +181,9 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             group_packings = []
             for n in nodes:
                 pk = packing_of(problem.state, n, offline_targets=targets)
-                v = decide_packing(problem.state, pk, solver)
+                # not replayed: a wrong plan here would leave the group open, and the final
+                # state's plans, which check_space replays, would then fail (load only adds)
+                v = decide_packing(problem.state, pk, solver, replayed=False)
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
@@ -414,7 +416,13 @@ def _failures(
         if g not in touched:
             continue
         for n in problem.n1_scope.get(g, ()):
-            v = decide(final, n, offline_targets=problem.options.offline_targets, options=solver)
+            v = decide(
+                final,
+                n,
+                offline_targets=problem.options.offline_targets,
+                options=solver,
+                replayed=False,  # check_space replays every plan of the answer
+            )
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:

@@ -95,3 +95,62 @@ def test_compare_sets_hspace_beside(ganeti, tmp_path: Path) -> None:  # noqa: AN
     alone = json.loads(port.stdout)["hspace"]
     assert alone["program"].startswith("hspace's port")
     assert (alone["standard"], alone["tspec"]) == (4, got["hspace"]["tspec"])
+
+
+def _hts(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line.startswith("HTS_"))
+
+
+def test_machine_readable_p_and_s_files_as_hspace(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """The exact mode's `--machine-readable -p... -S FILE` beside the real hspace's: the same
+    HTS_ keys in the same order, the same -p tables (headers, nodes), and FILE.standard and
+    FILE.tiered loading in the real hinfo with as many more instances as reported, N+1 happy."""
+    data = ganeti.data_dir / "hspace-tiered.data"
+    flags = ["-t", str(data), "--machine-readable", "-pname,pcnt,fmem"]
+    exalloc = str(exalloc_scripts()["exalloc"])
+    mine = subprocess.run(
+        [exalloc, "space", *flags, "-S", str(tmp_path / "exact")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    real = subprocess.run(
+        ["hspace", *flags, "-S", str(tmp_path / "real")], capture_output=True, text=True
+    )
+    assert mine.returncode == real.returncode == 0, mine.stderr
+    ours, theirs = _hts(mine.stdout), _hts(real.stdout)
+    assert list(ours) == list(theirs) and ours["HTS_OK"] == "1"
+    assert int(ours["HTS_ALLOC_INSTANCES"]) >= int(theirs["HTS_ALLOC_INSTANCES"])
+    tables = [ln.split()[0] for ln in mine.stdout.splitlines() if ln.startswith((" Name", " node"))]
+    assert tables == [ln.split()[0] for ln in real.stdout.splitlines()
+                      if ln.startswith((" Name", " node"))]  # fmt: skip
+    before, _ = _hinfo(data)
+    tiered = sum(int(part.split("=")[1]) for part in ours["HTS_TSPEC"].strip("'").split())
+    for suffix, more in (("standard", int(ours["HTS_ALLOC_INSTANCES"])), ("tiered", tiered)):
+        count, happy = _hinfo(tmp_path / f"exact.{suffix}")
+        assert count == before + more and happy, suffix
+
+
+@pytest.mark.parametrize(
+    ("data", "flags", "groups"),
+    [
+        ("hspace-groups-two.data", ["--independent-groups"], "(group-01 0, group-02 2)"),
+        ("hspace-groups-one.data", ["--accept-existing-errors"], None),
+        ("hspace-groups-one.data", [], None),
+    ],
+)
+def test_group_options_count_as_hspace_and_say_why(ganeti, data, flags, groups) -> None:  # noqa: ANN001
+    """--independent-groups and --accept-existing-errors: the real hspace's standard count
+    (a node failing N+1 stops everything without the latter, FailN1), the answer per group
+    when there are several and the binding constraint in the note."""
+    args = ["-t", str(ganeti.data_dir / data), "--machine-readable", *flags]
+    exalloc = str(exalloc_scripts()["exalloc"])
+    mine = subprocess.run([exalloc, "space", *args], capture_output=True, text=True, timeout=300)
+    real = subprocess.run(["hspace", *args], capture_output=True, text=True)
+    assert mine.returncode == real.returncode == 0, mine.stderr
+    count = _hts(mine.stdout)["HTS_ALLOC_INSTANCES"]
+    assert count == _hts(real.stdout)["HTS_ALLOC_INSTANCES"]
+    note = next(ln for ln in mine.stderr.splitlines() if "note: standard:" in ln)
+    assert f"standard: {count} instances" in note
+    if groups is not None:
+        assert groups in note
+    why = "no more fit because: " if count != "0" else "FailN1: a node fails N+1 already"
+    assert why in note

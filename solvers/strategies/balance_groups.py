@@ -24,8 +24,8 @@ from model.balance_groups import (
     across_score,
     check_across_groups,
     greedy_plan,
-    pair_planes,
     point_planes,
+    spread_planes,
 )
 from model.errors import CheckFailedError
 from model.groups import Relocation, apply_relocations, relocation
@@ -129,7 +129,7 @@ def balance_across(
         session = open_session(options.solver, m, options.gap, options.threads, 0, presolve=False)
         obj = form.objective(m)
         session.set_objective(obj.expr, obj.sense)
-        planes = pair_planes(pools) + point_planes(across_score(problem.state, problem.storage))
+        planes = spread_planes(pools) + point_planes(across_score(problem.state, problem.storage))
         if start:
             after, _ = apply_relocations(problem.state, start)
             planes += point_planes(across_score(after, problem.storage, pools))

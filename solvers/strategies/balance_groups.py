@@ -117,9 +117,9 @@ def balance_across(
     if left is not None and size * MODEL_SECONDS_PER_VARIABLE > MODEL_SHARE * left:
         why = (
             f"no time for the model: {size} variables would take about "
-            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the {left:.0f} s left; the best single migrations one "
-            "after another stand, with the bound 0 (no score is lower)"
+            f"{size * MODEL_SECONDS_PER_VARIABLE:.1f} s to build and hand to the solver, more "
+            f"than {MODEL_SHARE:.0%} of the {max(left, 0.0):.1f} s left; the best single "
+            "migrations one after another stand, with the bound 0 (no score is lower)"
         )
         status = Status.OPTIMAL if best_score <= 0.0 else Status.FEASIBLE
         return AcrossAnswer(best, before, best_score, 0.0, str(status), 0, sw.seconds, 0.0,

@@ -138,12 +138,29 @@ class AcrossReport:
 def run_across(args: argparse.Namespace, cluster: Cluster, source: str) -> AcrossReport:
     """Solve, check, report (the answer's score is the checker's)."""
     from model.balance_groups import AcrossProblem, across_score, check_across_groups
-    from model.errors import CheckFailedError
+    from model.errors import CheckFailedError, UsageError
     from model.groups import apply_relocations, storage_of
+    from model.htools.hbal_program import lookup_names
+    from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance_groups import balance_across
 
+    for flag, given in (
+        ("--fewest-moves", args.fewest_moves),
+        ("--target-score", args.target_score is not None),
+        ("--compare", args.compare),
+        ("-G", args.group is not None),
+    ):
+        if given:
+            raise UsageError(f"{flag} does not apply to --across-groups (it balances every pool)")
     state = node_states(cluster)
+    # -O (a unique prefix of a name will do), --max-cpu, --min-disk as hbal applies them
+    offline, wrong = lookup_names(list(state.nodes), list(getattr(args, "offline", ()) or ()))
+    if wrong:
+        raise UsageError(f"wrong node name(s) set as offline: {', '.join(wrong)}")
+    state = with_node_status(
+        state, offline, getattr(args, "max_cpu", None), getattr(args, "min_disk", 0.0) or 0.0
+    )
     storage = storage_of(state, args.pool_prefix or "pool:")
     problem = AcrossProblem(
         state,

@@ -329,3 +329,68 @@ def test_cli_runs_the_migrations_through_luxi(capsys) -> None:
         assert (op["OP_ID"], op["target_node"], op["instance_name"]) == (verb, words[3], words[4])
     assert ops[0]["comment"].startswith("balance --across-groups: 3 relocations")
     assert cli.main(["balance", "-t", SUPER, "--across-groups", "-X"]) == 1
+
+
+def test_cli_options_that_do_not_apply_and_offline_nodes(capsys) -> None:
+    """--fewest-moves, --compare, -G are refused with --across-groups; -O takes a node out as
+    hbal's -O does (rack-b's node-b1 offline: no migration lands there, and the rack's
+    capacity shrinks, so the score before changes as the checker computes it)."""
+    import cli
+
+    for extra in (["--fewest-moves"], ["--compare"], ["-G", "rack-a"]):
+        assert cli.main(["balance", "-t", SUPER, "--across-groups", *extra]) == 2, extra
+        assert "does not apply to --across-groups" in capsys.readouterr().err
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-O", "node-b1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["migrations"] and all(m["to"] != ["node-b1"] for m in out["migrations"])
+    state = _state(open(SUPER, encoding="utf-8").read())
+    from model.space import with_node_status
+
+    off = with_node_status(state, ["node-b1"])
+    problem = AcrossProblem(off, storage_of(off))
+    assert out["score_before"] == pytest.approx(
+        check_across_groups(problem, ()).objectives["score"]
+    )
+    plan = tuple(relocation(off, m["instance"], m["to"][0], None) for m in out["migrations"])
+    assert check_across_groups(problem, plan).objectives["score"] == pytest.approx(
+        out["score_after"]
+    )
+    # the same plan with node-b1 online: rack-b has a third more capacity, another score
+    online = AcrossProblem(state, storage_of(state))
+    assert check_across_groups(online, plan).objectives["score"] != pytest.approx(
+        out["score_after"]
+    )
+    assert cli.main(["balance", "-t", SUPER, "--across-groups", "-O", "nosuch"]) == 2
+
+
+def test_cli_without_a_pool_shared_by_two_groups(capsys) -> None:
+    """A cluster whose groups share no pool: nothing to balance, said, proven, exit 0."""
+    import cli
+
+    text = _text([("ga", "pool:p", "ext,diskless"), ("gb", "pool:q", "ext,diskless")],
+                 [_node("a1", "ga", 16384, 8), _node("b1", "gb", 16384, 8)],
+                 [_inst("x", 2048, 1, "a1")])  # fmt: skip
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "two.data"
+        path.write_text(text, encoding="utf-8")
+        assert cli.main(["balance", "-t", str(path), "--across-groups"]) == 0
+    out = capsys.readouterr().out
+    assert "No pool is reached by two groups" in out
+    assert "exact (score across groups): optimal" in out
+
+
+def test_no_time_for_the_model_leaves_the_checked_greedy_start() -> None:
+    """With (almost) no time the model is not built: the greedy start stands, checked, with the
+    bound 0 and a note saying why; its score is never below the exact optimum."""
+    from solvers.options import SolverOptions
+    from solvers.strategies.balance_groups import balance_across
+
+    problem = _super_problem(k=3)
+    ans = balance_across(problem, options=SolverOptions(time_limit=1e-6))
+    assert ans.status == "feasible" and ans.bound == 0.0 and ans.rounds == 0
+    assert any(n.startswith("no time for the model") for n in ans.notes)
+    assert ans.relocations and check_across_groups(problem, ans.relocations).ok
+    assert ans.score == ans.start_score >= _exact(problem).score - 1e-12

@@ -57,13 +57,18 @@ MORE_SHARE = 0.1
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
-#: model is built after it, its LP rounds at most, the least relative rise of the bound that
-#: keeps them going, its MIP rounds at most, and a MIP round's limit without a time limit
-LEAN_SHARE = 0.4
+#: model is built after it (which proves small groups optimal), its LP rounds at most, the
+#: least relative rise of the bound that keeps them going, its MIP rounds at most, and a MIP
+#: round's limit without a time limit
+LEAN_SHARE = 0.25
 LEAN_LP_ROUNDS = 150
 LEAN_RISE = 1e-7
 LEAN_MIP_ROUNDS = 30
 LEAN_MIP_S = 20.0
+#: Share of the lean phase one MIP round may take (a round that does not finish must leave
+#: time for the plans and planes of the next ones: a 291-column MIP on a 6-node group ran its
+#: whole 11 s without closing its gap)
+LEAN_MIP_SHARE = 0.3
 #: Columns above which the lean MIP is not solved: on benchmarks/bench_balance.py's 40-node
 #: seed 1 (11,587 columns) HiGHS ran 45.6 s past a 14.8 s limit without a bound or a plan
 LEAN_MIP_COLUMNS = 4000
@@ -383,6 +388,7 @@ def _lean_phase(
     finals with no order cut off. Every bound is the relaxation's, capped at `cap` (the
     pruning threshold: the model holds only the finals left below it)."""
     began = time.perf_counter()
+    budget = 0.0 if until is None else until - began
 
     def left() -> float | None:
         return None if until is None else until - time.perf_counter()
@@ -418,8 +424,9 @@ def _lean_phase(
     mip_rounds = 0
     mip = len(model.model.cost) <= LEAN_MIP_COLUMNS
     while mip and mip_rounds < LEAN_MIP_ROUNDS and (left() is None or left() > 0.05):
-        limit = left()
-        res = session.solve(integral=True, time_limit=LEAN_MIP_S if limit is None else limit)
+        rest = left()
+        limit = LEAN_MIP_S if rest is None else min(rest, max(1.0, LEAN_MIP_SHARE * budget))
+        res = session.solve(integral=True, time_limit=limit)
         rounds += 1
         mip_rounds += 1
         solve_s += res.solve_s

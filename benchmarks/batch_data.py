@@ -6,12 +6,15 @@ so that the same command writes the same bytes:
 - space: DRBD groups of 5-8 nodes of four sizes (16-128 GiB), half their memory in use; the
   cluster policy is the group's with a 4 GiB / 40 GiB std spec and drbd first, so that
   hspace's defaults ask a real question (the generated files otherwise carry htools'
-  built-in cluster policy: diskless, 128 MiB). exalloc places 3, 2 and 3 more than hspace.
+  built-in cluster policy: diskless, 128 MiB). exalloc places 2 more than hspace on each;
+  seeds where hspace, which always runs its tiered phase too, answers in 1-3 s.
 - balance: DRBD groups of 3-4 nodes, 15-20 % of memory in use, where hbal takes 1-2 steps;
   small enough that the least score within hbal's length is proven in seconds (docs/balance.md:
   from 10 nodes at K = 5 it is not, in 30 s). On one of them the exact 2 steps beat hbal's.
 - roll: tests/roll_gen.py clusters of 10-12 nodes whose DRBD secondaries gather on one or
-  two storage nodes, and one with secondaries at random.
+  two storage nodes, and one with secondaries at random. Under hroller's rules (the batch's
+  question) hroller's count is the optimum on all three, as on the 88 other generated
+  clusters tried while choosing them (8 gathered, 80 at random): exalloc's side is the proof.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ SPACE_POLICY = dataclasses.replace(
     std=ISpec(4096, 1, 40960, 1, 1, 1),
     disk_templates=("drbd", "plain", "ext", "diskless"),
 )
-SPACE_SEEDS = (1, 4, 7)
+SPACE_SEEDS = (3, 4, 10)
 BALANCE_SEEDS = (10, 16, 18)
 ROLL_CASES = (
     ("gathered-1", RollSpec(nodes=10, instances=24, concentrated=1, tags=False, seed=0)),

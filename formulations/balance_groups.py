@@ -133,7 +133,7 @@ def define_ratios(m: pyo.ConcreteModel, data: AcrossData) -> None:
 def plane_rows(
     m: pyo.ConcreteModel, planes: Sequence[tuple[str, int, dict[str, float]]]
 ) -> list[tuple[object, float, None]]:
-    """σ[P,k] − Σ_g c_g · v[g,k] ≥ 0 for each plane (model.balance_groups' `pair_planes`,
+    """σ[P,k] − Σ_g c_g · v[g,k] ≥ 0 for each plane (model.balance_groups' `spread_planes`,
     `point_planes`), as rows a solver session adds."""
     return [
         (m.sigma[p, k] - sum(c * m.v[g, k] for g, c in coef.items() if c), 0.0, None)

@@ -18,13 +18,18 @@ Clauses
 
 Every clause holds in every plan (a cover's set never fits; a round that cannot be packed
 makes every round holding it impossible), so the clauses are a relaxation of the question:
-no assignment is no plan. The memory, room and packing rows the clauses leave out are
-checked on each solution found, and a violated one adds its cover or cut and the solver goes
-on (incrementally) until a solution passes or none is left.
+no assignment is no plan.
+
+The solver's first guesses (its phases) are a DSatur colouring in k rounds (`phases`), another
+one (ties broken at random) at each restart. The memory, room and packing rows the clauses
+leave out are checked on each solution found, and a violated one adds its cover or cut and
+the solver goes on (incrementally) until a solution passes or none is left.
 """
 
 from __future__ import annotations
 
+import heapq
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -71,8 +76,7 @@ def build_clauses(problem: RollProblem, layout: Layout) -> RoundClauses:
     for lits in by_node.values():
         clauses.append(tuple(lits))  # once: some round
         clauses += [(-a, -b) for i, a in enumerate(lits) for b in lits[i + 1 :]]  # one only
-    for pair in problem.conflict_pairs:
-        a, b = tuple(pair)
+    for a, b in sorted(tuple(sorted(pair)) for pair in problem.conflict_pairs):  # reproducible
         for k in range(layout.rounds):
             la, lb = var.get((a, k)), var.get((b, k))
             if la and lb:
@@ -101,3 +105,41 @@ def memory_covers(
                 break
         out.append(kept)
     return out
+
+
+def phases(problem: RollProblem, layout: Layout, clauses: RoundClauses, seed: int = 0) -> list[int]:
+    """A colouring in `layout.rounds` rounds to start the solver from: DSatur (next the node
+    whose conflicting nodes are in the most rounds, then the most conflicts), each node into
+    the allowed round fewest of its coloured conflicting nodes are in; the clique's nodes
+    in their fixed rounds. `seed` > 0 breaks the ties at random (another start for a
+    restart). One literal per variable, true for the node's round."""
+    adj = problem.neighbours()
+    colour: dict[str, int] = {v: k for k, v in enumerate(layout.clique)}
+    allowed: dict[str, list[int]] = {}
+    for v, k in clauses.var:
+        allowed.setdefault(v, []).append(k)
+    seen: dict[str, set[int]] = {v: set() for v in problem.nodes}
+    for v, k in colour.items():
+        for w in adj[v]:
+            seen[w].add(k)
+    order = list(layout.order)
+    if seed:
+        random.Random(seed).shuffle(order)
+    rank = {v: i for i, v in enumerate(order)}
+    heap = [(-len(seen[v]), -len(adj[v]), rank[v], v) for v in layout.order if v not in colour]
+    heapq.heapify(heap)
+    while heap:
+        neg, _, _, v = heapq.heappop(heap)
+        if v in colour or -neg != len(seen[v]):
+            continue
+        count = [0] * clauses.rounds
+        for w in adj[v]:
+            if w in colour:
+                count[colour[w]] += 1
+        k = min(allowed[v], key=lambda k: (count[k], (k + seed) % clauses.rounds))
+        colour[v] = k
+        for w in adj[v]:
+            if w not in colour and k not in seen[w]:
+                seen[w].add(k)
+                heapq.heappush(heap, (-len(seen[w]), -len(adj[w]), rank[w], w))
+    return [lit if colour[v] == k else -lit for (v, k), lit in clauses.var.items()]

@@ -369,18 +369,42 @@ def across_data(problem: AcrossProblem) -> AcrossData:
     )
 
 
-def pair_planes(pools: Mapping[str, Sequence[str]]) -> list[tuple[str, int, dict[str, float]]]:
-    """Planes under every spread that hold without a point: for groups g, h of a pool of n,
-    sd ≥ |v_g − v_h| / sqrt(2n) (the two deviations alone give n·sd² ≥ (v_g − v_h)²/2).
-    Each is (pool, term, group -> coefficient): σ ≥ Σ coefficient · v."""
+#: directions on the circle of a three-group pool's spreads (15 degrees apart: each plane is
+#: within 1/cos(7.5°) − 1 = 0.9 % of the spread)
+CIRCLE_DIRECTIONS = 24
+
+
+def spread_planes(pools: Mapping[str, Sequence[str]]) -> list[tuple[str, int, dict[str, float]]]:
+    """Planes under every spread that hold without a point. For a pool of n groups,
+    sd(v) = |v − v̄·1| / √n ≥ u·v / √n for every unit u orthogonal to 1 (Cauchy-Schwarz; u·1 = 0
+    drops the mean). Directions u: every pair (e_g − e_h)/√2 both ways (σ ≥ |v_g − v_h|/√(2n),
+    exact for two groups), every group against the rest both ways, and for three groups a
+    circle of CIRCLE_DIRECTIONS. Each plane is (pool, term, group -> coefficient):
+    σ ≥ Σ coefficient · v."""
     out = []
     for pool, groups in pools.items():
-        c = 1.0 / math.sqrt(2 * len(groups))
-        for a, g in enumerate(groups):
-            for h in groups[a + 1 :]:
-                for k in range(len(TERMS)):
-                    out.append((pool, k, {g: c, h: -c}))
-                    out.append((pool, k, {g: -c, h: c}))
+        n = len(groups)
+        dirs: list[list[float]] = []
+        for a in range(n):
+            for b in range(a + 1, n):
+                u = [0.0] * n
+                u[a], u[b] = 1.0, -1.0
+                dirs += [u, [-x for x in u]]
+        if n > 2:
+            for a in range(n):
+                u = [(1.0 if j == a else 0.0) - 1.0 / n for j in range(n)]
+                dirs += [u, [-x for x in u]]
+        if n == 3:  # an orthonormal basis of the plane orthogonal to 1, turned round
+            e1 = [1.0, -1.0, 0.0]
+            e2 = [1.0, 1.0, -2.0]
+            for t in range(CIRCLE_DIRECTIONS):
+                angle = 2 * math.pi * t / CIRCLE_DIRECTIONS
+                c, s_ = math.cos(angle) / math.sqrt(2), math.sin(angle) / math.sqrt(6)
+                dirs.append([c * x + s_ * y for x, y in zip(e1, e2, strict=True)])
+        for u in dirs:
+            norm = math.sqrt(math.fsum(x * x for x in u)) * math.sqrt(n)
+            coef = {g: x / norm for g, x in zip(groups, u, strict=True) if x}
+            out += [(pool, k, coef) for k in range(len(TERMS))]
     return out
 
 

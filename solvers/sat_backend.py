@@ -38,18 +38,25 @@ class SatSession:
     def __init__(self, clauses: Iterable[Sequence[int]]) -> None:
         self._solver = Solver(name=NAME, bootstrap_with=[list(c) for c in clauses])
 
+    def set_phases(self, literals: Sequence[int]) -> None:
+        """The value each variable is tried with first (MiniSat's saved phases)."""
+        self._solver.set_phases(list(literals))
+
     def add(self, clauses: Iterable[Sequence[int]]) -> None:
         for c in clauses:
             self._solver.add_clause(list(c))
 
-    def solve(self, time_limit: float | None) -> SatAnswer:
+    def solve(self, time_limit: float | None, conflicts: int | None = None) -> SatAnswer:
+        """satisfiable None when stopped by `time_limit` seconds or `conflicts` conflicts
+        (what was learnt stays for the next call)."""
         start = time.perf_counter()
+        self._solver.conf_budget(conflicts if conflicts is not None else -1)
         timer = None
         if time_limit is not None:
             timer = threading.Timer(max(time_limit, 0.0), self._solver.interrupt)
             timer.start()
         try:
-            found = self._solver.solve_limited(expect_interrupt=timer is not None)
+            found = self._solver.solve_limited(expect_interrupt=True)
         finally:
             if timer is not None:
                 timer.cancel()

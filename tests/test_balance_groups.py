@@ -380,3 +380,17 @@ def test_cli_without_a_pool_shared_by_two_groups(capsys) -> None:
     out = capsys.readouterr().out
     assert "No pool is reached by two groups" in out
     assert "exact (score across groups): optimal" in out
+
+
+def test_no_time_for_the_model_leaves_the_checked_greedy_start() -> None:
+    """With (almost) no time the model is not built: the greedy start stands, checked, with the
+    bound 0 and a note saying why; its score is never below the exact optimum."""
+    from solvers.options import SolverOptions
+    from solvers.strategies.balance_groups import balance_across
+
+    problem = _super_problem(k=3)
+    ans = balance_across(problem, options=SolverOptions(time_limit=1e-6))
+    assert ans.status == "feasible" and ans.bound == 0.0 and ans.rounds == 0
+    assert any(n.startswith("no time for the model") for n in ans.notes)
+    assert ans.relocations and check_across_groups(problem, ans.relocations).ok
+    assert ans.score == ans.start_score >= _exact(problem).score - 1e-12

@@ -24,8 +24,8 @@ from model.balance_groups import (
     across_score,
     check_across_groups,
     greedy_plan,
-    pair_planes,
     point_planes,
+    spread_planes,
 )
 from model.errors import CheckFailedError
 from model.groups import Relocation, apply_relocations, relocation
@@ -117,9 +117,9 @@ def balance_across(
     if left is not None and size * MODEL_SECONDS_PER_VARIABLE > MODEL_SHARE * left:
         why = (
             f"no time for the model: {size} variables would take about "
-            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the {left:.0f} s left; the best single migrations one "
-            "after another stand, with the bound 0 (no score is lower)"
+            f"{size * MODEL_SECONDS_PER_VARIABLE:.1f} s to build and hand to the solver, more "
+            f"than {MODEL_SHARE:.0%} of the {max(left, 0.0):.1f} s left; the best single "
+            "migrations one after another stand, with the bound 0 (no score is lower)"
         )
         status = Status.OPTIMAL if best_score <= 0.0 else Status.FEASIBLE
         return AcrossAnswer(best, before, best_score, 0.0, str(status), 0, sw.seconds, 0.0,
@@ -129,7 +129,7 @@ def balance_across(
         session = open_session(options.solver, m, options.gap, options.threads, 0, presolve=False)
         obj = form.objective(m)
         session.set_objective(obj.expr, obj.sense)
-        planes = pair_planes(pools) + point_planes(across_score(problem.state, problem.storage))
+        planes = spread_planes(pools) + point_planes(across_score(problem.state, problem.storage))
         if start:
             after, _ = apply_relocations(problem.state, start)
             planes += point_planes(across_score(after, problem.storage, pools))

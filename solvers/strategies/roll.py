@@ -18,6 +18,7 @@ A plan is proven optimal when its rounds meet a bound: the combinatorial one, or
 from __future__ import annotations
 
 import heapq
+import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -406,6 +407,23 @@ def _colour(
         session.close()
 
 
+#: MiniSat's conflicts per attempt at a question "k rounds?" on 400 nodes (more in proportion
+#: to the nodes), as CP-SAT's work below: two short attempts, each a fresh solver with the
+#: clauses in another order from another DSatur colouring (the time to find a plan is
+#: heavy-tailed in that order), then a long one, which goes on from the last long one's
+#: learnt clauses (a proof is not started again), doubled each time round.
+SAT_SHORT, SAT_LONG = 3000, 20000
+
+
+def _budgets(scale: float) -> Iterator[tuple[bool, int]]:
+    long = SAT_LONG
+    while True:
+        yield True, int(SAT_SHORT * scale)
+        yield True, int(SAT_SHORT * scale)
+        yield False, int(long * scale)
+        long *= 2
+
+
 #: Rounds the SAT relaxation may cut (memory covers and packings) before the question goes to
 #: the full model, whose group rows may cut off in one what the clauses take one by one.
 MAX_SAT_CUTS = 50
@@ -432,15 +450,37 @@ def _colour_sat(
     with Stopwatch() as sw:
         cnf = roll_sat.build_clauses(problem, layout)
     effort.build_s += sw.seconds
+    budgets = _budgets(max(1.0, len(problem.nodes) / 400))
+    added: list[tuple[int, ...]] = []  # covers and cuts, for the short attempts' solvers
     with SatSession(cnf.clauses) as session:
-        for _ in range(MAX_SAT_CUTS + 1):
+        with Stopwatch() as sw:
+            session.set_phases(roll_sat.phases(problem, layout, cnf))
+        effort.build_s += sw.seconds
+        cut, seed = 0, 0
+        while cut <= MAX_SAT_CUTS:
             left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
-            answer = session.solve(left)
+            short, budget = next(budgets)
+            if short:  # a fresh solver, clauses in another order, from another colouring
+                seed += 1
+                with Stopwatch() as sw:
+                    clauses = [*cnf.clauses, *added]
+                    random.Random(seed).shuffle(clauses)
+                    attempt = SatSession(clauses)
+                    attempt.set_phases(roll_sat.phases(problem, layout, cnf, seed))
+                effort.build_s += sw.seconds
+                with attempt:
+                    answer = attempt.solve(left, budget)
+            else:  # the long attempts go on with what the last one learnt
+                answer = session.solve(left, budget)
             effort.solve_s += answer.seconds
             if answer.satisfiable is False:
                 return IMPOSSIBLE, []
             if answer.satisfiable is None:
-                return STOPPED, []
+                if deadline is not None and time.perf_counter() >= deadline - 0.01:
+                    return STOPPED, []
+                effort.restarts += 1
+                continue
+            cut += 1
             position = {v: i for i, v in enumerate(problem.nodes)}
             packed, cuts = [], []
             for r in cnf.rounds_of(answer.model):
@@ -456,8 +496,9 @@ def _colour_sat(
                 packed.append(p)
             if not cuts:
                 return FOUND, packed
-            for c in cuts:
-                session.add(cnf.forbid(c))
+            new = [clause for c in cuts for clause in cnf.forbid(c)]
+            session.add(new)
+            added += new
             effort.cuts += len(cuts)
     return STOPPED, []
 

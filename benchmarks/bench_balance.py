@@ -16,6 +16,7 @@ nodes hbal -l 10 takes longer than the whole benchmark should (hbal_s is then th
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import subprocess
 import sys
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model.backends.iallocator import parse_request  # noqa: E402
 from model.backends.text import dump_text  # noqa: E402
-from model.balance import BalanceProblem, steps_from_hbal  # noqa: E402
+from model.balance import BalanceProblem, step_of_code, steps_from_hbal  # noqa: E402
 from model.check import check_balance  # noqa: E402
 from model.state import node_states  # noqa: E402
 from solvers.options import SolverOptions  # noqa: E402
@@ -58,6 +59,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--start", choices=("hbal", "port"), default="hbal")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="directory keeping each group's start steps (hbal's port takes 10+ minutes on "
+        "200 nodes): a rerun reads them instead (hbal_s is then the first run's)",
+    )
     args = ap.parse_args()
     print(
         "seed nodes instances K  hbal_score  hbal_s  status    score       bound       gap"
@@ -70,13 +78,26 @@ def main() -> None:
         state = node_states(cluster)
         problem = BalanceProblem(state, cluster.groups[0].uuid, args.steps)
         t0 = time.perf_counter()
-        if args.start == "hbal":
-            command = ["hbal", "-t", f.name, "-l", str(args.steps)]
-            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-            start = steps_from_hbal(out)
+        cached = None
+        if args.cache is not None:
+            name = f"{args.start}-{seed}-{args.nodes}-{args.fill}-{args.steps}.json"
+            cached = args.cache / name
+        if cached is not None and cached.exists():
+            saved = json.loads(cached.read_text())
+            start = [step_of_code(name, code) for name, code in saved["steps"]]
+            hbal_s = saved["hbal_s"]
         else:
-            start = list(hbal_start(problem, args.steps)[0])
-        hbal_s = time.perf_counter() - t0
+            if args.start == "hbal":
+                command = ["hbal", "-t", f.name, "-l", str(args.steps)]
+                out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+                start = steps_from_hbal(out)
+            else:
+                start = list(hbal_start(problem, args.steps)[0])
+            hbal_s = time.perf_counter() - t0
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                steps = [[s.instance, s.code] for s in start]
+                cached.write_text(json.dumps({"steps": steps, "hbal_s": hbal_s}))
         Path(f.name).unlink()
         hbal_score = check_balance(problem, start).objectives["score"]
         t0 = time.perf_counter()

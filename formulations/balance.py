@@ -50,6 +50,7 @@ from model.balance import (
     MovableData,
     tag_keys,
 )
+from model.balance_bound import XY_PRIMARY, XY_SECONDARY
 from model.capacity import (
     DISK,
     DISK_FORTH,
@@ -85,16 +86,16 @@ def _vars_of(i: MovableData) -> list[tuple[str, str, str]]:
     """(class, node, role) of each one-step variable: node is the other node x."""
     out = []
     if not i.drbd:
-        return [(FA, n, "p") for n in i.primaries]
+        return [(FA, n, "p") for n in i.primaries if i.keeps(FA, n)]
     p, s = i.primary, i.secondary
     if PX in i.steps:
-        out += [(PX, n, "s") for n in i.secondaries if n != p]
+        out += [(PX, n, "s") for n in i.secondaries if n != p and i.keeps(PX, n)]
     if SX in i.steps and s in i.primaries:
-        out += [(SX, n, "s") for n in i.secondaries if n != p]
+        out += [(SX, n, "s") for n in i.secondaries if n != p and i.keeps(SX, n)]
     if XP in i.steps and p in i.secondaries:
-        out += [(XP, n, "p") for n in i.primaries if n != s]
+        out += [(XP, n, "p") for n in i.primaries if n != s and i.keeps(XP, n)]
     if XS in i.steps:
-        out += [(XS, n, "p") for n in i.primaries if n != s]
+        out += [(XS, n, "p") for n in i.primaries if n != s and i.keeps(XS, n)]
     return out
 
 
@@ -107,7 +108,13 @@ def define_choice(m: pyo.ConcreteModel, data: BalanceData, spec: BalanceModelSpe
     cls = []
     for i in data.instances:
         cls.append((i.name, STAY))
-        if i.drbd and SWAP in i.steps and i.secondary in i.primaries and i.primary in i.secondaries:
+        if (
+            i.drbd
+            and SWAP in i.steps
+            and i.keeps(SWAP)
+            and i.secondary in i.primaries
+            and i.primary in i.secondaries
+        ):
             cls.append((i.name, SWAP))
         if i.drbd and XY in i.steps and _xy_nodes(i)[0] and _xy_nodes(i)[1]:
             cls.append((i.name, XY))
@@ -166,8 +173,8 @@ def define_choice(m: pyo.ConcreteModel, data: BalanceData, spec: BalanceModelSpe
 
 def _xy_nodes(i: MovableData) -> tuple[list[str], list[str]]:
     return (
-        [n for n in i.primaries if n != i.secondary],
-        [n for n in i.secondaries if n != i.primary],
+        [n for n in i.primaries if n != i.secondary and i.keeps(XY_PRIMARY, n)],
+        [n for n in i.secondaries if n != i.primary and i.keeps(XY_SECONDARY, n)],
     )
 
 
@@ -771,11 +778,13 @@ def load_plan(
 
         k = class_of((i.primary, i.secondary), (p, s))  # type: ignore[arg-type]
         if k in (STAY, SWAP, XY):
-            m.c[j, k].set_value(1)
-            if k == XY:
+            if (j, k) in m.c:
+                m.c[j, k].set_value(1)
+            if k == XY and (j, p) in m.x2 and (j, s) in m.y2:
                 m.x2[j, p].set_value(1)
                 m.y2[j, s].set_value(1)
         else:
             other = s if k in (PX, SX) else p
-            m.b[j, k, other].set_value(1)
+            if (j, k, other) in m.b:
+                m.b[j, k, other].set_value(1)
     return [v[key] for v in (m.c, m.b, m.x2, m.y2) for key in v]

@@ -360,7 +360,7 @@ def define_exclusion(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
 
 
 def define_evenness(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
-    """util ≥ K·(fixed_used[n]·on[n] + Σ_s mem[s]·y[s,n]) / t_mem[n] with K = UTIL_SCALE and
+    """t_mem[n]·util ≥ K·(fixed_used[n]·on[n] + Σ_s mem[s]·y[s,n]) with K = UTIL_SCALE and
     0 ≤ util ≤ K: util is the largest memory utilisation of a powered-on node (no big-M
     needed, as a powered-down node has y = 0 and on = 0)."""
     nodes = problem.nodes
@@ -371,9 +371,11 @@ def define_evenness(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
         if node.total_memory_mib <= 0:
             return pyo.Constraint.Skip
         used = node.fixed_used_memory_mib * m.on[n] + _load(m, problem, n, "memory_mib")
-        return m.util >= UTIL_SCALE / node.total_memory_mib * used
+        # multiplied through by t_mem[n]: 1/t_mem[n] is no fraction CP-SAT takes once a node
+        # has more than 10^6 MiB (benchmarks/large_numbers.py; issue 40, item 2)
+        return node.total_memory_mib * m.util >= UTIL_SCALE * used
 
-    # util_def: util ≥ K / t_mem[n] · (fixed_used[n]·on[n] + load[n])
+    # util_def: t_mem[n] · util ≥ K · (fixed_used[n]·on[n] + load[n])
     m.util_def = pyo.Constraint(m.N, rule=util_rule)
 
 
@@ -475,8 +477,8 @@ def evenness_cut(
         mi.memory_mib for mi in problem.mirrored
     )
     used = sum(nd.fixed_used_memory_mib * m.on[n] for n, nd in enumerate(nodes))
-    # evenness_cut: util − K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) / T ≥ 0
-    return (m.util - UTIL_SCALE / cap * (used + movable), 0.0, None)
+    # evenness_cut: T · util − K · (Σ_n fixed_used[n]·on[n] + Σ movable memory) ≥ 0
+    return (cap * m.util - UTIL_SCALE * (used + movable), 0.0, None)
 
 
 # -- the type aggregate: the volume bound and the decomposition's first step -----------------

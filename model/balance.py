@@ -387,6 +387,16 @@ class MovableData:
     primary_offline: bool
     secondary_offline: bool
     forced: bool  # its moves skip the soft checks (an offline node, --ignore-soft-errors)
+    #: class -> the nodes left to it by the planes' pruning (model/balance_bound.py; the
+    #: (x,y) class as its x and y keys there); None: every candidate
+    allowed: Mapping[str, frozenset[str]] | None = None
+
+    def keeps(self, cls: str, node: str | None = None) -> bool:
+        """Whether the final of class `cls` at `node` (the other node) is left to the model."""
+        if self.allowed is None:
+            return True
+        nodes = self.allowed.get(cls)
+        return nodes is not None and (node is None or node in nodes)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,18 @@ two instances may share a name (docs/reliability.md, "What htools accepts"). Suc
 no sense for a cluster, and they turn exact models into ones no solver can answer (a node with
 `total_cpus = 1e308` kept HiGHS busy for minutes). So exalloc is stricter, in one place:
 
-- every quantity (sizes, counts, CPUs, ratios, weights) is a finite number from 0 to 2^53
-  (the largest integer a float holds exactly, so sums of MiB stay exact); free amounts (free
-  memory, disk, spindles) may be negative down to -2^53: Ganeti reports an overcommitted
-  node's free memory below 0 (lib/masterd/iallocator.py subtracts what instances may still
-  claim from what the hypervisor reports free);
+- every quantity is a finite number from 0 to its kind's limit: sizes in MiB (memory, disk)
+  up to 2^40 MiB (1 EiB), counts and ratios (CPUs, spindles, an ispec's counts, vcpu and
+  spindle ratios, CPU speed) up to 2^20, Bareon weights up to 2^53 (their products with the
+  disks' sizes are checked apart, model.bareon.schema). Free amounts (free memory, disk,
+  spindles) may be negative down to minus the limit: Ganeti reports an overcommitted node's
+  free memory below 0 (lib/masterd/iallocator.py subtracts what instances may still claim
+  from what the hypervisor reports free). The limits are what every model answers exactly
+  with both solvers (issue 40, item 2; benchmarks/large_numbers.py sweeps 2^k through every
+  problem): HiGHS's tolerances are relative, and past them it called a joint node-evacuate
+  with one node's memory at 2^50 MiB, or an instance of 2^40 vCPUs, "unbounded" (the cluster
+  score squares such ratios), and claimed a dedicated placement's lost vector (0, 0, 0) the
+  checker computed as (1, 2, 3) at 2^50 MiB of disk; CP-SAT refuses bounds past 2^53;
 - group uuids, node names and instance names are unique (htools accepts two instances of one
   name, as in two of Ganeti's test snapshots; exalloc's answers name instances, so it cannot),
   and each instance's secondary node agrees with its disk template (DRBD has one, other
@@ -32,26 +39,36 @@ from decimal import Decimal
 from model.cluster import MIRRORED_TEMPLATES, OCCURRENCE_MARK, Cluster, read_name
 from model.errors import InputError
 
-#: The largest quantity accepted anywhere: 2^53 (floats hold every integer up to it).
+#: The largest size in MiB (memory, disk) a reader accepts: 2^40 MiB, 1 EiB (see above).
+MAX_MIB = 2**40
+#: The largest count or ratio a reader accepts (CPUs, spindles, ispec counts, ratios).
+MAX_COUNT = 2**20
+#: The largest quantity accepted anywhere (Bareon weights): 2^53, floats hold every integer
+#: up to it.
 MAX_QUANTITY = 2**53
 _MAX_SHOWN = 24  # characters of a rejected literal quoted in a message
 
 
-def quantity_problem(value: object, *, signed: bool = False) -> str | None:
-    """Why `value` is not an acceptable quantity, or None when it is: 0 <= value <= 2^53, or
-    with `signed` (a free amount, which Ganeti reports below 0 when a node is overcommitted)
-    -2^53 <= value <= 2^53."""
+def quantity_problem(value: object, *, limit: int, signed: bool = False) -> str | None:
+    """Why `value` is not an acceptable quantity, or None when it is: 0 <= value <= limit
+    (MAX_MIB, MAX_COUNT or MAX_QUANTITY), or with `signed` (a free amount, which Ganeti
+    reports below 0 when a node is overcommitted) -limit <= value <= limit."""
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         return "not a number"
     if isinstance(value, float | Decimal) and not math.isfinite(value):
         return "not a finite number"
-    if value > MAX_QUANTITY:
-        return "larger than 2^53"
+    if value > limit:
+        return f"larger than {power(limit)}"
     if value < 0 and not signed:
         return "negative"
-    if value < -MAX_QUANTITY:
-        return "smaller than -2^53"
+    if value < -limit:
+        return f"smaller than -{power(limit)}"
     return None
+
+
+def power(limit: int) -> str:
+    """A limit as messages write it: 2^40."""
+    return f"2^{limit.bit_length() - 1}"
 
 
 def shown(text: object) -> str:
@@ -62,10 +79,12 @@ def shown(text: object) -> str:
     return f"{text[: _MAX_SHOWN - 6]}... ({len(text)} characters)"
 
 
-def quantity_message(what: str, literal: object, problem: str, *, signed: bool = False) -> str:
+def quantity_message(
+    what: str, literal: object, problem: str, *, limit: int, signed: bool = False
+) -> str:
     """`what LITERAL is PROBLEM` with the accepted range, the words every reader uses."""
-    low = "-2^53" if signed else "0"
-    return f"{what} {shown(literal)} is {problem} (it must be from {low} to 2^53)"
+    low = f"-{power(limit)}" if signed else "0"
+    return f"{what} {shown(literal)} is {problem} (it must be from {low} to {power(limit)})"
 
 
 #: Nesting of [ and { that the error path reports (Python's readers recurse once per level and

@@ -206,6 +206,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from programs.balance_exact import add_exact_arguments
 
     add_exact_arguments(p)
+    from programs.balance_groups import add_arguments as add_across_arguments
+
+    add_across_arguments(p)
 
 
 def options_of(args: argparse.Namespace) -> HbalOptions:
@@ -281,6 +284,8 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
         return BalanceReport("", f"Error: {message}\n", 1, {"error": message})
     loaded, warning = _load(args)
     cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
+    if args.across_groups:  # between the groups of each pool (programs/balance_groups.py)
+        return _across(args, cluster)
     if not args.greedy:  # the exact mode (programs/balance_exact.py)
         from programs.balance_exact import run_exact
 
@@ -300,6 +305,25 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
     from model.htools.hbal_program import job_sets
 
     return _execute(args, job_sets(result), report)
+
+
+def _across(args: argparse.Namespace, cluster: Cluster) -> Any:
+    """--across-groups: the checked migrations; with -X run through LUXI as redistribute's."""
+    from programs import groups as shared
+    from programs.balance_groups import run_across
+    from programs.execute import check_luxi
+    from programs.sources import source_of
+
+    if args.greedy:
+        from model.errors import UsageError
+
+        raise UsageError("--across-groups has no greedy counterpart (htools has none)")
+    check_luxi(args)
+    source = source_of(args)
+    report = run_across(args, cluster, source.label)
+    if not args.exec_jobs or not report.relocations:
+        return report
+    return shared.execute(report, source, "balance --across-groups", args.json)
 
 
 def _execute(args: argparse.Namespace, sets: Sequence[JobSet], report: ProgramOutput) -> Any:

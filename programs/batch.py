@@ -28,6 +28,7 @@ from typing import Any
 
 from model.errors import InputError
 from programs.executors import run_dask, run_local
+from programs.htools_batch import TOTALS as HTOOLS_TOTALS
 from programs.judging import metric_value, verdict
 from programs.options import (
     greedy_timeout_option,
@@ -179,6 +180,7 @@ TOTALS = {
     "redistribute": "relocations",
     "compress": "groups emptiable",
     "evacuate": "instances evacuated",
+    **HTOOLS_TOTALS,  # space, balance, roll
 }
 
 

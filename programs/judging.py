@@ -199,6 +199,13 @@ def answer_text(answer: Any) -> str:
             return "no action"
         verb = "power off" if answer["mode"] == "offline" else "power on"
         return f"{verb} {nodes}; {answer.get('moves')} moves"
+    if "rounds" in answer:  # roll: the reboot groups
+        return "; ".join(",".join(r) for r in answer["rounds"]) or "no node"
+    if "k" in answer:  # balance: hbal's steps or the exact ones
+        return f"{answer.get('steps')} step(s) within K={answer['k']}"
+    if "instances" in answer:  # space: the standard count per group
+        groups = ", ".join(f"{g} {n}" for g, n in (answer.get("by_group") or {}).items())
+        return f"{answer['instances']} new instances ({groups or 'no group'})"
     if "placements" in answer:
         where = answer["placements"] or {}
         return "; ".join(f"{n} -> {'/'.join(nodes)}" for n, nodes in where.items()) or "nothing"

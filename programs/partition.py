@@ -58,6 +58,7 @@ class PartitionReport:
             "gap": self.gap,
             "build_s": round(self.build_s, 6),
             "solve_s": round(self.solve_s, 6),
+            "solver": self.solver,
         }
         if self.baseline is not None:
             out["baseline"] = self.baseline.to_json()
@@ -169,7 +170,7 @@ def run(args: Any) -> PartitionReport:
         gap=solved.gap,
         build_s=solved.build_s,
         solve_s=solved.solve_s,
-        solver=args.solver_options.solver,
+        solver=solved.solver,
         output_format=output_format,
         layout=document,
         unallocated_mib=solved.check.unallocated_mib,

@@ -23,3 +23,23 @@ def real_hspace() -> Path | None:
         return Path(given)
     found = shutil.which("hspace")
     return Path(found) if found else None
+
+
+def run_tool(cmd: list[str], timeout: float) -> tuple[str, float]:
+    """A greedy tool's stdout and wall time; a timeout or a failing exit is an ExallocError
+    naming the tool and its last line of stderr."""
+    import subprocess
+    import time
+
+    from model.errors import ExallocError
+
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExallocError(f"{Path(cmd[0]).name} did not finish in {timeout:g} s") from None
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise ExallocError(f"{Path(cmd[0]).name} failed: {last}")
+    return done.stdout, wall

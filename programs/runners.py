@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from programs.judging import (
     judge_squeeze,
     response_placements,
 )
-from programs.reference import DEFAULT_HAIL
+from programs.reference import DEFAULT_HAIL, run_tool
 from programs.tasks import INSTALL_HINT, MOVE_PROBLEMS, SOLVER_KEYS, Options, Task, error_text
 
 # -- exact runners --------------------------------------------------------------------------------
@@ -142,23 +141,10 @@ def _tool(explicit: str | None, default: Path | str) -> str:
     return path
 
 
-def _call(cmd: list[str], timeout: float) -> tuple[str, float]:
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise ExallocError(f"{Path(cmd[0]).name} did not finish in {timeout:g} s") from None
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise ExallocError(f"{Path(cmd[0]).name} failed: {last}")
-    return done.stdout, wall
-
-
 def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
     path = task.input
     cmd = [_tool(o.hsqueeze, "hsqueeze"), "-t", path, "-C", "-v"]  # -v: says NOT_ENOUGH
-    out, wall = _call(cmd, o.greedy_timeout)
+    out, wall = run_tool(cmd, o.greedy_timeout)
     lines = out.splitlines()
     mode, nodes = "none", []
     for i, line in enumerate(lines):
@@ -180,7 +166,7 @@ def _greedy_squeeze(task: Task, o: Options) -> dict[str, Any]:
 
 def _greedy_hail(task: Task, o: Options) -> dict[str, Any]:
     path = task.input
-    out, wall = _call([_tool(o.hail, DEFAULT_HAIL), path], o.greedy_timeout)
+    out, wall = run_tool([_tool(o.hail, DEFAULT_HAIL), path], o.greedy_timeout)
     response = json.loads(out)
     if task.problem in MOVE_PROBLEMS:
         judged = judge_moves(path, response)
@@ -235,6 +221,17 @@ def _group_problem(name: str, tool: str) -> Problem:
     )
 
 
+def _htools_problem(name: str, tool: str) -> Problem:
+    """hspace's, hbal's or hroller's question (programs/htools_batch.py)."""
+    from programs import htools_batch
+
+    return Problem(
+        lambda t, o: htools_batch.exact(name, t.input, o),
+        lambda t, o, _e: htools_batch.greedy(name, t.input, o),
+        tool,
+    )
+
+
 PROBLEMS: dict[str, Problem] = {
     "squeeze": Problem(_exact_squeeze, lambda t, o, _e: _greedy_squeeze(t, o), "hsqueeze"),
     "allocate": Problem(_exact_hail, lambda t, o, _e: _greedy_hail(t, o), "hail"),
@@ -246,6 +243,9 @@ PROBLEMS: dict[str, Problem] = {
     "redistribute": _group_problem("redistribute", "design greedy"),
     "compress": _group_problem("compress", "design greedy"),
     "evacuate": _group_problem("evacuate", "hail node-evacuate + design"),
+    "space": _htools_problem("space", "hspace"),
+    "balance": _htools_problem("balance", "hbal"),
+    "roll": _htools_problem("roll", "hroller"),
 }
 
 

@@ -411,9 +411,13 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace):  #
     if "standard" in results:
         r = results["standard"]
         data["standard"] = r.to_json()
+        per_group = ""
+        if len(r.by_group) > 1:  # the answer per node group (beyond hspace's one count)
+            per_group = " (" + ", ".join(f"{g} {k}" for g, k in r.by_group.items()) + ")"
         notes.append(
-            f"standard: {r.count} instances, {r.status}, bound {r.bound}, gap {_gap(r.gap)}, "
-            f"build {r.build_s:.2f} s, solve {r.solve_s:.2f} s; {r.binding_text()}"
+            f"standard: {r.count} instances{per_group}, {r.status}, bound {r.bound}, "
+            f"gap {_gap(r.gap)}, build {r.build_s:.2f} s, solve {r.solve_s:.2f} s; "
+            f"{r.binding_text()}"
         )
     if "moves" in results:
         data["move_existing"] = results["moves"].to_json()

@@ -1,11 +1,12 @@
 """The unit of work of `exalloc compare` and `exalloc batch`: inputs found and classified into
 tasks, and the options a run shares.
 
-An input's kind decides its problem: `*.data` is a snapshot (squeeze), an IAllocator `*.json`
-is answered by its request type (allocate, multi-allocate), a Bareon fixture `*.yaml` is a
-partition. How each problem is answered is programs/runners.py (the registry), how an answer is
-judged and shown programs/judging.py; both programs build on these three and on nothing of
-each other.
+An input's kind decides its problem: `*.data` is a snapshot (squeeze, and the super-cluster
+problems; in a folder named `space/`, `balance/` or `roll/` that problem alone), an
+IAllocator `*.json` is answered by its request type (allocate, multi-allocate), a Bareon
+fixture `*.yaml` is a partition. How each problem is answered is programs/runners.py (the
+registry), how an answer is judged and shown programs/judging.py; both programs build on
+these three and on nothing of each other.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 from model.errors import ExallocError, InputError, UsageError
 from programs.groups_batch import METRICS as GROUP_METRICS
 from programs.groups_batch import problems_of as group_problems
+from programs.htools_batch import METRICS as HTOOLS_METRICS
+from programs.htools_batch import problem_of as folder_problem
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 
 INSTALL_HINT = (
@@ -39,6 +42,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "node-evacuate": ("moved, score after", "max"),
     "change-group": ("moved, score after", "max"),
     **GROUP_METRICS,  # n1, redistribute, compress, evacuate (programs/groups_batch.py)
+    **HTOOLS_METRICS,  # space, balance, roll (programs/htools_batch.py)
 }
 ALLOCATION_PROBLEMS = ("allocate", "multi-allocate")
 MOVE_PROBLEMS = ("node-evacuate", "change-group")
@@ -144,6 +148,9 @@ def _classify(path: str) -> list[Task]:
     suffix = Path(path).suffix.lower()
     if suffix == ".data":
         size = _snapshot_nodes(path)
+        posed = folder_problem(path)  # data/space/, data/balance/, data/roll/
+        if posed is not None:
+            return [Task(path, posed, size)]
         return [Task(path, p, size) for p in ("squeeze", *group_problems(path))]
     if suffix == ".json":
         try:

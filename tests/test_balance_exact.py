@@ -470,14 +470,84 @@ def test_locality_bound_holds_for_every_move(seed: int) -> None:
     assert scores and min(scores) >= floor
 
 
-def test_without_time_for_the_model_the_locality_bound_is_given() -> None:
-    """A time limit too short for the model: hbal's steps stand, with the locality bound and
-    its gap (not 'no bound')."""
+def test_without_time_for_the_model_the_planes_bound_is_given() -> None:
+    """A time limit too short for the model: hbal's steps stand, with the planes' bound (at
+    least the locality bound) and its gap (not 'no bound')."""
     from model.balance import locality_bound
 
     state, group = _cluster(3, 12)
     problem = BalanceProblem(state, group, 2)
     ans = balance(problem, options=SolverOptions(time_limit=0.001))
-    assert ans.bound == locality_bound(problem)
+    assert ans.bound is not None and locality_bound(problem) <= ans.bound <= ans.score
     assert ans.gap is not None and 0.0 <= ans.gap <= 1.0
     assert any("no time for the model" in n for n in ans.notes)
+    assert any(n.startswith("planes: bound") for n in ans.notes)
+
+
+def _kept(allowed: dict, problem: BalanceProblem, name: str, final: tuple) -> bool:
+    """Whether model.balance_bound left this final to the model (its class and node(s))."""
+    from model.balance_bound import XY_PRIMARY, XY_SECONDARY
+
+    p, s = problem.state.locations[name]
+    left = allowed[name]
+    if s is None or problem.state.demands[name].disk_template != "drbd":
+        return final[0] in left.get("fa", ())
+    cls = class_of((p, s), final)
+    if cls == XY:
+        return final[0] in left.get(XY_PRIMARY, ()) and final[1] in left.get(XY_SECONDARY, ())
+    if cls == "swap":
+        return "swap" in left
+    return (final[1] if cls in ("px", "sx") else final[0]) in left.get(cls, ())
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_planes_bound_and_prune_every_single_move(seed: int) -> None:
+    """model.balance_bound with K = 1, planes at the group now and after two moves: no move
+    hbal could make (enumerated here) ends below the planes' bound, and every move whose
+    final the planes prune at a threshold T (the median move's score) ends at T or above;
+    some finals are pruned and some kept."""
+    from model.balance import balance_data
+    from model.balance_bound import n1_floor, plane_at, plane_bound
+    from solvers.strategies.balance import _point
+
+    state, group = _cluster(seed, 12)
+    problem = BalanceProblem(state, group, 1)
+    moves = list(_moves(problem, state))
+    scores = sorted(cluster_score(after, group) for _, after in moves)
+    threshold = scores[len(scores) // 2]
+    data = balance_data(problem)
+    points = [_point(state, data), _point(moves[0][1], data), _point(moves[-1][1], data)]
+    proof = plane_bound(data, [plane_at(*pt) for pt in points], n1_floor(data), threshold)
+    assert proof.bound <= scores[0] + 1e-9
+    pruned = 0
+    for step, after in moves:
+        score = cluster_score(after, group)
+        if not _kept(proof.allowed, problem, step.instance, after.locations[step.instance]):
+            pruned += 1
+            assert score >= threshold - 1e-9, step
+    assert 0 < pruned < len(moves)
+    assert 0 < proof.kept < proof.total
+
+
+@pytest.mark.parametrize("seed", [2, 5])
+def test_lean_relaxation_bound_is_below_every_pair_of_moves(seed: int) -> None:
+    """The lean relaxation's bound (formulations/balance_lean.py, solved with highspy) after
+    its cutting-plane rounds, K = 2 on five instances: never above the best of every sequence
+    of two moves, and above the planes' knapsack bound it starts from (or equal)."""
+    from model.balance import balance_data
+    from model.balance_bound import n1_floor, plane_at, plane_bound
+    from solvers.strategies.balance import _lean_phase, _point
+
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 2, 5, seed)
+    data = balance_data(problem)
+    points = [_point(state, data)]
+    planes = [plane_at(*pt) for pt in points]
+    start = {i.name: state.locations[i.name] for i in data.instances}
+    lean = _lean_phase(problem, data, planes, points, start, None, None)
+    best = _brute(problem, 2)
+    assert lean.bound is not None
+    assert plane_bound(data, planes, n1_floor(data)).bound - 1e-9 <= lean.bound <= best + 1e-9
+    for steps, score, _ in lean.plans:
+        assert not check_balance(problem, steps).violations
+        assert score >= lean.bound - 1e-9

@@ -1,5 +1,6 @@
 """The fuzz run of tests/test_fuzz_readers.py at the readers' limits (issue 40): Bareon weight
-ratios up to 1e15 and IAllocator quantities up to 2^53 MiB, each through both solvers. Every
+ratios up to 1e15 and IAllocator quantities up to and just past the readers' limits (2^40 MiB,
+2^20 CPUs; model.validate), each through both solvers. Every
 run keeps the readers' properties (exit 0, 1 or 2, one line naming the file, no traceback),
 and every answer passes the independent checker, which judges layouts with the weights as
 written and placements from the request alone: a weight or a number a solver cannot represent
@@ -34,7 +35,7 @@ from test_fuzz_readers import (
 )
 
 SOLVERS = ("highs", "cpsat")
-MAX_QUANTITY = 2**53  # model.validate's limit for every quantity a reader accepts
+from model.validate import MAX_COUNT, MAX_MIB  # noqa: E402
 
 STATS: dict[str, Counter] = {}
 #: Inputs per case in the default test run (each is solved twice, once per solver).
@@ -85,22 +86,28 @@ def weights_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
         run = Outcome(
             ["--json", "partition", "--schema", str(path), "--solver", solver, *SOLVE_LIMIT]
         )
+        if run.code == 2 and _usage_refusal(run):
+            stats["refused as usage errors"] += 1  # HiGHS past a weight sum of 2^19
+            continue
         if clean(run, path, stats=stats):
             _layout_checked(run, lambda: read_problem(str(path)), stats)
 
 
-def _huge(data: st.DataObject, label: str) -> int:
-    exponent = data.draw(st.integers(20, 53), label=f"{label} exponent")
-    return min(MAX_QUANTITY, 2**exponent - data.draw(st.integers(0, 2**19), label=label))
+def _huge(data: st.DataObject, label: str, limit: int) -> int:
+    """A number near 2^e up to twice `limit` (a quarter of the draws past it: refused)."""
+    top = limit.bit_length()
+    exponent = data.draw(st.integers(top - 21, top), label=f"{label} exponent")
+    return max(1, 2**exponent - data.draw(st.integers(0, 2**10), label=label))
 
 
 def quantities_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
-    """A dedicated request whose nodes' disk and memory reach 2^53 MiB: the default solver
-    (CP-SAT past 2^40 MiB), and each one asked for."""
-    from programs.judging import judge_allocation, response_placements
+    """A request (dedicated and normal groups, every kind of tests/fuzz_inputs.py's seeds)
+    whose nodes' disk, memory and CPUs reach the readers' limits and pass them: the default
+    solver, and each one asked for. A placement or move plan is judged from the request."""
+    from programs.judging import judge_allocation, judge_moves, response_placements
+    from programs.tasks import MOVE_PROBLEMS
 
-    dedicated = [t for t in REQUEST_SEEDS if t["request"]["type"] in ("allocate", "multi-allocate")]
-    tree = copy.deepcopy(data.draw(st.sampled_from(dedicated), label="seed"))
+    tree = copy.deepcopy(data.draw(st.sampled_from(REQUEST_SEEDS), label="seed"))
     names = sorted(tree["nodes"])
     grown = data.draw(
         st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True),
@@ -109,10 +116,12 @@ def quantities_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
     for name in grown:
         node = tree["nodes"][name]
         for total, free in (("total_disk", "free_disk"), ("total_memory", "free_memory")):
-            if data.draw(st.booleans(), label=f"{name} {total}"):
+            if total in node and data.draw(st.booleans(), label=f"{name} {total}"):
                 used = max(0, node[total] - node[free])
-                node[total] = _huge(data, f"{name} {total}")
+                node[total] = _huge(data, f"{name} {total}", MAX_MIB)
                 node[free] = max(0, node[total] - used)
+        if "total_cpus" in node and data.draw(st.booleans(), label=f"{name} total_cpus"):
+            node["total_cpus"] = _huge(data, f"{name} total_cpus", MAX_COUNT)
     path = _write(folder, "quantities.json", json.dumps(tree))
     for chosen in ((), *(("--solver", solver) for solver in SOLVERS)):  # () : exalloc's pick
         run = Outcome(["hail", *chosen, *SOLVE_LIMIT, str(path)])
@@ -122,15 +131,21 @@ def quantities_case(folder: Path, data: st.DataObject, stats: Counter) -> None:
         if clean(run, path, stats=stats):
             response = json.loads(run.out)
             if response["success"] and response["result"]:
-                placements = response_placements(str(path), response)
-                judged = judge_allocation(str(path), placements)
+                if tree["request"]["type"] in MOVE_PROBLEMS:
+                    judged = judge_moves(str(path), response)
+                else:
+                    placements = response_placements(str(path), response)
+                    judged = judge_allocation(str(path), placements)
                 assert judged["violations"] == 0, (tree, response, judged)
                 stats["answers checked"] += 1
+            assert "unbounded" not in run.err, run.err  # the model was solved, not given up
+        elif "larger than 2^" in run.err:
+            stats["refused past the limit"] += 1
 
 
 def _usage_refusal(run: Outcome) -> bool:
-    """A model CP-SAT cannot take (continuous), or HiGHS past its exact range when asked for:
-    the usage line, then one error line naming the option."""
+    """A model CP-SAT cannot take (continuous): the usage line, then one error line naming
+    the option."""
     lines = run.err.rstrip("\n").splitlines()
     return (
         lines[0].startswith("usage: exalloc ")
@@ -141,7 +156,7 @@ def _usage_refusal(run: Outcome) -> bool:
     )
 
 
-CASES = {"weight ratios": weights_case, "quantities to 2^53": quantities_case}
+CASES = {"weight ratios": weights_case, "quantities to the limits": quantities_case}
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("model", "formulations", "solvers", "service", "programs", "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 #: Only the formulations build Pyomo models and only the solvers run them.
-SOLVER_PACKAGES = ("pyomo", "highspy", "ortools")
+SOLVER_PACKAGES = ("pyomo", "highspy", "ortools", "pysat")
 MAY_IMPORT_SOLVER_PACKAGES = ("formulations", "solvers")
 
 

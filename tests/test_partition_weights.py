@@ -53,13 +53,16 @@ def test_weights_are_read_as_written():
     assert exact_weight(10**6) == 10**6
 
 
-@pytest.mark.parametrize("solver", ["highs", "cpsat"])
+@pytest.mark.parametrize("solver", [None, "cpsat"])
 @pytest.mark.parametrize("weights", [(1e-7, 1.0), (1.0, 1e-7)])
 def test_a_tiny_weight_is_honoured_not_dropped(tmp_path, capsys, solver, weights):
-    """1e-7 was rounded to 0 and its space left the fairness group: it took 99,990 MiB."""
+    """1e-7 was rounded to 0 and its space left the fairness group: it took 99,990 MiB. The
+    weight sum 10^7 + 1 is past what HiGHS is given (2^19): without --solver, CP-SAT."""
     path = _schema(tmp_path, weights, 0, 100_000)
-    code, out, err = _run(capsys, "--schema", str(path), "--solver", solver, "--json")
+    chosen = ("--solver", solver) if solver else ()
+    code, out, err = _run(capsys, "--schema", str(path), *chosen, "--json")
     assert code == 0, err
+    assert json.loads(out)["solver"] == "cpsat"
     totals = _totals(json.loads(out)["layout"])
     small, big = ("root", "var") if weights[0] < weights[1] else ("var", "root")
     # the small share is 1e-7 * 100000 / (1 + 1e-7) = 0.01 MiB: within 1 MiB means 0 or 1
@@ -75,6 +78,34 @@ def test_weights_past_the_solvers_precision_are_refused_naming_them(tmp_path, ca
     assert "\n" not in line
     assert "weights (1e-09, 1e+06) of spaces root, var" in line
     assert "2^53" in line and "100000 MiB" in line
+
+
+def test_highs_past_its_exact_weight_sum_is_a_usage_error(tmp_path, capsys):
+    """Weights 4095999, 4095998 and 1 on 1,000 MiB: HiGHS called the schema infeasible ("no
+    whole-MiB layout meets every min_size, fairness tie ...") where CP-SAT answers; HiGHS is
+    given weight sums up to 2^19 only (solvers.strategies.partition.HIGHS_FAIR_WEIGHT_SUM)."""
+    path = tmp_path / "three.yaml"
+    schema = [
+        {"id": f"s{k}", "type": "lv", "min_size": 0, "weight": w}
+        for k, w in enumerate((4095999, 4095998, 1))
+    ]
+    doc = {"dynamic_schema": schema, "hw_info": {"disks": [{"id": "sda", "size": 1000}]}}
+    path.write_text(json.dumps(doc))
+    code, out, err = _run(capsys, "--schema", str(path), "--solver", "highs")
+    assert code == 2 and out == ""
+    assert (
+        err.rstrip("\n")
+        .splitlines()[-1]
+        .startswith(
+            "exalloc: error: --solver highs: the weights of spaces s0, s1, s2 scale to whole "
+            "numbers summing to 8191998, past 2^19"
+        )
+    ), err
+    code, out, err = _run(capsys, "--schema", str(path), "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["solver"] == "cpsat" and answer["status"] == "optimal"
+    assert sum(_totals(answer["layout"]).values()) == 1000  # the checker passed (else exit 1)
 
 
 def test_weights_that_raise_the_minimums_are_named_in_the_infeasibility():

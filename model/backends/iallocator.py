@@ -39,7 +39,8 @@ from model.cluster import (
 from model.errors import InputError
 from model.state import ClusterState, node_states
 from model.validate import (
-    MAX_QUANTITY,
+    MAX_COUNT,
+    MAX_MIB,
     NESTING_MESSAGE,
     cluster_problem,
     deep_nesting_line,
@@ -283,33 +284,48 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool)
 
 
-def _quantity(value: Any, signed: bool = False) -> Any:
+def _quantity(value: Any, limit: int, signed: bool = False) -> Any:
     """exalloc's rule for every number it reads (model.validate): finite, from 0 (free
-    amounts: -2^53) to 2^53."""
-    problem = quantity_problem(value, signed=signed)
+    amounts: -limit) to `limit` (MAX_MIB for sizes, MAX_COUNT for counts and ratios)."""
+    problem = quantity_problem(value, limit=limit, signed=signed)
     if problem is not None:
-        raise _Bad(quantity_message("value", value, problem, signed=signed))
+        raise _Bad(quantity_message("value", value, problem, limit=limit, signed=signed))
     return value
 
 
-def _read_int(value: Any, signed: bool = False) -> int:
-    if type(value) is int and 0 <= value <= MAX_QUANTITY:  # the common case, fast
+def _read_int(value: Any, signed: bool = False, limit: int = MAX_COUNT) -> int:
+    if type(value) is int and 0 <= value <= limit:  # the common case, fast
         return value
     if not _is_number(value):
         raise _Bad("Unable to read Int")
-    # checked before rounding: Text.JSON would wrap an out-of-range Int modulo 2^64
-    return int(round(_quantity(value, signed)))  # Text.JSON: round the rational, halves to even
+    # checked before rounding: Text.JSON would wrap an out-of-range Int modulo 2^64; then
+    # Text.JSON rounds the rational, halves to even
+    return int(round(_quantity(value, limit, signed)))
 
 
 def _read_free_int(value: Any) -> int:
-    """A free amount: negative when the node is overcommitted (model.validate)."""
+    """A free count: negative when the node is overcommitted (model.validate)."""
     return _read_int(value, signed=True)
 
 
-def _read_double(value: Any) -> float:
+def _read_mib(value: Any) -> int:
+    """A size in MiB (model.validate.MAX_MIB)."""
+    return _read_int(value, limit=MAX_MIB)
+
+
+def _read_free_mib(value: Any) -> int:
+    """A free size in MiB: negative when the node is overcommitted (model.validate)."""
+    return _read_int(value, signed=True, limit=MAX_MIB)
+
+
+def _read_double(value: Any, limit: int = MAX_COUNT) -> float:
     if not _is_number(value):
         raise _Bad("Unable to read Double")
-    return float(_quantity(value))
+    return float(_quantity(value, limit))
+
+
+def _read_mib_double(value: Any) -> float:
+    return _read_double(value, MAX_MIB)
 
 
 def _read_bool(value: Any) -> bool:
@@ -389,10 +405,13 @@ def _in(path: str, key: str) -> str:
 
 def _ispec(value: Any) -> ISpec:
     obj = _read_object(value)
-    return ISpec(*(_get(obj, k, _read_int, "") for k in _ISPEC_KEYS))
+    return ISpec(
+        *(_get(obj, k, _read_mib if k in _ISPEC_MIB else _read_int, "") for k in _ISPEC_KEYS)
+    )
 
 
 _ISPEC_KEYS = ("memory-size", "cpu-count", "disk-size", "disk-count", "nic-count", "spindle-use")
+_ISPEC_MIB = ("memory-size", "disk-size")
 
 
 def ispec_json(spec: ISpec) -> dict[str, int]:
@@ -503,13 +522,15 @@ def _node_fields(
 #: What a live node reports: (key, reader, value when the node is not live).
 _LIVE_INTS = ("free_spindles", "reserved_memory", "free_memory", "free_disk", "reserved_cpus")
 _LIVE_DOUBLES = ("total_memory", "total_disk", "total_cpus")
+#: The keys whose values are sizes in MiB (model.validate.MAX_MIB); the others are counts.
+_MIB_KEYS = frozenset(("reserved_memory", "free_memory", "free_disk", "total_memory", "total_disk"))
 _LIVE_KEYS = (
     ("free_spindles", _read_free_int, 0),
-    ("total_memory", _read_double, 0.0),
-    ("reserved_memory", _read_int, 0),
-    ("free_memory", _read_free_int, 0),
-    ("total_disk", _read_double, 0.0),
-    ("free_disk", _read_free_int, 0),
+    ("total_memory", _read_mib_double, 0.0),
+    ("reserved_memory", _read_mib, 0),
+    ("free_memory", _read_free_mib, 0),
+    ("total_disk", _read_mib_double, 0.0),
+    ("free_disk", _read_free_mib, 0),
     ("total_cpus", _read_double, 0.0),
     ("reserved_cpus", _read_int, 0),
 )
@@ -534,13 +555,15 @@ def _quick_node(obj: dict, group_uuids: set[str]) -> dict[str, Any] | None:
     live = not offline and vm_capable
     values: dict[str, Any] = {}
     for key in _LIVE_INTS:
-        value = _int_or_none(get(key), key.startswith("free_")) if live else 0
+        limit = MAX_MIB if key in _MIB_KEYS else MAX_COUNT
+        value = _int_or_none(get(key), key.startswith("free_"), limit) if live else 0
         if value is None:
             return None
         values[key] = value
     for key in _LIVE_DOUBLES:
         value = get(key) if live else 0.0
-        if type(value) not in (int, float, Decimal) or quantity_problem(value) is not None:
+        limit = MAX_MIB if key in _MIB_KEYS else MAX_COUNT
+        if type(value) not in (int, float, Decimal) or quantity_problem(value, limit=limit):
             return None
         values[key] = float(value)
     if excl:
@@ -593,15 +616,15 @@ def _nic(instance: str, path: str) -> Callable[[Any], dict]:
 def _disk(desc: str, path: str) -> Callable[[Any], Disk]:
     def read(value: Any) -> Disk:
         obj = _read_object(value)
-        size = _get(obj, "size", _read_int, path, desc)
+        size = _get(obj, "size", _read_mib, path, desc)
         return Disk(size, _maybe(obj, "spindles", _read_int, path, desc))
 
     return read
 
 
-def _int_or_none(value: Any, signed: bool = False) -> int | None:
-    low = -MAX_QUANTITY if signed else 0
-    return value if type(value) is int and low <= value <= MAX_QUANTITY else None
+def _int_or_none(value: Any, signed: bool = False, limit: int = MAX_COUNT) -> int | None:
+    low = -limit if signed else 0
+    return value if type(value) is int and low <= value <= limit else None
 
 
 def _strings_or_none(value: Any) -> tuple[str, ...] | None:
@@ -615,7 +638,15 @@ def _quick_base(obj: dict) -> dict[str, Any] | None:
     request has a thousand of them). Anything unusual returns None, and the checked reader
     runs instead: it alone words the errors, and on input accepted here both agree."""
     get = obj.get
-    ints = [_int_or_none(get(k)) for k in ("disk_space_total", "memory", "vcpus", "spindle_use")]
+    ints = [
+        _int_or_none(get(k), limit=limit)
+        for k, limit in (
+            ("disk_space_total", MAX_MIB),
+            ("memory", MAX_MIB),
+            ("vcpus", MAX_COUNT),
+            ("spindle_use", MAX_COUNT),
+        )
+    ]
     tags = _strings_or_none(get("tags"))
     template, disk_objs, nic_objs = get("disk_template"), get("disks"), get("nics")
     if None in ints or tags is None or type(template) is not str:
@@ -626,7 +657,7 @@ def _quick_base(obj: dict) -> dict[str, Any] | None:
     for d in disk_objs:
         if type(d) is not dict:
             return None
-        size, spindles = _int_or_none(d.get("size")), d.get("spindles")
+        size, spindles = _int_or_none(d.get("size"), limit=MAX_MIB), d.get("spindles")
         if size is None or (spindles is not None and _int_or_none(spindles) is None):
             return None
         disks.append(Disk(size, spindles))
@@ -652,10 +683,10 @@ def _parse_base(name: str, obj: dict, path: str) -> dict[str, Any]:
     if quick is not None:
         return quick
     desc = f"invalid data for instance '{name}'"
-    disk_space_total = _get(obj, "disk_space_total", _read_int, path, desc)
+    disk_space_total = _get(obj, "disk_space_total", _read_mib, path, desc)
     disk_objs = _get(obj, "disks", _read_list(_read_object), path, desc)
     disks = tuple(_disk(desc, f"{path}.disks[{k}]")(d) for k, d in enumerate(disk_objs))
-    memory = _get(obj, "memory", _read_int, path, desc)
+    memory = _get(obj, "memory", _read_mib, path, desc)
     vcpus = _get(obj, "vcpus", _read_int, path, desc)
     tags = _get(obj, "tags", _read_strings, path, desc)
     template = _get(obj, "disk_template", _read_enum("DiskTemplate", DISK_TEMPLATES), path, desc)

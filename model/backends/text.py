@@ -35,6 +35,8 @@ from model.cluster import (
 )
 from model.errors import InputError
 from model.validate import (
+    MAX_COUNT,
+    MAX_MIB,
     cluster_problem,
     keyed_occurrences,
     quantity_message,
@@ -361,18 +363,19 @@ class _Fail(Exception):
     """A load error of one line; the caller adds the file and line number."""
 
 
-def _num(name: str, text: str, want_int: bool, what: str) -> int | float:
+def _num(name: str, text: str, want_int: bool, what: str, limit: int = MAX_COUNT) -> int | float:
     """A quantity field as htools reads it, then held to exalloc's rule (model.validate):
-    finite, from 0 (free amounts: -2^53) to 2^53, checked before an Int would wrap as
-    Haskell's does."""
+    finite, from 0 (free amounts: -limit) to `limit` (MAX_MIB for sizes, else MAX_COUNT),
+    checked before an Int would wrap as Haskell's does."""
     try:
         value = _read_number(name, text, want_int, wrap=False)
     except ValueError as exc:
         raise _Fail(str(exc)) from None
     signed = what.startswith("free ")
-    problem = quantity_problem(value, signed=signed)
+    problem = quantity_problem(value, limit=limit, signed=signed)
     if problem is not None:
-        raise _Fail(f"{name}: {quantity_message(what, text, problem, signed=signed)}")
+        message = quantity_message(what, text, problem, limit=limit, signed=signed)
+        raise _Fail(f"{name}: {message}")
     return value
 
 
@@ -402,14 +405,14 @@ def _parse_node(fields: list[str], group_uuids: set[str]) -> Node:
         # htools: Node.create name 0 0 0 0 0 0 0 True 0 0 gdx False (no tags, no master)
         return Node(name, 0.0, 0, 0, 0.0, 0, 0.0, gu, offline=True, spindles=0, reserved_cpus=0)
     numbers = (
-        (tm, False, "total memory"),
-        (nm, True, "node memory"),
-        (fm, True, "free memory"),
-        (td, False, "total disk"),
-        (fd, True, "free disk"),
-        (tc, False, "total cpus"),
+        (tm, False, "total memory", MAX_MIB),
+        (nm, True, "node memory", MAX_MIB),
+        (fm, True, "free memory", MAX_MIB),
+        (td, False, "total disk", MAX_MIB),
+        (fd, True, "free disk", MAX_MIB),
+        (tc, False, "total cpus", MAX_COUNT),
     )
-    values = [_num(name, v, k, what) for v, k, what in numbers]
+    values = [_num(name, v, k, what, limit) for v, k, what, limit in numbers]
     ncpu_v = _num(name, ncpu, True, "reserved cpus")
     spindles = _num(name, sp, True, "spindles")
     cpu_speed = _num(name, speed, False, "cpu speed")
@@ -446,8 +449,8 @@ def _parse_instance(fields: list[str], node_names: set[str]) -> Instance:
     for node in (pnode, snode) if snode else (pnode,):
         if node not in node_names:
             raise _Fail(f"Unknown node '{node}' for instance {name}")
-    memory = _num(name, mem, True, "memory")
-    disk = _num(name, dsk, True, "disk")
+    memory = _num(name, mem, True, "memory", MAX_MIB)
+    disk = _num(name, dsk, True, "disk", MAX_MIB)
     cpus = _num(name, vcpus, True, "vcpus")
     _enum("InstanceStatus", status, INSTANCE_STATUSES)
     if auto_bal not in ("Y", "N"):
@@ -484,8 +487,14 @@ def _parse_ispec(owner: str, text: str) -> ISpec:
         raise _Fail(f"Invalid ispec data for {owner}: {show_list(parts)}")
     keys = ("memsize", "cpucount", "disksize", "diskcount", "niccount", "spindleuse")
     return ISpec(
-        *(int(_num(f"{owner}/{k}", v, True, k)) for k, v in zip(keys, parts, strict=False))
+        *(
+            int(_num(f"{owner}/{k}", v, True, k, MAX_MIB if k in _ISPEC_MIB else MAX_COUNT))
+            for k, v in zip(keys, parts, strict=False)
+        )
     )
+
+
+_ISPEC_MIB = ("memsize", "disksize")
 
 
 def _parse_ipolicy(fields: list[str]) -> tuple[str, IPolicy]:

@@ -23,6 +23,8 @@ import yaml
 from model.bareon.yaql_sandbox import YaqlError, YaqlSandbox, yaql_expression
 from model.errors import InputError
 from model.validate import (
+    MAX_MIB,
+    MAX_QUANTITY,
     NESTING_MESSAGE,
     deep_nesting_line,
     quantity_message,
@@ -264,15 +266,17 @@ def exact_weight(value: int | float) -> Fraction:
     return simpler if float(simpler) == value else written
 
 
-def _number(value: Any, what: str, source: str, line: int | None) -> float:
-    """Every size and weight, held to exalloc's rule for numbers (model.validate)."""
+def _number(value: Any, what: str, source: str, line: int | None, limit: int = MAX_MIB) -> float:
+    """Every size (MiB, up to 2^40) and weight (up to 2^53, their products checked apart),
+    held to exalloc's rule for numbers (model.validate)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(
             f"{what} must be a number, got {shown(repr(value))}", source=source, line=line
         )
-    problem = quantity_problem(value)
+    problem = quantity_problem(value, limit=limit)
     if problem is not None:
-        raise InputError(quantity_message(what, value, problem), source=source, line=line)
+        message = quantity_message(what, value, problem, limit=limit)
+        raise InputError(message, source=source, line=line)
     return value
 
 
@@ -415,7 +419,11 @@ def _read_schema(
         weight_raw = 1 if weight_raw is None else weight_raw
         weight = exact_weight(
             _number(
-                weight_raw, f"space {space_id!r}: weight", source, key_lines.get("weight", line)
+                weight_raw,
+                f"space {space_id!r}: weight",
+                source,
+                key_lines.get("weight", line),
+                MAX_QUANTITY,
             )
         )
         best = _best_disks(

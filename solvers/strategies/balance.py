@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from formulations import balance as form
+from formulations import balance_lean as lean
 from model.balance import (
-    NODES_PER_STEP,
     BalanceData,
     BalanceProblem,
     Step,
@@ -33,17 +33,20 @@ from model.balance import (
     locality_bound,
     order_steps,
 )
+from model.balance_bound import n1_floor, plane_at, plane_bound, restricted
 from model.check import check_balance
 from model.errors import CheckFailedError
 from model.state import ClusterState
 from solvers import Status, Stopwatch
+from solvers.highs_arrays import ArraySession
 from solvers.lexicographic import open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 
 #: Seconds per model variable to build the model and copy it into HiGHS (measured on
-#: benchmarks/bench_balance.py's 40-node groups, 84,000 variables in 10-25 s on a loaded
-#: 2-core machine), and the share of the time limit the build may take
-MODEL_SECONDS_PER_VARIABLE = 2e-4
+#: benchmarks/bench_balance.py's 40-node groups at a load average of 11-14: 65,864 variables
+#: built in 17.7 s and copied in 43 s; 18,368 built in 4.2 s and copied in 10-14 s), and the
+#: share of the time limit the build may take
+MODEL_SECONDS_PER_VARIABLE = 8e-4
 MODEL_SHARE = 0.5
 #: The copy of a built model into HiGHS (Pyomo's persistent interface, at the first solve),
 #: in multiples of the Pyomo build's time: 43 s after a 17.7 s build on a 40-node group
@@ -53,6 +56,26 @@ HIGHS_LOAD_PER_BUILD = 2.0
 MORE_SHARE = 0.1
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
+#: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
+#: model is built after it (which proves small groups optimal), its LP rounds at most, the
+#: least relative rise of the bound that keeps them going, its MIP rounds at most, and a MIP
+#: round's limit without a time limit
+LEAN_SHARE = 0.25
+LEAN_LP_ROUNDS = 150
+LEAN_RISE = 1e-7
+LEAN_MIP_ROUNDS = 30
+LEAN_MIP_S = 20.0
+#: Finals left above which the lean relaxation is not built: on the 200-node group of
+#: benchmarks/bench_balance.py (K = 10) the planes prune none of 23 million, the lean model's
+#: 799,469 columns took 90 s to build and its first LP did not end in 30 s (load 9)
+LEAN_MAX_FINALS = 100_000
+#: Share of the lean phase one MIP round may take (a round that does not finish must leave
+#: time for the plans and planes of the next ones: a 291-column MIP on a 6-node group ran its
+#: whole 11 s without closing its gap)
+LEAN_MIP_SHARE = 0.3
+#: Columns above which the lean MIP is not solved: on benchmarks/bench_balance.py's 40-node
+#: seed 1 (11,587 columns) HiGHS ran 45.6 s past a 14.8 s limit without a bound or a plan
+LEAN_MIP_COLUMNS = 4000
 MAX_ROUNDS = 500
 
 
@@ -154,18 +177,6 @@ def balance(
         bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
                       notes=("nothing hbal may move",) if not data.instances else ())  # fmt: skip
-    size = model_size(data)
-    if deadline is not None and size * MODEL_SECONDS_PER_VARIABLE > MODEL_SHARE * (
-        deadline - time.perf_counter()
-    ):
-        why = (
-            f"no time for the model: about {size} variables would take about "
-            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, with the bound "
-            f"that all but {NODES_PER_STEP * problem.max_steps} nodes keep their score"
-        )
-        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=(why,))
-    spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
     # planes at the group now, after each prefix of the start's steps, and where hbal's
     # search goes on to (`extra_points`: a well spread point, whose planes bound the spreads
     # of balanced plans more tightly than the planes now)
@@ -173,10 +184,68 @@ def balance(
     for k in range(1, len(start) + 1):
         points.append(_point(_replayed(problem, start[:k]), data))
     points += [_point(st, data) for st in extra_points]
-    rounds = cuts = 0
-    solve_s = 0.0
+    # the planes' knapsack bound, and the finals it proves cannot end a plan below the
+    # incumbent (or reaching the target score): the model is built on the rest
+    with sw:
+        threshold = best_score if fewest_to is None else fewest_to
+        planes = [plane_at(*pt) for pt in points]
+        proof = plane_bound(data, planes, n1_floor(data), threshold)
+        data = restricted(data, proof.allowed)
+    cap = threshold if fewest_to is None and proof.kept < proof.total else None
+    if fewest_to is None:
+        floor = max(floor or 0.0, proof.bound)
+    notes_pre = [
+        f"planes: bound {proof.bound:.6f}, {proof.kept} of {proof.total} finals left "
+        f"below {threshold:.6f}"
+    ]
+    if fewest_to is None and proven_by(floor) == str(Status.OPTIMAL):
+        return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, notes=tuple(notes_pre))
+    size = model_size(data)
+    fits = deadline is None or size * MODEL_SECONDS_PER_VARIABLE <= MODEL_SHARE * (
+        deadline - time.perf_counter()
+    )
+    lean_s = 0.0
+    lean_rounds = 0
+    if fewest_to is None:
+        # the lean relaxation (formulations/balance_lean.py): its bound, and its plans,
+        # ordered and checked; all the time when the full model will not fit
+        now = time.perf_counter()
+        until = None if deadline is None else now + (LEAN_SHARE if fits else 1.0) * (deadline - now)
+        start_plan = {i.name: problem.state.locations[i.name] for i in data.instances}
+        if best_steps:
+            after = _replayed(problem, best_steps)
+            start_plan = {i.name: after.locations[i.name] for i in data.instances}
+        if proof.kept > LEAN_MAX_FINALS:
+            notes_pre.append(
+                f"lean relaxation not built: {proof.kept} finals left, more than "
+                f"{LEAN_MAX_FINALS} (its build and first LP would overrun the limit)"
+            )
+        else:
+            lean = _lean_phase(problem, data, planes, points, start_plan, until, cap)
+            lean_s, lean_rounds = lean.solve_s, lean.rounds
+            notes_pre.append(lean.note)
+            if lean.bound is not None:
+                floor = max(floor or 0.0, lean.bound)
+            for steps_t, score, scores in lean.plans:
+                if score < best_score - 1e-12:
+                    best_steps, best_score, best_scores = steps_t, score, scores
+        if proven_by(floor) == str(Status.OPTIMAL):
+            return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, solve_s=lean_s,
+                          rounds=lean_rounds, notes=tuple(notes_pre))  # fmt: skip
+    if not fits:
+        why = (
+            f"no time for the model: about {size} variables would take about "
+            f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
+            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, with the planes' "
+            "bound"
+        )
+        return answer(proven_by(floor), floor, build_s=sw.seconds, solve_s=lean_s,
+                      rounds=lean_rounds, notes=(*notes_pre, why))  # fmt: skip
+    spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
+    rounds, cuts = lean_rounds, 0
+    solve_s = lean_s
     bound: float | None = None
-    notes: list[str] = []
+    notes: list[str] = notes_pre
     seen: set[tuple] = set()
 
     def left() -> float | None:
@@ -233,12 +302,17 @@ def balance(
             rounds += 1
             res = session.solve(time_limit=limit, build_s=sw.seconds)
             solve_s += res.solve_s
-            if res.bound is not None and (bound is None or res.bound > bound):
-                bound = res.bound
+            # the model holds only the finals the planes left: below the threshold its
+            # bound is the least score's, above it the threshold is
+            res_bound = res.bound if cap is None or res.bound is None else min(res.bound, cap)
+            if res_bound is not None and (bound is None or res_bound > bound):
+                bound = res_bound
             if not res.has_solution:
                 if res.status == Status.INFEASIBLE:
                     # nothing the model holds is left: the best known is proven
                     bound = best_score if fewest_to is None else float(len(best_steps))
+                    if cap is not None:
+                        bound = min(bound, cap)
                 break
             opened = form.open_xy(m, data)
             if opened:
@@ -297,11 +371,123 @@ def balance(
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
 
 
+@dataclass(frozen=True)
+class LeanOutcome:
+    """What the lean relaxation gave: a lower bound (None: none), the plans it found that
+    passed the checker (steps, score, scores), its rounds and solve time, and a note."""
+
+    bound: float | None
+    plans: tuple[tuple[tuple[Step, ...], float, tuple[float, ...]], ...]
+    rounds: int
+    solve_s: float
+    note: str
+
+
+def _lean_phase(
+    problem: BalanceProblem,
+    data: BalanceData,
+    planes: Sequence,
+    points: Sequence,
+    start_plan: dict,
+    until: float | None,
+    cap: float | None,
+) -> LeanOutcome:
+    """Kelley's cutting planes on the lean relaxation: its LP solved again with the spreads'
+    tangents at each solution until the bound stops rising, then its MIP (from the start
+    plan), each solution ordered and checked, planes added at the state it reaches, a set of
+    finals with no order cut off. Every bound is the relaxation's, capped at `cap` (the
+    pruning threshold: the model holds only the finals left below it)."""
+    began = time.perf_counter()
+    budget = 0.0 if until is None else until - began
+
+    def left() -> float | None:
+        return None if until is None else until - time.perf_counter()
+
+    def capped(b: float | None) -> float | None:
+        return b if b is None or cap is None else min(b, cap)
+
+    model = lean.build(data, planes, n1_floor(data))
+    session = ArraySession(model.model)
+    for values, _ in points:
+        session.add_rows(lean.plane_rows(model, values))
+    session.add_rows(lean.reserve_rows(model, planes))
+    bound: float | None = None
+    rounds = lp_rounds = 0
+    solve_s = 0.0
+    while lp_rounds < LEAN_LP_ROUNDS and (left() is None or left() > 0.05):
+        res = session.solve(integral=False, time_limit=left())
+        rounds += 1
+        lp_rounds += 1
+        solve_s += res.solve_s
+        if res.status != Status.OPTIMAL or res.x is None:
+            break
+        rising = bound is None or res.bound > bound + LEAN_RISE * max(abs(bound), 1.0)
+        bound = res.bound if bound is None else max(bound, res.bound)
+        if not rising:
+            break
+        session.add_rows(lean.plane_rows(model, lean.point_of(model, res.x)))
+        at = plane_at(lean.point_of(model, res.x), lean.rem_of(model, res.x))
+        session.add_rows(lean.reserve_rows(model, [at]))
+    plans = []
+    seen: set[tuple] = set()
+    session.set_start(*lean.start_of(model, start_plan))
+    mip_rounds = 0
+    mip = len(model.model.cost) <= LEAN_MIP_COLUMNS
+    while mip and mip_rounds < LEAN_MIP_ROUNDS and (left() is None or left() > 0.05):
+        rest = left()
+        limit = LEAN_MIP_S if rest is None else min(rest, max(1.0, LEAN_MIP_SHARE * budget))
+        res = session.solve(integral=True, time_limit=limit)
+        rounds += 1
+        mip_rounds += 1
+        solve_s += res.solve_s
+        if res.bound is not None:
+            bound = res.bound if bound is None else max(bound, res.bound)
+        if res.x is None:
+            break
+        finals = lean.finals_of(model, data, res.x)
+        moved = [j for j, fin in finals.items() if fin != problem.state.locations[j][:2]]
+        key = tuple(sorted((j, finals[j]) for j in moved))
+        if key in seen:
+            break  # its planes are in: the relaxation's optimum again
+        seen.add(key)
+        session.set_start(*lean.start_of(model, finals))
+        steps = order_steps(problem, finals)
+        if steps is None:
+            session.add_rows(lean.nogood_row(model, data, finals, moved))
+            continue
+        steps_t = tuple(steps)
+        score, scores = _checked(problem, steps_t)
+        plans.append((steps_t, score, scores))
+        values, rem = _point(_replayed(problem, steps_t), data)
+        session.add_rows(lean.plane_rows(model, values))
+        session.add_rows(lean.reserve_rows(model, [plane_at(values, rem)]))
+        best = min(p[1] for p in plans)
+        if (
+            res.status == Status.OPTIMAL
+            and bound is not None
+            and best - bound <= SCORE_GAP * max(abs(best), 1)
+        ):
+            break
+    bound = capped(bound)
+    note = (
+        f"lean relaxation: bound {'-' if bound is None else f'{bound:.6f}'} after {lp_rounds} "
+        f"LP and {mip_rounds} MIP round(s){'' if mip else ' (too large for the MIP)'}, "
+        f"{len(model.model.cost)} columns, "
+        f"{time.perf_counter() - began:.1f} s"
+    )
+    return LeanOutcome(bound, tuple(plans), rounds, solve_s, note)
+
+
 def model_size(data: BalanceData) -> int:
     """About how many variables formulations/balance.py makes: per instance four per
     candidate node and role (the one-step classes, the (x,y) nodes, X and Y), per node the
     spreads' values, the reserve's choices and the N+1 flags."""
-    per_instance = sum(4 * (len(i.primaries) + len(i.secondaries)) + 4 for i in data.instances)
+    per_instance = sum(
+        4 * (len(i.primaries) + len(i.secondaries)) + 4
+        if i.allowed is None
+        else 3 * sum(len(v) for v in i.allowed.values()) + 6
+        for i in data.instances
+    )
     n = len(data.nodes)
     return per_instance + n * (n + 20)
 

@@ -30,7 +30,7 @@ from model.capacity import primary_usage as row_primary_usage
 from model.capacity import secondary_usage as row_secondary_usage
 from model.cluster import Cluster
 from model.dedicated import format_metric, vector_of
-from model.errors import CheckFailedError, InputError, SolverError, UsageError
+from model.errors import CheckFailedError, InputError, SolverError
 from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.htools.dedicated import (
     GroupOutcome,
@@ -69,39 +69,6 @@ MAX_PAIR_ROUNDS = 4
 MODEL_SHARE = 0.6
 #: Seconds kept for the checker and the response after hail's batch.
 CHECK_RESERVE_S = 0.25
-
-#: The largest node quantity (MiB) the models are solved with HiGHS: its tolerances are
-#: relative, so on a node of 2^50 MiB of disk a choice claimed the lost vector (0, 0, 0) the
-#: checker computed as (1, 2, 3) (issue 40, item 2; 2^49 still answered right). Past 2^40
-#: (512 times below that), CP-SAT, whose integers are exact up to 2^62, solves instead.
-HIGHS_EXACT_MIB = 2**40
-
-
-def exact_solver(cluster: Cluster, opts: SolverOptions) -> SolverOptions:
-    """The options a dedicated model is solved with: CP-SAT in place of HiGHS where node
-    quantities pass HIGHS_EXACT_MIB (the readers accept up to 2^53); refused when --solver
-    highs was asked for explicitly."""
-    largest = max(
-        (
-            max(
-                abs(n.total_disk_mib),
-                abs(n.free_disk_mib),
-                abs(n.total_memory_mib),
-                abs(n.free_memory_mib),
-            )
-            for n in cluster.nodes
-        ),
-        default=0,
-    )
-    if opts.solver != "highs" or largest <= HIGHS_EXACT_MIB:
-        return opts
-    if opts.solver_given:
-        raise UsageError(
-            f"--solver highs: a node quantity of {int(largest)} MiB passes 2^40 MiB, beyond "
-            "which HiGHS's tolerances are coarser than 1 MiB: use --solver cpsat, or leave "
-            "--solver out (CP-SAT is then used)"
-        )
-    return replace(opts, solver="cpsat")
 
 
 def solver_run(solver: str, lex: LexResult) -> SolverRun:
@@ -349,7 +316,6 @@ def allocate(
 ) -> HailAnswer:
     if req.name in cluster.instance_index:
         raise InputError(f"allocate: an instance named {req.name} already exists in the cluster")
-    opts = exact_solver(cluster, opts)
     states = node_states(cluster)
     inst = new_instance(req)
     d = demand_of(inst, states.rules)
@@ -391,7 +357,6 @@ def multi_allocate(
     from formulations import batch as batch_form  # Pyomo: loaded when a batch is modelled
 
     started = time.perf_counter()
-    opts = exact_solver(cluster, opts)
     end = None if opts.time_limit is None else started + opts.time_limit
     stages: dict[str, float] = {}
     states = node_states(cluster)
@@ -791,7 +756,6 @@ def one_by_one_multi_allocate(
     """hail's own multi-allocate on dedicated groups (`--greedy`, docs/hail.md): each instance
     in request order gets hail's single allocate on the cluster the ones before it left, and
     one that fits nowhere fails with that allocate's description (IAlloc.hs allocList)."""
-    opts = exact_solver(cluster, opts)
     states = node_states(cluster)
     allocated: list[tuple[str, list[str]]] = []
     failed: list[tuple[str, str]] = []

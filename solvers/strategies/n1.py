@@ -70,7 +70,11 @@ class NodeVerdict:
         return out
 
 
-def _checked(state: ClusterState, plan: EvacuationPlan, mode: str) -> EvacuationPlan:
+def _checked(
+    state: ClusterState, plan: EvacuationPlan, mode: str, replayed: bool = True
+) -> EvacuationPlan:
+    if not replayed:  # the caller's checker replays every plan it keeps
+        return plan
     why = replay(state, plan, mode=mode)
     if why is not None:
         raise CheckFailedError(f"N+1 plan for {plan.node} fails the replay: {why}")
@@ -84,26 +88,33 @@ def decide(
     mode: str = HARD,
     offline_targets: bool = False,
     options: SolverOptions = DEFAULT_OPTIONS,
+    replayed: bool = True,
 ) -> NodeVerdict:
     """The exact verdict for one failing node."""
     packing = packing_of(state, node, mode=mode, offline_targets=offline_targets)
-    return decide_packing(state, packing, options)
+    return decide_packing(state, packing, options, replayed)
 
 
 def decide_packing(
-    state: ClusterState, packing: Packing, options: SolverOptions = DEFAULT_OPTIONS
+    state: ClusterState,
+    packing: Packing,
+    options: SolverOptions = DEFAULT_OPTIONS,
+    replayed: bool = True,
 ) -> NodeVerdict:
+    """The verdict on a packing: a plan (first fit, else a MIP) or a refutation. A plan is
+    replayed on `state` before it is returned unless `replayed` is False, for a caller whose
+    own independent checker replays every plan it keeps (exalloc space: `check_space`)."""
     node, group, mode = packing.node, packing.group, packing.mode
     count = len(packing.items)
     if packing.failover_failure is not None:
         return NodeVerdict(node, group, False, reason=packing.failover_failure, method=BOUND)
     if not packing.items:
-        plan = _checked(state, plan_of(packing, {}), mode)
+        plan = _checked(state, plan_of(packing, {}), mode, replayed)
         return NodeVerdict(node, group, True, plan, method=NOTHING)
     for largest_first in (True, False):
         assignment = first_fit(packing, largest_room_first=largest_first)
         if assignment is not None:
-            plan = _checked(state, plan_of(packing, assignment), mode)
+            plan = _checked(state, plan_of(packing, assignment), mode, replayed)
             return NodeVerdict(node, group, True, plan, method=FIRST_FIT, to_place=count)
     why = refutation(packing)
     if why is not None:
@@ -122,7 +133,7 @@ def decide_packing(
     times = {"build_s": lex.build_s, "solve_s": lex.solve_s}
     placed = int(round(lex.objective[0])) if lex.has_solution else 0
     if lex.has_solution and placed == count:
-        plan = _checked(state, plan_of(packing, form.solution(m, packing)), mode)
+        plan = _checked(state, plan_of(packing, form.solution(m, packing)), mode, replayed)
         return NodeVerdict(
             node, group, True, plan, method=MIP, status=str(lex.status), to_place=count, **times
         )

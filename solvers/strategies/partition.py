@@ -25,9 +25,16 @@ from formulations.partition import LayoutProblem, LayoutValues, Stage
 from model.bareon.check import CheckReport, check_layout, diagnose_infeasible
 from model.bareon.outputs import allocator_document
 from model.bareon.schema import ALLOCATOR_OVERHEADS, Layout, Overheads, PartitionProblem
-from model.errors import CheckFailedError, InfeasibleError, SolverError
+from model.errors import CheckFailedError, InfeasibleError, SolverError, UsageError
 from solvers import Status, Stopwatch, solve, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+
+#: The largest fairness group weight sum W (formulations/partition.py, define_fairness) HiGHS
+#: is given: its rows W·y_s - w_s·r_f <= W - 1 are exact only while W times HiGHS's
+#: integrality tolerance (10^-6) stays below 1 MiB. Past it, weights 4095999, 4095998 and 1 on
+#: a 1,000 MiB disk were called infeasible ("no whole-MiB layout ...") where CP-SAT, exact in
+#: its integers, answers (benchmarks/large_numbers.py; issue 40, item 2). CP-SAT solves past it.
+HIGHS_FAIR_WEIGHT_SUM = 2**19
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class LayoutResult:
     gap: dict[str, float | None]
     build_s: float
     solve_s: float
+    solver: str  # the one that solved it (CP-SAT past HIGHS_FAIR_WEIGHT_SUM)
 
 
 @dataclass(frozen=True)
@@ -81,8 +89,8 @@ def solve_layout(
         raise InfeasibleError(reason, source=problem.source or None)
     lp = LayoutProblem(problem, overheads, leave_preferred_empty)
     if not problem.spaces:  # nothing to place: the empty layout is the only one
-        return _empty_layout(lp)
-    solver, time_limit, threads = options.solver, options.time_limit, options.threads
+        return _empty_layout(lp, options.solver)
+    solver, time_limit, threads = _exact_solver(lp, options), options.time_limit, options.threads
     lex_stages, placement = lp.stages[:-1], lp.stages[-1]
     if solver == "highs":
         attempts = [(aggregate, 0), (aggregate, 1), (False, 0), (False, 1)]
@@ -204,7 +212,25 @@ def solve_layout(
         gap={n: gaps.get(n, 0.0) for n in names},
         build_s=build_s,
         solve_s=solve_s,
+        solver=solver,
     )
+
+
+def _exact_solver(lp: LayoutProblem, options: SolverOptions) -> str:
+    """The solver the layout is solved with: CP-SAT in place of HiGHS when a fairness group's
+    weight sum passes HIGHS_FAIR_WEIGHT_SUM; a usage error when --solver highs was asked for."""
+    widest = max(lp.fair_groups, key=lambda g: g.weight_sum, default=None)
+    if options.solver != "highs" or widest is None or widest.weight_sum <= HIGHS_FAIR_WEIGHT_SUM:
+        return options.solver
+    if options.solver_given:
+        names = ", ".join(lp.problem.spaces[i].space_id for i in widest.space_indexes)
+        raise UsageError(
+            f"--solver highs: the weights of spaces {names} scale to whole numbers summing to "
+            f"{widest.weight_sum}, past 2^19, beyond which HiGHS's integrality tolerance can "
+            "miss a fair share by a MiB: use --solver cpsat, or leave --solver out (CP-SAT is "
+            "then used)"
+        )
+    return "cpsat"
 
 
 def _checked(lp: LayoutProblem, layout: Layout) -> CheckReport:
@@ -217,7 +243,7 @@ def _checked(lp: LayoutProblem, layout: Layout) -> CheckReport:
     return check
 
 
-def _empty_layout(lp: LayoutProblem) -> LayoutResult:
+def _empty_layout(lp: LayoutProblem, solver: str) -> LayoutResult:
     layout = Layout(tuple(() for _ in lp.problem.disks))
     check = _checked(lp, layout)
     names = [st.name for st in lp.stages]
@@ -230,6 +256,7 @@ def _empty_layout(lp: LayoutProblem) -> LayoutResult:
         gap=dict.fromkeys(names, 0.0),
         build_s=0.0,
         solve_s=0.0,
+        solver=solver,
     )
 
 

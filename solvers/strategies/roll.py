@@ -18,11 +18,13 @@ A plan is proven optimal when its rounds meet a bound: the combinatorial one, or
 from __future__ import annotations
 
 import heapq
+import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from formulations import roll as form
+from formulations import roll_sat
 from model.roll import (
     PRIMARY,
     RollProblem,
@@ -253,6 +255,16 @@ def _packed(packer: _Packer, rounds: Sequence[Sequence[str]]) -> list[RoundPlan]
     return out
 
 
+def pack_rounds(
+    problem: RollProblem,
+    rounds: Sequence[Sequence[str]],
+    options: SolverOptions = DEFAULT_OPTIONS,
+) -> list[RoundPlan] | None:
+    """Another tool's rounds (hroller's) with the moves that clear each, so that
+    `model.roll.check_plan` can judge them; None when some round cannot be cleared."""
+    return _packed(_Packer(problem, options), rounds)
+
+
 def plan(
     problem: RollProblem,
     options: SolverOptions = DEFAULT_OPTIONS,
@@ -319,6 +331,7 @@ class _Effort:
     cuts: int = 0
     restarts: int = 0
     peeled: int = 0  # nodes left out of the last model (put back after it)
+    solver: str | None = None  # what decided the last question ("sat" or the model's solver)
 
 
 def _works(scale: float) -> Iterator[float]:
@@ -394,6 +407,102 @@ def _colour(
         session.close()
 
 
+#: MiniSat's conflicts per attempt at a question "k rounds?" on 400 nodes (more in proportion
+#: to the nodes), as CP-SAT's work below: two short attempts, each a fresh solver with the
+#: clauses in another order from another DSatur colouring (the time to find a plan is
+#: heavy-tailed in that order), then a long one, which goes on from the last long one's
+#: learnt clauses (a proof is not started again), doubled each time round.
+SAT_SHORT, SAT_LONG = 3000, 20000
+
+
+def _budgets(scale: float) -> Iterator[tuple[bool, int]]:
+    long = SAT_LONG
+    while True:
+        yield True, int(SAT_SHORT * scale)
+        yield True, int(SAT_SHORT * scale)
+        yield False, int(long * scale)
+        long *= 2
+
+
+#: Rounds the SAT relaxation may cut (memory covers and packings) before the question goes to
+#: the full model, whose group rows may cut off in one what the clauses take one by one.
+MAX_SAT_CUTS = 50
+
+
+def _colour_sat(
+    problem: RollProblem,
+    rounds: int,
+    clique: Sequence[str],
+    packer: _Packer,
+    deadline: float | None,
+    effort: _Effort,
+) -> tuple[str, list[RoundPlan]]:
+    """The question "a plan of `rounds` rounds?" as clauses (formulations/roll_sat.py): no
+    assignment is IMPOSSIBLE, proven (the clauses hold in every plan); an assignment whose
+    rounds all fit their receiving nodes' memory and pack is FOUND; a round that does not
+    adds its cover or cut clause and the solver goes on. STOPPED at the deadline or after
+    MAX_SAT_CUTS cuts (the full model then decides)."""
+    from solvers.sat_backend import SatSession
+
+    keep = set(problem.nodes)
+    layout = form.layout_of(problem, [v for v in clique if v in keep], rounds, rounds)
+    loads = problem.loads() if problem.rules.migrations else {}
+    with Stopwatch() as sw:
+        cnf = roll_sat.build_clauses(problem, layout)
+    effort.build_s += sw.seconds
+    budgets = _budgets(max(1.0, len(problem.nodes) / 400))
+    added: list[tuple[int, ...]] = []  # covers and cuts, for the short attempts' solvers
+    with SatSession(cnf.clauses) as session:
+        with Stopwatch() as sw:
+            session.set_phases(roll_sat.phases(problem, layout, cnf))
+        effort.build_s += sw.seconds
+        cut, seed = 0, 0
+        while cut <= MAX_SAT_CUTS:
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+            short, budget = next(budgets)
+            if short:  # a fresh solver, clauses in another order, from another colouring
+                seed += 1
+                with Stopwatch() as sw:
+                    clauses = [*cnf.clauses, *added]
+                    random.Random(seed).shuffle(clauses)
+                    attempt = SatSession(clauses)
+                    attempt.set_phases(roll_sat.phases(problem, layout, cnf, seed))
+                effort.build_s += sw.seconds
+                with attempt:
+                    answer = attempt.solve(left, budget)
+            else:  # the long attempts go on with what the last one learnt
+                answer = session.solve(left, budget)
+            effort.solve_s += answer.seconds
+            if answer.satisfiable is False:
+                return IMPOSSIBLE, []
+            if answer.satisfiable is None:
+                if deadline is not None and time.perf_counter() >= deadline - 0.01:
+                    return STOPPED, []
+                effort.restarts += 1
+                continue
+            cut += 1
+            position = {v: i for i, v in enumerate(problem.nodes)}
+            packed, cuts = [], []
+            for r in cnf.rounds_of(answer.model):
+                members = sorted(r, key=position.__getitem__)
+                covers = roll_sat.memory_covers(problem, loads, members)
+                if covers:
+                    cuts += covers
+                    continue
+                p = packer.pack(members)
+                if p is None:
+                    cuts.append(members)
+                    continue
+                packed.append(p)
+            if not cuts:
+                return FOUND, packed
+            new = [clause for c in cuts for clause in cnf.forbid(c)]
+            session.add(new)
+            added += new
+            effort.cuts += len(cuts)
+    return STOPPED, []
+
+
 def _put_back(
     problem: RollProblem, plans: Sequence[RoundPlan], peeled: Sequence[str], rounds: int
 ) -> list[RoundPlan] | None:
@@ -445,20 +554,32 @@ def _solve(
     asked of every node."""
     kw = _kwargs(options)
     effort = _Effort()
+
+    def colour(p: RollProblem, k: int) -> tuple[str, list[RoundPlan]]:
+        """SAT first (the solver not chosen), then the model if SAT stopped short."""
+        if not options.solver_given:
+            outcome, found = _colour_sat(p, k, common["clique"], packer, deadline, effort)
+            late = deadline is not None and time.perf_counter() >= deadline - 0.01
+            if outcome != STOPPED or late:
+                effort.solver = "sat"
+                return outcome, found
+        effort.solver = kw["solver"]
+        return _colour(p, k, common["clique"], kw, packer, deadline, effort)
+
     status, bound = Status.FEASIBLE, common["bound"]
     for k in range(bound, len(best)):
         core, peeled = peel(problem, k)
         effort.peeled = len(peeled)
         sub = problem.restricted(core) if peeled else problem
         if core:
-            outcome, found = _colour(sub, k, common["clique"], kw, packer, deadline, effort)
+            outcome, found = colour(sub, k)
         else:  # every node peeled: putting them back is the plan
             outcome, found = FOUND, []
         if outcome == FOUND and peeled:
             found = _put_back(problem, found, peeled, k) or []
             if not found:
                 effort.peeled = 0
-                outcome, found = _colour(problem, k, common["clique"], kw, packer, deadline, effort)
+                outcome, found = colour(problem, k)
         if outcome == IMPOSSIBLE:
             bound = k + 1  # no plan of k rounds
             continue
@@ -474,7 +595,7 @@ def _solve(
         tuple(best),
         str(status),
         method=MODEL,
-        solver=kw["solver"],
+        solver=effort.solver or kw["solver"],
         build_s=effort.build_s,
         solve_s=effort.solve_s,
         cuts=effort.cuts,

@@ -181,7 +181,9 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             group_packings = []
             for n in nodes:
                 pk = packing_of(problem.state, n, offline_targets=targets)
-                v = decide_packing(problem.state, pk, solver)
+                # not replayed: a wrong plan here would leave the group open, and the final
+                # state's plans, which check_space replays, would then fail (load only adds)
+                v = decide_packing(problem.state, pk, solver, replayed=False)
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
@@ -414,7 +416,13 @@ def _failures(
         if g not in touched:
             continue
         for n in problem.n1_scope.get(g, ()):
-            v = decide(final, n, offline_targets=problem.options.offline_targets, options=solver)
+            v = decide(
+                final,
+                n,
+                offline_targets=problem.options.offline_targets,
+                options=solver,
+                replayed=False,  # check_space replays every plan of the answer
+            )
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:
@@ -677,7 +685,6 @@ def _walk(
     current = spec
     problem = base
     fits, blocking = _probe(problem)
-    refused = 0  # steps global N+1 refused after the node checks passed
     for _ in range(steps):
         if deadline is not None and time.perf_counter() > deadline:
             return None  # the time limit holds for the walk too: 4,096 steps with an N+1
@@ -686,10 +693,7 @@ def _walk(
         if only is not None:
             shrunk = _shrunk(current, only, 1)
         else:
-            fields = blocking
-            if refused:
-                fields = _in_proportion(spec, current, problem)
-            for field_name in fields:
+            for field_name in blocking:
                 shrunk = _shrunk(current, field_name, 1)
                 if shrunk is not None:
                     break
@@ -703,8 +707,68 @@ def _walk(
         if fits:
             if not base.global_n1 or _n1_admits_one(pose(current), solver):
                 return current
-            refused += 1
+            # from here each step is fixed (`only`, or memory and disk in proportion): search
+            return _first_admitted(spec, current, base, pose, solver, only, steps, deadline)
     return None
+
+
+def _first_admitted(
+    tier: Spec,
+    refused: Spec,
+    base: SpaceProblem,
+    pose: Any,
+    solver: SolverOptions,
+    only: str | None,
+    steps: int,
+    deadline: float | None,
+) -> Spec | None:
+    """The first spec of the walk below `refused` (one unit of `only` a step, or memory and
+    disk in proportion to their room, `_in_proportion`) at which the node checks pass and
+    global N+1 admits one instance, found by galloping then bisection instead of one exact
+    solve per unit: a smaller instance passes every check a larger one passes (capacity rows
+    and the re-placement of a failed node's instances only get easier), so the admitted specs
+    are a tail of the walk. The walk ends where no field can shrink or the policy admits no
+    candidate, as the unit walk does. One solve a unit took 8 minutes on a 7-node plain
+    cluster (tiered from the policy's largest spec, hundreds of refused units a tier)."""
+    walk = [refused]
+    while len(walk) <= steps:
+        nxt = None
+        fields = [only] if only is not None else _in_proportion(tier, walk[-1], base)
+        for field_name in fields:
+            nxt = _shrunk(walk[-1], field_name, 1)
+            if nxt is not None:
+                break
+        if nxt is None or not any(r.primary_ok for r in _light(base, nxt).rooms):
+            break
+        walk.append(nxt)
+    verdicts: dict[int, bool] = {0: False}
+
+    def admitted(i: int) -> bool:
+        if i not in verdicts:
+            verdicts[i] = _probe(_light(base, walk[i]))[0] and _n1_admits_one(pose(walk[i]), solver)
+        return verdicts[i]
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    lo, hi, jump = 0, None, 1  # walk[lo] refused; walk[hi] admitted
+    while hi is None:
+        if late() or lo == len(walk) - 1:
+            return None
+        i = min(lo + jump, len(walk) - 1)
+        if admitted(i):
+            hi = i
+        else:
+            lo, jump = i, 2 * jump
+    while hi - lo > 1:
+        if late():
+            return walk[hi]  # admitted, perhaps not the largest: the deadline is near
+        mid = (lo + hi) // 2
+        if admitted(mid):
+            hi = mid
+        else:
+            lo = mid
+    return walk[hi]
 
 
 def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str]:

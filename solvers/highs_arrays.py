@@ -1,0 +1,96 @@
+"""A model given as arrays (formulations/balance_lean.py's `ArrayModel`), loaded into HiGHS
+directly with highspy: no Pyomo copy, whose per-term cost made the balance model take longer
+to load than its time limit (docs/balance.md). Rows can be added between solves; a solve is a
+linear relaxation or the MIP.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from formulations.balance_lean import ArrayModel, Rows
+from model.errors import SolverError
+from solvers.result import Status
+
+
+@dataclass(frozen=True)
+class ArrayResult:
+    status: Status
+    x: np.ndarray | None  # column values when there is a solution
+    objective: float | None
+    bound: float | None  # a proven lower bound of the objective (minimised)
+    solve_s: float
+
+
+#: HighsInfo.primal_solution_status of a feasible point (HiGHS's kSolutionStatusFeasible)
+FEASIBLE_POINT = 2
+
+
+class ArraySession:
+    """One HiGHS instance holding an array model (minimised)."""
+
+    def __init__(self, model: ArrayModel, *, threads: int = 1) -> None:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", threads)
+        n = len(model.cost)
+        empty_i = np.zeros(0, dtype=np.int32)
+        status = h.addCols(n, model.cost, model.lower, model.upper, 0, empty_i, empty_i,
+                           np.zeros(0))  # fmt: skip
+        if status == highspy.HighsStatus.kError:
+            raise SolverError("HiGHS refused the columns of an array model")
+        h.changeObjectiveOffset(model.offset)
+        self._h = h
+        self._integer = model.integer
+        self._n = n
+        self.add_rows(model.rows)
+
+    def add_rows(self, rows: Rows) -> None:
+        count = len(rows.lower)
+        if count:
+            status = self._h.addRows(count, rows.lower, rows.upper, len(rows.index),
+                                     rows.starts[:-1], rows.index, rows.value)  # fmt: skip
+            if status == highspy.HighsStatus.kError:
+                raise SolverError("HiGHS refused the rows of an array model")
+
+    def set_start(self, index: np.ndarray, values: np.ndarray) -> None:
+        """A partial starting point (these columns' values) for the next MIP solve."""
+        self._h.setSolution(len(index), index.astype(np.int32), values.astype(float))
+
+    def solve(self, *, integral: bool, time_limit: float | None) -> ArrayResult:
+        h = self._h
+        kind = highspy.HighsVarType.kInteger if integral else highspy.HighsVarType.kContinuous
+        if len(self._integer):
+            kinds = np.full(len(self._integer), int(kind), dtype=np.uint8)
+            h.changeColsIntegrality(len(self._integer), self._integer, kinds)
+        h.setOptionValue(
+            "time_limit", max(time_limit, 0.01) if time_limit is not None else math.inf
+        )
+        began = time.perf_counter()
+        h.run()
+        took = time.perf_counter() - began
+        model_status = h.getModelStatus()
+        info = h.getInfo()
+        solved = model_status == highspy.HighsModelStatus.kOptimal
+        has = solved or (integral and info.primal_solution_status == FEASIBLE_POINT)
+        x = np.array(h.getSolution().col_value) if has else None
+        objective = float(info.objective_function_value) if has else None
+        if integral:
+            bound = float(info.mip_dual_bound)
+            bound = bound if math.isfinite(bound) else None
+        else:
+            bound = objective if solved else None
+        if model_status == highspy.HighsModelStatus.kInfeasible:
+            status = Status.INFEASIBLE
+        elif solved:
+            status = Status.OPTIMAL
+        elif has:
+            status = Status.FEASIBLE
+        else:
+            status = Status.TIME_LIMIT
+        return ArrayResult(status, x, objective, bound, took)

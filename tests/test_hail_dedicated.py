@@ -73,7 +73,7 @@ def excl_dir(ganeti, tmp_path_factory) -> Path:
 
 
 #: The real hail's answers by request text: hail is deterministic, and the random and perturbed
-#: requests are asked twice (exalloc's model and its exhaustive choice judged beside the same answer).
+#: requests are asked twice (exalloc's model and its exhaustive choice judged beside one answer).
 _HAIL_ANSWERS: dict[tuple[str, str], str] = {}
 
 

@@ -400,7 +400,7 @@ def test_exact_equals_brute_force(seed: int) -> None:
         # cuts), with --solver cpsat of the full model; the same minimum each time, and a
         # plan the checker accepts
         for options, prover in (
-            (SolverOptions(solver_given=False), "sat"),
+            (SolverOptions(solver_given=False), "minisat"),
             (SolverOptions(solver="cpsat"), "cpsat"),
         ):
             alone = plan(problem, options, starts=False)

@@ -13,8 +13,8 @@ so that the same command writes the same bytes:
   from 10 nodes at K = 5 it is not, in 30 s). On one of them the exact 2 steps beat hbal's.
 - roll: tests/roll_gen.py clusters of 10-12 nodes whose DRBD secondaries gather on one or
   two storage nodes, and one with secondaries at random. Under hroller's rules (the batch's
-  question) hroller's count is the optimum on all three, as on the 88 other generated
-  clusters tried while choosing them (8 gathered, 80 at random): exalloc's side is the proof.
+  question) hroller's count is the optimum on all three, as on the 86 other generated
+  clusters tried while choosing them (6 gathered, 80 at random): exalloc's side is the proof.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ max, the N+1 flags, tag conflicts): at 40 nodes it takes longer to build and cop
 Pyomo than the whole time limit. This one keeps only what bounds the score: one binary per
 final the planes leave (model/balance_bound.py), the step budget, each spread metric's node
 values as affine functions of the finals, each spread above its tangent planes (rows added at
-every point the strategy visits), and the reserve terms above the planes' linear bounds. The
+every point the strategy visits), and the reserve terms above their tangents at r[n]. The
 N+1 count is bounded by a constant and every capacity is dropped, so its optimum is a lower
 bound of the least score (among the finals left, hence at most the pruning threshold), and its
 solutions are candidate plans the strategy orders and checks.
@@ -16,7 +16,10 @@ solutions are candidate plans the strategy orders and checks.
     budget:  Σ cost_f·x[i,f] + cost_xy·c[i] ≤ K
     values:  v[k,n] − Σ Δ_k[f,n]·(final f's indicator) = now_k[n]
     planes:  σ_k − Σ_n g_n·v[k,n] ≥ sd_k(v̄) − g·v̄              (each point v̄)
-    reserve: ρ − Σ_f gain_f·x[i,f] ≥ C                          (each plane's linear bound)
+    pair:    r[n] ≥ what pair (q, n) holds after the finals      (`_define_reserve`)
+    top:     r[n] ≤ r now + what arrives on n
+    ladder:  r[n] ≥ P_1 − Σ_j Σ_{i on pair j} min(f_i, P_j − P_{j+1})·moved_i
+    reserve: ρ ≥ Σ_n (w_res·g_n + w_total)·r[n]/t_mem[n]          (each point's p_rem slopes)
     min      Σ_k w_k·σ_k + ρ + Σ offline gains + constant
 """
 

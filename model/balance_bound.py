@@ -215,39 +215,6 @@ class Gains:
             total += WEIGHTS["offline_all_cnt"] * i.secondary_offline
         return total
 
-    def reserve_terms(self, plane: Plane) -> tuple[float, dict, dict, dict]:
-        """The plane's linear bound of the reserve terms: its value now, and the gains of
-        each final ({instance: {(P, S): gain}}), of each (x,y) class ({instance: gain}) and of
-        each (x,y) secondary ({(instance, y): gain})."""
-        idx = self.index
-        rem = np.array([n.reserve_mib for n in self.data.nodes], dtype=float) / self.tmem
-        const = float(np.dot(plane.rem_slope, rem))
-        per_final: dict[str, dict] = {}
-        per_xy: dict[str, float] = {}
-        per_y: dict[tuple[str, str], float] = {}
-        for i in self.data.instances:
-            f = i.failover_mib
-            table: dict = {}
-            per_final[i.name] = table
-            if not i.drbd or not f:
-                continue
-            p, s = i.primary, i.secondary
-            dep = 0.0
-            if s in idx and self.top.get(s) == p:  # type: ignore[arg-type]
-                dep = -max(plane.rem_slope[idx[s]], 0.0) * f / self.tmem[idx[s]]  # type: ignore[index]
-
-            def arrive(n: str | None, f: int = f) -> float:
-                if n is None or n not in idx:
-                    return 0.0
-                return min(plane.rem_slope[idx[n]], 0.0) * f / self.tmem[idx[n]]
-
-            for _, big_p, big_s in self.finals[i.name]:
-                table[big_p, big_s] = dep + arrive(big_s)
-            per_xy[i.name] = dep
-            for y in self.xy[i.name][1]:
-                per_y[i.name, y] = arrive(y)
-        return const, per_final, per_xy, per_y
-
     def of(self, plane: Plane, i: MovableData) -> _Finals:
         from model.score import WEIGHTS
 

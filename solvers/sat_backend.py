@@ -21,6 +21,7 @@ from pysat.solvers import Solver
 #: 0.35-0.71 s, CaDiCaL 1.5.3 0.23-1.9 s and 0.73-1.1 s (load 4); PySAT cannot interrupt
 #: CaDiCaL, so it could not keep a deadline anyway.
 NAME = "minisat22"
+LABEL = "minisat"  # as the notes and --json name it
 
 
 @dataclass(frozen=True)

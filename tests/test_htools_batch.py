@@ -12,23 +12,13 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from test_compare import _args  # compare's own arguments, 30 s per solve
 
 from programs import batch, compare, htools_batch, judging, report, tasks
 from solvers.options import SolverOptions
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = [REPO / "data" / p for p in ("space", "balance", "roll")]
-
-
-def _args(*inputs: Path) -> Namespace:
-    return Namespace(
-        inputs=[str(p) for p in inputs],
-        greedy_timeout=120.0,
-        solver_options=SolverOptions(time_limit=60.0),
-        json=False,
-        master=None,
-        luxi=None,
-    )
 
 
 def _hspace(path: str) -> int:

@@ -16,6 +16,7 @@ import pytest
 from roll_gen import RollSpec, generate
 
 import cli
+from formulations.roll_sat import memory_covers
 from model.backends.text import dump_text
 from model.errors import CheckFailedError, InfeasibleError
 from model.htools.hroller import RollerOptions, lookup_name, prelude, rounds_of
@@ -399,7 +400,7 @@ def test_exact_equals_brute_force(seed: int) -> None:
         # cuts), with --solver cpsat of the full model; the same minimum each time, and a
         # plan the checker accepts
         for options, prover in (
-            (SolverOptions(solver_given=False), "sat"),
+            (SolverOptions(solver_given=False), "minisat"),
             (SolverOptions(solver="cpsat"), "cpsat"),
         ):
             alone = plan(problem, options, starts=False)
@@ -513,3 +514,33 @@ def test_a_node_that_can_never_reboot(capsys, tmp_path) -> None:  # noqa: ANN001
     assert (code, err) == (1, "Error: Not enough capacity to move non-redundant instances\n")
     code, out, _ = run_cli(capsys, "roll", "-t", str(path), "--ignore-non-redundant")
     assert code == 0 and out == "'Node Reboot Groups'\nsmall,big\n"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_memory_covers_are_impossible_rounds(seed: int) -> None:
+    """The SAT relaxation's cover clauses (formulations/roll_sat.py) forbid only sets of
+    primaries that the independent round oracle (`_round_possible`, from the raw node
+    states) also finds impossible together, each cover small (without its last primary it
+    fits the receiving node's memory)."""
+    spec = RollSpec(
+        nodes=30, instances=90, drbd_share=1.0, concentrated=2, fill=0.9, offline=0, seed=seed
+    )
+    cluster = generate(spec)
+    rules = RollRules(memory_aware=True)
+    start = prelude(cluster, _hroller_options(rules))
+    problem = problem_of(cluster, start.considered_names, rules, start.offline)
+    loads = problem.loads()
+    tight = 0
+    for s, per in loads.items():
+        cap = problem.rooms[s].memory_mib
+        primaries = [p for p, w in per.items() if w > 0]
+        covers = memory_covers(problem, loads, primaries)
+        if sum(per.values()) <= cap:
+            continue
+        tight += 1
+        mine = [c for c in covers if set(c) <= set(per) and sum(per[p] for p in c) > cap]
+        assert mine, s
+        for c in mine:
+            assert not _round_possible(cluster, rules, frozenset(c)), (s, c)
+            assert sum(per[p] for p in c[:-1]) <= cap, (s, c)
+    assert tight, "no receiving node with more migrations than memory: the test tests nothing"

@@ -41,6 +41,8 @@ from model.roll import (
 from solvers import Status, Stopwatch, solve_lexicographic
 from solvers.lexicographic import open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.sat_backend import LABEL as SAT_LABEL
+from solvers.sat_backend import SatSession
 
 BOUND = "bound"  # the start meets the lower bound: no model needed
 MODEL = "model"
@@ -331,7 +333,7 @@ class _Effort:
     cuts: int = 0
     restarts: int = 0
     peeled: int = 0  # nodes left out of the last model (put back after it)
-    solver: str | None = None  # what decided the last question ("sat" or the model's solver)
+    solver: str | None = None  # what decided the last question (minisat or the model's solver)
 
 
 def _works(scale: float) -> Iterator[float]:
@@ -442,8 +444,6 @@ def _colour_sat(
     rounds all fit their receiving nodes' memory and pack is FOUND; a round that does not
     adds its cover or cut clause and the solver goes on. STOPPED at the deadline or after
     MAX_SAT_CUTS cuts (the full model then decides)."""
-    from solvers.sat_backend import SatSession
-
     keep = set(problem.nodes)
     layout = form.layout_of(problem, [v for v in clique if v in keep], rounds, rounds)
     loads = problem.loads() if problem.rules.migrations else {}
@@ -561,7 +561,7 @@ def _solve(
             outcome, found = _colour_sat(p, k, common["clique"], packer, deadline, effort)
             late = deadline is not None and time.perf_counter() >= deadline - 0.01
             if outcome != STOPPED or late:
-                effort.solver = "sat"
+                effort.solver = SAT_LABEL
                 return outcome, found
         effort.solver = kw["solver"]
         return _colour(p, k, common["clique"], kw, packer, deadline, effort)

@@ -85,7 +85,7 @@ def inputs(tmp: Path, n_nodes: int, n_instances: int) -> dict[str, tuple[list[st
 def run(command: list[str], path: Path, limit: float, margin: float) -> dict:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "cli", "--json", *command, "--time-limit", str(limit), str(path)],
+        [sys.executable, "-m", "cli", "--json", *command, str(path), "--time-limit", str(limit)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -291,14 +291,18 @@ def add_failure(m: pyo.ConcreteModel, p: SpaceProblem, pk: Packing) -> None:
     block = pyo.Block()
     m.add_component(f"fails_{len(list(m.component_objects(pyo.Block)))}", block)
     pairs = [(k, t) for k in range(len(shapes.keys)) for t in shapes.members[k][0].targets]
-    block.u = pyo.Var(pairs, domain=pyo.NonNegativeIntegers)
     count = [len(members) for members in shapes.members]
+    # bounded by what they sum to: CP-SAT needs finite bounds (benchmarks/large_numbers.py
+    # found `space --solver cpsat` refused on Ganeti's hspace-tiered.data)
+    block.u = pyo.Var(pairs, domain=pyo.NonNegativeIntegers, bounds=lambda _b, k, t: (0, count[k]))
     block.placed = pyo.Constraint(
         range(len(count)),
         rule=lambda _b, k: sum(block.u[k2, t] for k2, t in pairs if k2 == k) == count[k],
     )
     targets = new_targets(p, pk) if f in rooms else []
-    block.w = pyo.Var(targets, domain=pyo.NonNegativeIntegers)
+    block.w = pyo.Var(
+        targets, domain=pyo.NonNegativeIntegers, bounds=(0, m.x[f].ub if f in rooms else 0)
+    )
     if f in rooms:
         # new_placed: Σ_t w[t] = x[f]
         block.new_placed = pyo.Constraint(expr=sum(block.w[t] for t in targets) == m.x[f])

@@ -40,12 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     `--greedy` and `--json`."""
     from programs.options import (
         exec_option,
+        greedy_option,
         htools_source_options,
         ignore_dynu_option,
         json_option,
+        max_length_option,
         number_type,
         offline_option,
         print_commands_option,
+        print_nodes_option,
         save_option,
         verbosity_options,
     )
@@ -54,12 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     htools_source_options(p)  # none, or more than one: hbal's own errors
     standard_options(p, "hbal", ())
     p.add_argument("arguments", nargs="*", help=argparse.SUPPRESS)  # hbal's own error
-    p.add_argument(
-        "-p",
-        "--print-nodes",
-        dest="print_nodes",
-        metavar="FIELDS",
-        help="print the node list before and after (-pFIELDS, +FIELDS adds to the defaults)",
+    print_nodes_option(
+        p, text="print the node list before and after (-pFIELDS, +FIELDS adds to the defaults)"
     )
     p.add_argument(
         "--print-instances",
@@ -89,15 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--reason", dest="reason", metavar="REASON", help="the reason for -X's jobs")
     p.add_argument("-G", "--group", dest="group", metavar="GROUP", help="the group to balance")
-    p.add_argument(
-        "-l",
-        "--max-length",
-        dest="max_length",
-        type=int,
-        default=-1,
-        metavar="N",
-        help="at most N moves",
-    )
+    max_length_option(p, "at most N moves")
     verbosity_options(p)
     offline_option(p)
     p.add_argument(
@@ -197,11 +188,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PRIO",
         help="the priority of -X's jobs: low, normal or high",
     )
-    p.add_argument(
-        "--greedy",
-        action="store_true",
-        help="hbal's own search, its output byte for byte (no model)",
-    )
+    greedy_option(p, "hbal's own search, its output byte for byte (no model)")
     json_option(p)
     from programs.balance_exact import add_exact_arguments
 

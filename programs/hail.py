@@ -30,6 +30,7 @@ from model.htools.loader import loading_warning
 from model.htools.nodelist import hails_node_lists
 from programs.options import (
     capacity_checks_option,
+    greedy_option,
     json_option,
     save_option,
     solver_options,
@@ -111,10 +112,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run the real hail and show both answers side by side",
     )
-    parser.add_argument(
-        "--greedy",
-        action="store_true",
-        help="hail's own algorithm for every request, byte for byte hail 3.0's answer (no "
+    greedy_option(
+        parser,
+        "hail's own algorithm for every request, byte for byte hail 3.0's answer (no "
         "model; hail's N+1 check unless --no-capacity-checks)",
     )
     capacity_checks_option(parser)

@@ -19,9 +19,11 @@ from model.errors import InputError, about
 from model.state import ClusterState, node_states, unique_instance_names
 from programs.groups import GroupOptions, as_source, known_groups, read
 from programs.options import (
+    greedy_option,
     htools_source_options,
     ignore_dynu_option,
     json_option,
+    max_length_option,
     no_arguments_option,
     offline_option,
     refuse_arguments,
@@ -72,10 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compare", action="store_true", help="also run the real hcheck and show its counts"
     )
     verbosity_options(parser, "-v: every node, with its plan step by step (--greedy: hcheck's)")
-    parser.add_argument(
-        "--greedy",
-        action="store_true",
-        help="hcheck's own report, byte for byte: htools' greedy global N+1 and, when the "
+    greedy_option(
+        parser,
+        "hcheck's own report, byte for byte: htools' greedy global N+1 and, when the "
         "cluster needs rebalancing, hbal's search (model/htools/hcheck.py)",
     )
     parser.add_argument(
@@ -108,10 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _hbal_options(parser: argparse.ArgumentParser) -> None:
     """hcheck's options for its rebalancing simulation (hbal's, `fromCLIOptions`)."""
-    parser.add_argument(
-        "-l", "--max-length", dest="max_length", type=int, default=-1, metavar="N",
-        help="--greedy: at most N moves per group in the simulation (default: no limit)",
-    )  # fmt: skip
+    max_length_option(
+        parser, "--greedy: at most N moves per group in the simulation (default: no limit)"
+    )
     parser.add_argument(
         "-e", "--min-score", dest="min_score", type=float, default=1e-9, metavar="EPSILON",
         help="--greedy: stop the simulation at the group's optimal score plus EPSILON",

@@ -285,9 +285,12 @@ def offline_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def print_nodes_option(parser: argparse.ArgumentParser, where: str = "") -> None:
+def print_nodes_option(
+    parser: argparse.ArgumentParser, where: str = "", *, text: str | None = None
+) -> None:
     """htools' -p[FIELDS] (`oPrintNodes`): the node list, its fields attached (getopt's
-    optional argument: `attached_optionals`)."""
+    optional argument: `attached_optionals`); `text` replaces the help where the program
+    says more (hspace's phases, hbal's before and after)."""
     parser.add_argument(
         "-p",
         "--print-nodes",
@@ -295,9 +298,24 @@ def print_nodes_option(parser: argparse.ArgumentParser, where: str = "") -> None
         nargs="?",
         const="",
         metavar="FIELDS",
-        help=f"print the node list{where} (-pFIELDS or --print-nodes=FIELDS; + adds to the "
+        help=text
+        or f"print the node list{where} (-pFIELDS or --print-nodes=FIELDS; + adds to the "
         "default fields)",
     )
+
+
+def max_length_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """htools' -l N (`oMaxSolLength`): -1, the default, is no limit; what N counts (moves,
+    instances) is the program's, said in `text`."""
+    parser.add_argument(
+        "-l", "--max-length", dest="max_length", type=int, default=-1, metavar="N", help=text
+    )
+
+
+def greedy_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """`--greedy`: the htools program's own algorithm instead of the exact model, each
+    program saying which (`text`)."""
+    parser.add_argument("--greedy", action="store_true", help=text)
 
 
 def ignore_dynu_option(parser: argparse.ArgumentParser) -> None:

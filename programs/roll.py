@@ -35,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """hroller 3.0.2's options (the backends and `--static-kvm-node-memory` shared with the
     other programs), exalloc's `--greedy`, `--memory-aware`, `--json` and solver options."""
     from programs.options import (
+        greedy_option,
         json_option,
         live_source_options,
         offline_option,
@@ -119,11 +120,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only the first round, one node per line",
     )
-    p.add_argument(
-        "--greedy",
-        action="store_true",
-        help="hroller's own heuristics, its output byte for byte (no model)",
-    )
+    greedy_option(p, "hroller's own heuristics, its output byte for byte (no model)")
     p.add_argument(
         "--memory-aware",
         dest="memory_aware",

@@ -77,23 +77,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """hspace 3.0.2's options, exalloc's `--greedy`, `--compare`, `--json` and solver
     options."""
     from programs.options import (
+        greedy_option,
         htools_source_options,
         json_option,
+        max_length_option,
         no_arguments_option,
         number_type,
         offline_option,
+        print_nodes_option,
         save_option,
         solver_options,
         verbosity_options,
     )
     from programs.parser import standard_options
 
-    p.add_argument(
-        "-p",
-        "--print-nodes",
-        dest="print_nodes",
-        metavar="FIELDS",
-        help="print the node list before and after each phase on stderr (-pFIELDS: these)",
+    print_nodes_option(
+        p, text="print the node list before and after each phase on stderr (-pFIELDS: these)"
     )
     htools_source_options(p)
     p.add_argument(
@@ -145,15 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-cpu", dest="max_cpu", type=_positive, metavar="RATIO", help="vCPU ratio of nodes"
     )
-    p.add_argument(
-        "-l",
-        "--max-length",
-        dest="max_length",
-        type=int,
-        default=-1,
-        metavar="N",
-        help="place at most N instances in each phase",
-    )
+    max_length_option(p, "place at most N instances in each phase")
     p.add_argument(
         "--min-disk",
         dest="min_disk",
@@ -193,11 +184,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     standard_options(p, "hspace", ())
     no_arguments_option(p)  # hspace's own error
-    p.add_argument(
-        "--greedy",
-        action="store_true",
-        help="hspace's own algorithm, its output byte for byte (no model)",
-    )
+    greedy_option(p, "hspace's own algorithm, its output byte for byte (no model)")
     p.add_argument(
         "--compare",
         action="store_true",

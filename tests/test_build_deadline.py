@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import time
 from pathlib import Path
 
 import dedicated_gen as gen
@@ -90,11 +91,27 @@ def test_a_model_too_slow_to_copy_is_not_solved(tmp_path, monkeypatch, capsys) -
     assert doc["timing"]["longest_stage"] + "_s" in stages
 
 
-def test_the_tiered_walk_keeps_the_time_limit(ganeti_data, capsys) -> None:
+def test_the_tiered_walk_keeps_the_time_limit(ganeti_data, capsys) -> None:  # noqa: ANN001
     """hspace's tiered ladder on Ganeti's hbal-evac.data: the walk to the next tier (up to
-    4,096 shrink steps, an exact N+1 solve each) ran 9 minutes past --time-limit 20; it now
-    stops at the limit and says so."""
-    args = ["space", "--time-limit", "3", "-t", str(ganeti_data.data_dir / "hbal-evac.data")]
+    4,096 shrink steps, an exact N+1 solve each) ran 9 minutes past --time-limit 20. It now
+    searches its tail (a few solves, the whole ladder ends), and a walk whose deadline has
+    passed stops at once, before any solve."""
+    from model.backends.text import load_text
+    from model.space import default_options, space_problem, tier_specs
+    from solvers.strategies import space as strategy
+
+    args = ["space", "-t", str(ganeti_data.data_dir / "hbal-evac.data")]
     assert cli.main(args) == 0
     err = capsys.readouterr().err
-    assert "tiered: 2 instances in 3 exact stages, stopped by time limit" in err, err
+    assert "note: tiered: " in err and "stopped by" not in err, err
+    cluster = load_text(ganeti_data.data_dir / "hbal-evac.data")
+    state, spec = node_states(cluster), tier_specs(cluster)[0]
+    options = default_options(cluster)
+
+    def pose(s):  # noqa: ANN001, ANN202
+        return space_problem(state, s, options)
+
+    past = time.perf_counter()
+    for only in (None, "memory_mib"):
+        walk = strategy._walk(spec, pose(spec), pose, strategy.DEFAULT_OPTIONS, only, deadline=past)
+        assert walk is None

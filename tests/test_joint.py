@@ -252,16 +252,10 @@ def test_joint_model_out_of_time_before_any_plan_claims_nothing():
     ans = answer(parse_request(text), options)
     joint = _reply(ans)
     assert joint["result"] == one["result"] and _acted(one) == 2
-    # HiGHS checks its clock between steps: it stops before any plan of its own, or (one run in
-    # a few, either on a loaded machine or a quick one) after taking the start, with the gap
-    # its root left. Either way nothing better than hail's plan and no proof is claimed.
-    (status,) = [run.status for run in ans.runs]
-    assert status in ("time_limit", "feasible"), joint["note"]
-    if status == "time_limit":
-        assert "time_limit, no bound yet; joint plan 0;" in joint["note"]
-    else:
-        assert re.search(r"feasible, gap 0\.\d*[1-9]", joint["note"]), joint["note"]
-    assert "kept hail's plan" in joint["note"]
+    # since 2026-12-02 the work before the model stops once the time is gone (issue 40):
+    # no model is run, and the note says so
+    assert ans.runs == ()
+    assert joint["note"] == "the time limit ran out before the joint model; kept hail's plan"
     enough = answer(parse_request(text), IAllocatorOptions())  # with time: solved again
     assert [run.status for run in enough.runs] == ["optimal"]
 

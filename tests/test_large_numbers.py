@@ -193,3 +193,20 @@ def test_partition_limits(tmp_path, capsys, size, weight, problem):
         assert code == 0, err
     else:
         assert code == 1 and problem in err and err.count("\n") == 1, err
+
+
+def test_space_with_cpsat_on_ganetis_tiered_data(ganeti, capsys):
+    """`space --solver cpsat` on hspace-tiered.data exited 1 ("CP-SAT needs finite bounds on
+    integer variable 'fails_0.w[node-01-002]'"), whatever the numbers (found by
+    benchmarks/large_numbers.py); the failure blocks' integers are bounded by what they sum
+    to, and CP-SAT proves the count HiGHS proves."""
+    path = ganeti.data_dir / "hspace-tiered.data"
+    counts = {}
+    for solver in ("cpsat", "highs"):
+        code = cli.main(["--json", "space", "--solver", solver, "-t", str(path)])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        standard = json.loads(out)["standard"]
+        assert standard["status"] == "optimal"
+        counts[solver] = standard["instances"]
+    assert counts["cpsat"] == counts["highs"]

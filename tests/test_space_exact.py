@@ -332,6 +332,9 @@ TIERED = [  # htools-hspace.test's tiered inputs; the real hspace's HTS_TSPEC
         "1000,2600,4,12=4 936,2344,4,12=2 936,2088,4,12=1",
     ),
     ("hspace-tiered.data", {}, "131072,1048576,4,12=3 129984,1048320,4,12=1"),
+    # diskless under global N+1 with an offline node: as many as hspace with htools' offline
+    # targets (exalloc's default leaves node-E out, 2 instances: docs/space.md)
+    ("hbal-evac.data", {"offline_targets": True}, "1984,1048576,8,12=1 960,1048576,8,12=2"),
 ]
 
 

@@ -71,3 +71,58 @@ def test_hail_batch_out_of_time_answers_the_part_it_placed(tmp_path):
     cut = []
     whole = dedicated.greedy_batch(states, demands, None, SolverOptions(), None, cut)
     assert whole and cut == []  # with time, hail's batch as before
+
+
+def _normal_multi(tmp_path, count: int = 3):
+    """Ganeti's hail-alloc-drbd.json asked for `count` instances at once (a normal group)."""
+    from conftest import TESTSUITE
+
+    doc = json.loads((TESTSUITE / "test/data/htools/hail-alloc-drbd.json").read_text())
+    one = {k: v for k, v in doc["request"].items() if k != "type"}
+    doc["request"] = {
+        "type": "multi-allocate",
+        "instances": [{**one, "name": f"new-{k}"} for k in range(count)],
+    }
+    path = tmp_path / "normal-multi.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_one_by_one_normal_multi_allocate_stops_at_its_deadline(tmp_path):
+    """hail's one-by-one walk with the exact N+1 check took minutes for 50 instances on 200
+    nodes under --time-limit 10 (each step seconds): past AllocOptions.deadline the instances
+    left fail "out of time", unplaced, and the request still succeeds."""
+    from model.backends.iallocator import load_request
+    from model.htools.allocate import OUT_OF_TIME, AllocOptions
+    from model.htools.requests import process
+
+    inp = load_request(str(_normal_multi(tmp_path)))
+    placed = process(inp, AllocOptions())
+    assert placed.success and len(placed.placements) == 3  # in time: all three
+    late = process(inp, AllocOptions(deadline=time.perf_counter()))
+    assert late.success and late.placements == ()
+    assert json.loads(response_of(late))["info"].startswith("Request successful: 3 instances")
+    assert all(sol.log == (OUT_OF_TIME,) for sol in late.solutions)
+
+
+def response_of(ans) -> str:
+    from model.backends.iallocator_response import response_json
+
+    return response_json(ans.success, ans.info, ans.result)
+
+
+def test_the_joint_multi_allocate_keeps_hails_plan_when_its_time_is_gone(tmp_path):
+    """The joint model's work before the model (candidates, the deltas of every instance on
+    every node: 9 s of a 10 s limit on 200 nodes, loaded) ran past the limit: with no time
+    left it returns hail's plan at once, saying so, and builds no model."""
+    from model.backends.iallocator import load_request
+    from solvers.strategies import joint
+    from solvers.strategies.iallocator import IAllocatorOptions, one_by_one_answer
+
+    inp = load_request(str(_normal_multi(tmp_path)))
+    hail = one_by_one_answer(inp, IAllocatorOptions())
+    ans = joint.joint_multi_allocate(inp, hail, SolverOptions(time_limit=1e-9))
+    assert ans.placements == hail.placements and ans.runs == ()
+    assert ans.note == "the time limit ran out before the joint model; kept hail's plan"
+    ans = joint.joint_multi_allocate(inp, hail, SolverOptions(time_limit=30))
+    assert ans.runs  # with time, the model runs

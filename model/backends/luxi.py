@@ -27,6 +27,8 @@ from model.backends.iallocator import (
     _read_enum,
     _read_int,
     _read_list,
+    _read_mib,
+    _read_mib_double,
     _read_object,
     _read_string,
     _read_strings,
@@ -390,11 +392,11 @@ def _parse_node(row: list, groups: dict[str, str]) -> NodeReading:
         exclusive_storage=excl,
         spindles=spindles,
         free_spindles=or_default("spfree", spfree, _read_int, 0),
-        total_memory_mib=live_value("mtotal", mtotal, _read_double, 0.0),
-        node_memory_mib=live_value("mnode", mnode, _read_int, 0),
-        free_memory_mib=live_value("mfree", mfree, _read_int, 0),
-        total_disk_mib=or_default("dtotal", dtotal, _read_double, 0.0),
-        free_disk_mib=or_default("dfree", dfree, _read_int, 0),
+        total_memory_mib=live_value("mtotal", mtotal, _read_mib_double, 0.0),
+        node_memory_mib=live_value("mnode", mnode, _read_mib, 0),
+        free_memory_mib=live_value("mfree", mfree, _read_mib, 0),
+        total_disk_mib=or_default("dtotal", dtotal, _read_mib_double, 0.0),
+        free_disk_mib=or_default("dfree", dfree, _read_mib, 0),
         total_cpus=live_value("ctotal", ctotal, _read_double, 0.0),
         reserved_cpus=live_value("cnos", cnos, _read_int, 0),
         tags=tags,
@@ -415,8 +417,8 @@ def _parse_instance(row: list, nodes: set[str]) -> Instance:
     auto_f, template_f, su_f, sizes_f, spindles_f, forth_f = row[8:]
     name = _named(name_f, "instance")
     convert = _converter("Instance", name)
-    disk_usage = convert("disk_usage", disk_f, _read_int)
-    memory = convert("be/memory", mem_f, _read_int)
+    disk_usage = convert("disk_usage", disk_f, _read_mib)
+    memory = convert("be/memory", mem_f, _read_mib)
     vcpus = convert("be/vcpus", vcpus_f, _read_int)
     primary = check_node(nodes, name, convert("pnode", pnode_f, _read_string))
     secondaries = convert("snodes", snodes_f, _read_strings)
@@ -427,7 +429,7 @@ def _parse_instance(row: list, nodes: set[str]) -> Instance:
     auto_balance = convert("auto_balance", auto_f, _read_bool)
     template = convert("disk_template", template_f, _read_enum("DiskTemplate", DISK_TEMPLATES))
     spindle_use = convert("be/spindle_use", su_f, _read_int)
-    sizes = convert("disk.sizes", sizes_f, _read_list(_read_int))
+    sizes = convert("disk.sizes", sizes_f, _read_list(_read_mib))
     spindles = convert("disk.spindles", spindles_f, _maybe_ints)
     forthcoming = convert("forthcoming", forth_f, _read_bool)
     return instance_of(

@@ -32,6 +32,8 @@ from model.backends.iallocator import (
     _read_enum,
     _read_int,
     _read_list,
+    _read_mib,
+    _read_mib_double,
     _read_object,
     _read_string,
     _read_strings,
@@ -296,11 +298,11 @@ def _parse_node(obj: dict, groups: dict[str, str]) -> NodeReading:
     else:
         spindles = _get(ndparams, "spindle_count", _read_int, "", desc)
     free_spindles = live_or_default("spfree", _read_int, 0)
-    total_memory = live_value("mtotal", _read_double, 0.0)
-    node_memory = live_value("mnode", _read_int, 0)
-    free_memory = live_value("mfree", _read_int, 0)
-    total_disk = live_or_default("dtotal", _read_double, 0.0)
-    free_disk = live_or_default("dfree", _read_int, 0)
+    total_memory = live_value("mtotal", _read_mib_double, 0.0)
+    node_memory = live_value("mnode", _read_mib, 0)
+    free_memory = live_value("mfree", _read_mib, 0)
+    total_disk = live_or_default("dtotal", _read_mib_double, 0.0)
+    free_disk = live_or_default("dfree", _read_mib, 0)
     total_cpus = live_value("ctotal", _read_double, 0.0)
     reserved_cpus = live_value("cnos", _read_int, 0)
     tags = get("tags", _read_strings)
@@ -346,8 +348,8 @@ def _parse_instance(obj: dict, nodes: set[str]) -> Instance:
     def get(key: str, read: Callable[[Any], Any], where: dict = obj) -> Any:
         return _get(where, key, read, "", desc)
 
-    disk_usage = get("disk_usage", _read_int)
-    disk_sizes = get("disk.sizes", _read_list(_read_int))
+    disk_usage = get("disk_usage", _read_mib)
+    disk_sizes = get("disk.sizes", _read_list(_read_mib))
     if "disk.spindles" not in obj:
         get("disk.spindles", _maybe_ints)  # raises htools' missing-key message
     try:
@@ -357,12 +359,12 @@ def _parse_instance(obj: dict, nodes: set[str]) -> Instance:
     beparams = get("beparams", _read_object)
     oper_ram = get("oper_ram", lambda v: v)  # required, null when the instance is down
     if _is_number(oper_ram):  # the memory the instance runs with, when it runs
-        memory = _read_int(oper_ram)
+        memory = _read_mib(oper_ram)
     else:
         try:
-            memory = get("memory", _read_int, beparams)
+            memory = get("memory", _read_mib, beparams)
         except _Bad:
-            memory = get("maxmem", _read_int, beparams)
+            memory = get("maxmem", _read_mib, beparams)
     vcpus = get("vcpus", _read_int, beparams)
     primary = check_node(nodes, name, get("pnode", _read_string))
     secondaries = get("snodes", _read_list(lambda v: v))

@@ -523,7 +523,15 @@ def test_greedy_on_ganeti_requests(ganeti, name, capacity):
     assert exalloc_hail([*args, "--greedy"], "exact") == real_hail(ganeti, args)
 
 
-@pytest.mark.parametrize("seed", range(1400, 1440))
+# Seed 1437 (an allocate on 14 nodes with 167 instances) takes ~3.5 s of CPU where the others
+# take ~0.05 s: CI runs it (slow, ci), the default run the other 39.
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(s, marks=(pytest.mark.slow, pytest.mark.ci) if s == 1437 else ())
+        for s in range(1400, 1440)
+    ],
+)
 def test_greedy_on_random_requests(htools, seed, tmp_path):
     """`--greedy` with the default `--capacity-checks exact` still gives hail's answer."""
     path = _random_case(seed, tmp_path)

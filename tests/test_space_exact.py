@@ -408,3 +408,46 @@ def test_tiered_walk_search_finds_the_unit_walks_spec() -> None:
     found = strategy._walk(spec, base, pose, strategy.DEFAULT_OPTIONS, None)
     assert found is not None and found.memory_mib < spec.memory_mib - 100 * 64
     assert found == _unit_walk(spec, base, pose)
+
+
+# --- time limit (issue 40, item 4) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", ["hspace-tiered.data", "hbal-evac.data"])
+def test_time_limit_answers_the_best_proven_with_a_valid_bound(data: str, ganeti) -> None:  # noqa: ANN001
+    """A deadline that has passed before the first node failure is decided: the answer comes
+    back at once, checked, status time_limit, the stage in the note, and a bound that the
+    unlimited exact answer (optimal, proven) does not exceed."""
+    from model.space import count_bound
+    from solvers.options import SolverOptions
+
+    cluster = load_text(ganeti.data_dir / data)
+    problem = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    assert problem.global_n1 and not problem.stopped  # the N+1 decisions are what is cut
+    exact = solve_problem(problem)
+    cut = solve_problem(problem, SolverOptions(time_limit=1e-9))
+    assert exact.status == "optimal" and exact.count > 0
+    assert cut.status == "time_limit" and cut.solves == 0
+    assert "time limit ran out deciding the input's global N+1" in cut.binding_text()
+    assert cut.bound == count_bound(problem)
+    assert cut.count <= exact.count <= cut.bound
+    assert check_space(problem, cut.answer, cut.n1_plans).ok
+
+
+def test_space_program_says_time_limit(ganeti) -> None:  # noqa: ANN001
+    """`exalloc space --time-limit` shorter than anything: both phases end at the deadline and
+    say so (the standard answer's status and note, the tiered ladder's stop), exit 0."""
+    import json
+    import sys
+    from pathlib import Path
+
+    argv = [sys.executable, "-m", "cli", "--json", "space", "-t"]
+    argv += [str(ganeti.data_dir / "hbal-evac.data"), "--time-limit", "1e-9"]
+    repo = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["standard"]["status"] == "time_limit"
+    assert "time limit ran out" in doc["standard"]["binding"]
+    assert doc["tiered"]["stopped"] == "time limit"
+    assert "stopped by time limit" in done.stderr

@@ -73,6 +73,7 @@ class SpaceResult:
     n1_plans: Mapping[str, EvacuationPlan] = field(default_factory=dict)
     closed: Mapping[str, str] = field(default_factory=dict)  # group name -> why (global N+1)
     reason: str | None = None  # why nothing could be tried (hspace's FailN1 stop)
+    ran_out: str | None = None  # the stage the time limit cut short, and what was proven
 
     @property
     def count(self) -> int:
@@ -85,6 +86,8 @@ class SpaceResult:
     def binding_text(self) -> str:
         if self.reason is not None:
             return self.reason
+        if self.ran_out is not None:
+            return self.ran_out
         return binding_text(self.binding)
 
     def to_json(self) -> dict[str, Any]:
@@ -177,9 +180,17 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     closed: dict[str, str] = {}
     packings: list[Packing] = []
     if problem.global_n1:
+        asked = 0
         for g, nodes in problem.n1_scope.items():
             group_packings = []
             for n in nodes:
+                if _late(deadline):
+                    return _out_of_time(
+                        problem, None, start, closed,
+                        f"deciding the input's global N+1 ({asked} of "
+                        f"{sum(map(len, problem.n1_scope.values()))} node failures decided)",
+                    )  # fmt: skip
+                asked += 1
                 pk = packing_of(problem.state, n, offline_targets=targets)
                 # not replayed: a wrong plan here would leave the group open, and the final
                 # state's plans, which check_space replays, would then fail (load only adds)
@@ -197,9 +208,15 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             problem, counted[0], {}, str(Status.OPTIMAL), counted[1], 0.0,
             0.0, 0.0, start, 0, 0, 0, closed,
         )  # fmt: skip
+    if _late(deadline):
+        return _out_of_time(problem, counted, start, closed, "before the model's build")
     with Stopwatch() as sw:
         m = form.build(problem, packings, closed_uuids)
     build_s, solve_s = sw.seconds, 0.0
+    if _late(deadline):  # handing the solver no time still costs its set-up (8 s, 1,000 nodes)
+        return _out_of_time(
+            problem, counted, start, closed, f"after the model's build ({build_s:.2f} s)"
+        )
     solves = cuts = added = 0
     order = list(problem.state.nodes)
     quick = _quick_drbd(problem, m, solver, deadline, counted) if counted is not None else None
@@ -212,7 +229,12 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 build_s, solve_s, start, 1, 0, 0, closed,
             )  # fmt: skip
     failures_in: set[str] = set()
+    best = quick[:2] if quick is not None else counted
     while True:
+        if solves and _late(deadline):  # a cut or failure added since: its answer is not one
+            return _out_of_time(
+                problem, best, start, closed, f"after {solves} solves", build_s, solve_s, solves
+            )
         lex = solve_lexicographic(
             m,
             form.objectives(m, problem),
@@ -222,10 +244,11 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
         solves += 1
         solve_s += lex.solve_s
         if not lex.has_solution:
+            ran_out = "the time limit ran out in the solve" if _late(deadline) else None
             return SpaceResult(
                 problem, empty, problem.state, str(lex.status), _bound(lex), None,
                 build_s, solve_s, time.perf_counter() - start, solves, cuts, added,
-                closed=closed,
+                closed=closed, ran_out=ran_out,
             )  # fmt: skip
         x, z, _ = form.solution(m, problem)
         pairs = None
@@ -244,7 +267,12 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             final = final_state(problem, answer)
             if isinstance(final, str):
                 raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
-            failing = _failures(problem, final, answer, plans, solver)
+            failing = _failures(problem, final, answer, plans, solver, deadline)
+            if failing is None:  # undecided: the answer is not proven, the best so far is
+                return _out_of_time(
+                    problem, best, start, closed, "deciding the final state's global N+1",
+                    build_s, solve_s, solves,
+                )  # fmt: skip
             new = [f for f in failing if f not in failures_in]
             if new:
                 with sw:
@@ -268,6 +296,37 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
         problem, answer, plans, status, bound, gap,
         build_s, solve_s, start, solves, cuts, added, closed,
     )  # fmt: skip
+
+
+def _late(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def _out_of_time(
+    problem: SpaceProblem,
+    best: tuple[SpaceAnswer, int] | None,
+    start: float,
+    closed: dict[str, str],
+    stage: str,
+    build_s: float = 0.0,
+    solve_s: float = 0.0,
+    solves: int = 0,
+) -> SpaceResult:
+    """The time limit passed at `stage`: the best answer proven so far (the quick drbd count,
+    or no instance at all), checked like every answer, with status "time_limit", the nodes'
+    own bound (`count_bound`) and the stage said in the reason, so that the answer comes back
+    within the limit instead of after the rest of the work (issue 40, item 4)."""
+    answer, bound = best if best is not None else (SpaceAnswer(problem.spec, ()), None)
+    bound = count_bound(problem) if bound is None else bound
+    gap = (bound - answer.count) / max(answer.count, 1)
+    result = _finish(
+        problem, answer, {}, str(Status.TIME_LIMIT), bound, gap,
+        build_s, solve_s, start, solves, 0, 0, closed,
+    )  # fmt: skip
+    from dataclasses import replace as evolve
+
+    why = f"the time limit ran out {stage}: {answer.count} instances proven, bound {bound}"
+    return evolve(result, ran_out=why)
 
 
 def _finish(
@@ -407,15 +466,19 @@ def _failures(
     answer: SpaceAnswer,
     plans: dict[str, EvacuationPlan],
     solver: SolverOptions,
-) -> list[str]:
+    deadline: float | None = None,
+) -> list[str] | None:
     """The nodes of groups that received instances whose failure the final state does not
-    absorb (exact, docs/n1.md); the plans of the others go into `plans`."""
+    absorb (exact, docs/n1.md); the plans of the others go into `plans`. None when the
+    deadline passes before every failure is decided."""
     touched = {final.nodes[p.primary].group_uuid for p in answer.placements}
     failing = []
     for g in problem.groups:
         if g not in touched:
             continue
         for n in problem.n1_scope.get(g, ()):
+            if _late(deadline):
+                return None
             v = decide(
                 final,
                 n,

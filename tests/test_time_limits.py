@@ -146,7 +146,7 @@ def test_balance_without_time_for_the_models_data_answers_the_incumbent():
 
     problem = _balance_problem()
     ans = balance(problem, options=SolverOptions(time_limit=1e-9))
-    assert ans.steps == () and ans.status == "feasible"
+    assert ans.steps == () and ans.status == "time_limit"
     assert ans.bound == locality_bound(problem) < ans.score
     assert ans.notes[0].startswith("time limit: the model's data stopped after 0 of ")
 
@@ -175,10 +175,10 @@ def test_balance_answer_says_hbals_port_was_cut_and_the_k_it_reached():
     problem = _balance_problem()
     tiny = SolverOptions(time_limit=1e-9)
     ans, greedy = answer(replace(problem, max_steps=0), max_steps=2, options=tiny)
-    assert greedy == () and ans.steps == () and ans.status == "feasible"
+    assert greedy == () and ans.steps == () and ans.status == "time_limit"
     assert ans.notes[0].startswith("time limit: hbal's port stopped after 0 step(s)")
     assert "the length reached" not in ans.notes[0]
     assert not check_balance(replace(problem, max_steps=2), ans.steps).violations
     ans, greedy = answer(problem, max_steps=None, options=tiny)
-    assert greedy == () and ans.steps == ()
+    assert greedy == () and ans.steps == () and ans.status == "optimal"  # for K = 0
     assert "K = 0, the length reached" in ans.notes[0]

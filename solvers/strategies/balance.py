@@ -177,11 +177,17 @@ def balance(
             return str(Status.FEASIBLE)
         return str(Status.OPTIMAL)
 
+    def cut_short(lower: float | None) -> str:
+        """The status when the time limit stopped a stage before the model ran: "time_limit"
+        (the best checked plan so far, the bound so far), as `exalloc space` says it."""
+        proven = proven_by(lower)
+        return proven if proven == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
+
     with Stopwatch() as sw:
         try:
             data = balance_data(problem, deadline)
         except DataOutOfTime as stop:
-            return answer(proven_by(floor), floor, build_s=sw.seconds,
+            return answer(cut_short(floor), floor, build_s=sw.seconds,
                           notes=(f"time limit: {stop}; no model, the incumbent stands with "
                                  "the locality bound",))  # fmt: skip
     if data.unmodelled:
@@ -215,7 +221,7 @@ def balance(
         return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, notes=tuple(notes_pre))
     if deadline is not None and time.perf_counter() >= deadline:
         notes_pre.append("time limit: reached after the planes' bound; no model was built")
-        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=tuple(notes_pre))
+        return answer(cut_short(floor), floor, build_s=sw.seconds, notes=tuple(notes_pre))
     size = model_size(data)
     fits = deadline is None or size * MODEL_SECONDS_PER_VARIABLE <= MODEL_SHARE * (
         deadline - time.perf_counter()
@@ -267,6 +273,7 @@ def balance(
     bound: float | None = None
     notes: list[str] = notes_pre
     seen: set[tuple] = set()
+    timed_out = False
 
     def left() -> float | None:
         return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
@@ -293,6 +300,7 @@ def balance(
                 m = form.build(data, spec, deadline)
             except OutOfTime as stop:
                 notes.append(f"time limit: {stop}")
+                timed_out = True
                 break
             built_s = time.perf_counter() - began_build
         limit = left()
@@ -388,7 +396,7 @@ def balance(
             "hbal's checks (the bound holds among plans whose instances take their fewest steps)"
         )
     proven = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
-    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    status = Status.OPTIMAL if proven else Status.TIME_LIMIT if timed_out else Status.FEASIBLE
     if not reached:
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
@@ -625,5 +633,6 @@ def answer(
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
     if notes:
-        ans = replace(ans, notes=(*notes, *ans.notes))
+        status = ans.status if ans.status == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
+        ans = replace(ans, notes=(*notes, *ans.notes), status=status)
     return ans, greedy

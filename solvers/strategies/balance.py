@@ -183,13 +183,16 @@ def balance(
         proven = proven_by(lower)
         return proven if proven == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
 
+    stopped: DataOutOfTime | None = None
     with Stopwatch() as sw:
         try:
             data = balance_data(problem, deadline)
         except DataOutOfTime as stop:
-            return answer(cut_short(floor), floor, build_s=sw.seconds,
-                          notes=(f"time limit: {stop}; no model, the incumbent stands with "
-                                 "the locality bound",))  # fmt: skip
+            stopped = stop
+    if stopped is not None:
+        return answer(cut_short(floor), floor, build_s=sw.seconds,
+                      notes=(f"time limit: {stopped}; no model, the incumbent stands with "
+                             "the locality bound",))  # fmt: skip
     if data.unmodelled:
         return answer(proven_by(floor), floor, build_s=sw.seconds, notes=data.unmodelled)
     if not data.instances or problem.max_steps < 1:

@@ -92,7 +92,7 @@ def main() -> None:
                 out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
                 start = steps_from_hbal(out)
             else:
-                start = list(hbal_start(problem, args.steps)[0])
+                start = list(hbal_start(problem, args.steps).steps)
             hbal_s = time.perf_counter() - t0
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)

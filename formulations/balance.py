@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import pyomo.core as pyo
 
+from formulations.deadline import build_families
 from formulations.objective import Objective
 from model.balance import (
     FA,
@@ -684,19 +685,30 @@ def final_indicator(
     return m.x2[name, p] + m.y2[name, s] - 1
 
 
-def build(data: BalanceData, spec: BalanceModelSpec = BalanceModelSpec()) -> pyo.ConcreteModel:
+def build(
+    data: BalanceData,
+    spec: BalanceModelSpec = BalanceModelSpec(),
+    deadline: float | None = None,
+) -> pyo.ConcreteModel:
+    """The model, family by family; formulations.deadline.OutOfTime once the perf_counter
+    time `deadline` passes between two (a 200-node group's build took 16-17 s)."""
     m = pyo.ConcreteModel(name="balance")
-    define_choice(m, data, spec)
-    define_changes(m, data)
-    define_steps(m, data)
-    define_values(m, data)
-    define_reserve(m, data, spec)
-    define_capacity(m, data)
-    define_n1(m, data)
-    define_tags(m, data)
-    define_score(m, data)
-    define_deviations(m, data)
-    define_cuts(m, data, spec)
+    build_families(
+        [
+            ("choice", lambda: define_choice(m, data, spec)),
+            ("changes", lambda: define_changes(m, data)),
+            ("steps", lambda: define_steps(m, data)),
+            ("values", lambda: define_values(m, data)),
+            ("reserve", lambda: define_reserve(m, data, spec)),
+            ("capacity", lambda: define_capacity(m, data)),
+            ("n1", lambda: define_n1(m, data)),
+            ("tags", lambda: define_tags(m, data)),
+            ("score", lambda: define_score(m, data)),
+            ("deviations", lambda: define_deviations(m, data)),
+            ("cuts", lambda: define_cuts(m, data, spec)),
+        ],
+        deadline,
+    )
     if spec.fewest_steps_to is None:
         # budget: steps ≤ K
         m.budget = pyo.Constraint(expr=m.steps <= data.max_steps)

@@ -126,3 +126,59 @@ def test_the_joint_multi_allocate_keeps_hails_plan_when_its_time_is_gone(tmp_pat
     assert ans.note == "the time limit ran out before the joint model; kept hail's plan"
     ans = joint.joint_multi_allocate(inp, hail, SolverOptions(time_limit=30))
     assert ans.runs  # with time, the model runs
+
+
+def _balance_problem():
+    """A 12-node drbd group (tests/htools_gen.py seed 3), K = 2."""
+    from model.balance import BalanceProblem
+    from tests import htools_gen as hgen
+
+    data = hgen.heterogeneous(3, 12)
+    cluster = parse_request(hgen.dumps(hgen.allocate(random.Random(3), data, "drbd")), "t").cluster
+    return BalanceProblem(node_states(cluster), cluster.groups[0].uuid, 2)
+
+
+def test_balance_without_time_for_the_models_data_answers_the_incumbent():
+    """A limit gone before balance_data's first instance (it took 16 s on 200 nodes): no
+    model, the incumbent (here no steps) with the locality bound, the stage named."""
+    from model.balance import locality_bound
+    from solvers.strategies.balance import balance
+
+    problem = _balance_problem()
+    ans = balance(problem, options=SolverOptions(time_limit=1e-9))
+    assert ans.steps == () and ans.status == "time_limit"
+    assert ans.bound == locality_bound(problem) < ans.score
+    assert ans.notes[0].startswith("time limit: the model's data stopped after 0 of ")
+
+
+def test_hbals_port_stops_at_its_deadline_with_the_rounds_done():
+    """hbal's port abandons the round under way at `until` (one round took 20-70 s on 200
+    nodes); without it the port takes its steps."""
+    from solvers.strategies.balance import hbal_start
+
+    problem = _balance_problem()
+    free = hbal_start(problem, 2)
+    assert not free.cut and len(free.steps) == 2
+    cut = hbal_start(problem, 2, until=time.perf_counter())
+    assert cut.cut and cut.steps == () and cut.further == ()
+
+
+def test_balance_answer_says_hbals_port_was_cut_and_the_k_it_reached():
+    """`exalloc balance --time-limit` past hbal's share: the port's steps so far are the
+    incumbent, the note says so, and without -l K is the length reached; the answer is
+    checked (no steps: the group as it is)."""
+    from dataclasses import replace
+
+    from model.check import check_balance
+    from solvers.strategies.balance import answer
+
+    problem = _balance_problem()
+    tiny = SolverOptions(time_limit=1e-9)
+    ans, greedy = answer(replace(problem, max_steps=0), max_steps=2, options=tiny)
+    assert greedy == () and ans.steps == () and ans.status == "time_limit"
+    assert ans.notes[0].startswith("time limit: hbal's port stopped after 0 step(s)")
+    assert "the length reached" not in ans.notes[0]
+    assert not check_balance(replace(problem, max_steps=2), ans.steps).violations
+    ans, greedy = answer(problem, max_steps=None, options=tiny)
+    assert greedy == () and ans.steps == () and ans.status == "optimal"  # for K = 0
+    assert "K = 0, the length reached" in ans.notes[0]

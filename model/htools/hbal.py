@@ -41,6 +41,7 @@ that may be the best), which gives the same choice as hbal's sequential fold.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -329,15 +330,23 @@ class SearchCache(RowCache):
         self.instance_moves: dict[tuple, tuple[Move, ...]] = {}
 
 
+class SearchOutOfTime(Exception):
+    """A round's deadline (time.perf_counter()) passed while its moves were tried: the round
+    is not finished and has no answer (a caller under a time limit keeps the rounds done;
+    one round of 200 nodes takes about 20 s, issue 40 item 4)."""
+
+
 def _candidates(
     options: BalanceOptions,
     scope: Scope,
     table: Table,
     victims: Sequence[str],
     cache: RowCache,
+    deadline: float | None = None,
 ) -> tuple[list[_Candidate], list[Change]]:
     """Every move of the victims that `applyMoveEx` accepts, in hbal's order, and the change
-    each makes to the group's node list."""
+    each makes to the group's node list; SearchOutOfTime once `deadline` has passed (looked
+    at before each victim)."""
     state = table.state
     nodes = state.nodes
     online = online_nodes(state, scope)
@@ -349,6 +358,8 @@ def _candidates(
     ops: dict = {}  # apply_move's adds and removes shared by this round's moves
     out, changes = [], []
     for name in victims:
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise SearchOutOfTime(name)
         p, s = state.locations[name]
         d = state.demands[name]
         mkey = (name, p, s, online_key)
@@ -406,9 +417,10 @@ def _best_table(
     table: Table,
     victims: Sequence[str],
     cache: RowCache | None = None,
+    deadline: float | None = None,
 ) -> Table:
     cache = cache or SearchCache()
-    cands, changes = _candidates(options, scope, table, victims, cache)
+    cands, changes = _candidates(options, scope, table, victims, cache, deadline)
     scores = cache.scores(table.state.nodes, scope.nodes)
     best = _first_best(scores, changes, table.score)
     if best is None:
@@ -435,9 +447,10 @@ def check_move(
     table: Table,
     victims: Sequence[str],
     cache: RowCache | None = None,
+    deadline: float | None = None,
 ) -> Table:
     """`checkMove`: the best table after one move of any of `victims` (or `table`)."""
-    return _best_table(options, scope, table, victims, cache)
+    return _best_table(options, scope, table, victims, cache, deadline)
 
 
 def movable_now(options: BalanceOptions, scope: Scope, table: Table) -> list[str]:
@@ -465,10 +478,16 @@ def accepted(options: BalanceOptions, before: float, after: float) -> bool:
 
 
 def try_balance(
-    options: BalanceOptions, scope: Scope, table: Table, cache: RowCache | None = None
+    options: BalanceOptions,
+    scope: Scope,
+    table: Table,
+    cache: RowCache | None = None,
+    deadline: float | None = None,
 ) -> Table | None:
-    """`tryBalance`: one round, the best single move, if the min-gain rule accepts it."""
-    fin = check_move(options, scope, table, movable_now(options, scope, table), cache)
+    """`tryBalance`: one round, the best single move, if the min-gain rule accepts it
+    (SearchOutOfTime once the perf_counter time `deadline` passes before the round ends)."""
+    victims = movable_now(options, scope, table)
+    fin = check_move(options, scope, table, victims, cache, deadline)
     if len(fin.placements) == len(table.placements):
         return None
     return fin if accepted(options, table.score, fin.score) else None

@@ -24,9 +24,11 @@ from dataclasses import dataclass, field, replace
 
 from formulations import balance as form
 from formulations import balance_lean as lean
+from formulations.deadline import OutOfTime
 from model.balance import (
     BalanceData,
     BalanceProblem,
+    DataOutOfTime,
     Step,
     _sd_values,
     balance_data,
@@ -54,6 +56,9 @@ MODEL_SHARE = 0.5
 HIGHS_LOAD_PER_BUILD = 2.0
 #: Share of the time limit hbal's port may go on beyond K steps, for planes where it ends
 MORE_SHARE = 0.1
+#: Share of the time limit hbal's port may take in all: the steps it found by then are the
+#: incumbent (on benchmarks/time_limits.py's 200-node group each step took about 20 s, load 3)
+HBAL_SHARE = 0.3
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -65,6 +70,9 @@ LEAN_LP_ROUNDS = 150
 LEAN_RISE = 1e-7
 LEAN_MIP_ROUNDS = 30
 LEAN_MIP_S = 20.0
+#: Seconds of its share below which the lean relaxation is not built (its build and first LP
+#: take longer than that on all but tiny groups)
+LEAN_MIN_S = 0.5
 #: Finals left above which the lean relaxation is not built: on the 200-node group of
 #: benchmarks/bench_balance.py (K = 10) the planes prune none of 23 million, the lean model's
 #: 799,469 columns took 90 s to build and its first LP did not end in 30 s (load 9)
@@ -169,8 +177,19 @@ def balance(
             return str(Status.FEASIBLE)
         return str(Status.OPTIMAL)
 
+    def cut_short(lower: float | None) -> str:
+        """The status when the time limit stopped a stage before the model ran: "time_limit"
+        (the best checked plan so far, the bound so far), as `exalloc space` says it."""
+        proven = proven_by(lower)
+        return proven if proven == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
+
     with Stopwatch() as sw:
-        data = balance_data(problem)
+        try:
+            data = balance_data(problem, deadline)
+        except DataOutOfTime as stop:
+            return answer(cut_short(floor), floor, build_s=sw.seconds,
+                          notes=(f"time limit: {stop}; no model, the incumbent stands with "
+                                 "the locality bound",))  # fmt: skip
     if data.unmodelled:
         return answer(proven_by(floor), floor, build_s=sw.seconds, notes=data.unmodelled)
     if not data.instances or problem.max_steps < 1:
@@ -200,6 +219,9 @@ def balance(
     ]
     if fewest_to is None and proven_by(floor) == str(Status.OPTIMAL):
         return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, notes=tuple(notes_pre))
+    if deadline is not None and time.perf_counter() >= deadline:
+        notes_pre.append("time limit: reached after the planes' bound; no model was built")
+        return answer(cut_short(floor), floor, build_s=sw.seconds, notes=tuple(notes_pre))
     size = model_size(data)
     fits = deadline is None or size * MODEL_SECONDS_PER_VARIABLE <= MODEL_SHARE * (
         deadline - time.perf_counter()
@@ -215,7 +237,11 @@ def balance(
         if best_steps:
             after = _replayed(problem, best_steps)
             start_plan = {i.name: after.locations[i.name] for i in data.instances}
-        if proof.kept > LEAN_MAX_FINALS:
+        if until is not None and until - now < LEAN_MIN_S:
+            notes_pre.append(
+                f"time limit: lean relaxation not built, {until - now:.1f} s of its share left"
+            )
+        elif proof.kept > LEAN_MAX_FINALS:
             notes_pre.append(
                 f"lean relaxation not built: {proof.kept} finals left, more than "
                 f"{LEAN_MAX_FINALS} (its build and first LP would overrun the limit)"
@@ -247,6 +273,7 @@ def balance(
     bound: float | None = None
     notes: list[str] = notes_pre
     seen: set[tuple] = set()
+    timed_out = False
 
     def left() -> float | None:
         return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
@@ -269,7 +296,12 @@ def balance(
     while rounds < MAX_ROUNDS:
         with sw:
             began_build = time.perf_counter()
-            m = form.build(data, spec)
+            try:
+                m = form.build(data, spec, deadline)
+            except OutOfTime as stop:
+                notes.append(f"time limit: {stop}")
+                timed_out = True
+                break
             built_s = time.perf_counter() - began_build
         limit = left()
         if limit is not None and HIGHS_LOAD_PER_BUILD * built_s > limit:
@@ -364,7 +396,7 @@ def balance(
             "hbal's checks (the bound holds among plans whose instances take their fewest steps)"
         )
     proven = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
-    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    status = Status.OPTIMAL if proven else Status.TIME_LIMIT if timed_out else Status.FEASIBLE
     if not reached:
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
@@ -492,15 +524,33 @@ def model_size(data: BalanceData) -> int:
     return per_instance + n * (n + 20)
 
 
+@dataclass(frozen=True)
+class HbalStart:
+    """hbal's port's answer (`steps`), the steps its search took after those (`further`,
+    a prefix of which is `steps`), and whether the time limit stopped it (`cut`: a round was
+    left unfinished, `steps` are the rounds done before it)."""
+
+    steps: tuple[Step, ...]
+    further: tuple[Step, ...]
+    cut: bool = False
+
+
 def hbal_start(
-    problem: BalanceProblem, max_rounds: int, *, more_until: float | None = None
-) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    problem: BalanceProblem,
+    max_rounds: int,
+    *,
+    more_until: float | None = None,
+    until: float | None = None,
+) -> HbalStart:
     """hbal's own answer (its port, model/htools/hbal.py, with hbal's min-gain rules): at most
     `max_rounds` steps (negative: as many as hbal takes), and, until the perf_counter time
     `more_until`, the steps hbal would take after those (hbal's rounds do not depend on -l:
-    its first K steps are `hbal -l K`'s answer)."""
+    its first K steps are `hbal -l K`'s answer). At the perf_counter time `until` the round
+    under way is abandoned: a round of 200 nodes takes about 20 s (benchmarks/time_limits.py),
+    so the port alone would overrun a 10 s limit by 90 s."""
     from model.htools.hbal import (
         SearchCache,
+        SearchOutOfTime,
         do_next_balance,
         initial_table,
         movable_instances,
@@ -517,19 +567,30 @@ def hbal_start(
     table = initial_table(problem.state, scope)
     cache = SearchCache()
     answer_len = None
+    cut = False
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:
             if answer_len is None:
                 answer_len = len(table.placements)
             if more_until is None or time.perf_counter() > more_until:
                 break
-        nxt = try_balance(options, scope, table, cache)
+        last = until if answer_len is None else _earliest(until, more_until)
+        try:
+            nxt = try_balance(options, scope, table, cache, last)
+        except SearchOutOfTime:
+            cut = answer_len is None
+            break
         if nxt is None:
             break
         table = nxt
     steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
     k = len(steps) if answer_len is None else answer_len
-    return steps[:k], steps
+    return HbalStart(steps[:k], steps, cut)
+
+
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def answer(
@@ -544,19 +605,34 @@ def answer(
     the length of hbal's answer; with `fewest`, the fewest steps to a score no worse than
     hbal's (or `target_score`)."""
     began = time.perf_counter()
-    more = None if options.time_limit is None else began + MORE_SHARE * options.time_limit
-    greedy, further = hbal_start(problem, -1 if max_steps is None else max_steps, more_until=more)
+    limit = options.time_limit
+    more = None if limit is None else began + MORE_SHARE * limit
+    until = None if limit is None else began + HBAL_SHARE * limit
+    rounds = -1 if max_steps is None else max_steps
+    start = hbal_start(problem, rounds, more_until=more, until=until)
+    greedy, further = start.steps, start.further
     k = len(greedy) if max_steps is None else max_steps
+    notes: tuple[str, ...] = ()
+    if start.cut:
+        notes = (
+            f"time limit: hbal's port stopped after {len(greedy)} step(s), at "
+            f"{HBAL_SHARE:.0%} of the {limit:g} s limit, its round {len(greedy) + 1} unfinished; "
+            f"its {len(greedy)} step(s) are the incumbent"
+            + (f" and K = {k}, the length reached" if max_steps is None else ""),
+        )
     problem = replace(problem, max_steps=k)
     points = []
     if further[len(greedy) :]:  # planes where hbal's search goes on to
         points.append(_replayed(replace(problem, max_steps=len(further)), further))
-    if options.time_limit is not None:
-        options = options.within(max(options.time_limit - (time.perf_counter() - began), 0.1))
+    if limit is not None:
+        options = options.within(max(limit - (time.perf_counter() - began), 0.1))
     target = None
     if fewest:
         target = target_score
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    if notes:
+        status = ans.status if ans.status == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
+        ans = replace(ans, notes=(*notes, *ans.notes), status=status)
     return ans, greedy

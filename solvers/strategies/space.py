@@ -768,7 +768,7 @@ def _walk(
             return None
         fits, blocking = _probe(problem)
         if fits:
-            if not base.global_n1 or _n1_admits_one(pose(current), solver):
+            if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline):
                 return current
             # from here each step is fixed (`only`, or memory and disk in proportion): search
             return _first_admitted(spec, current, base, pose, solver, only, steps, deadline)
@@ -808,7 +808,9 @@ def _first_admitted(
 
     def admitted(i: int) -> bool:
         if i not in verdicts:
-            verdicts[i] = _probe(_light(base, walk[i]))[0] and _n1_admits_one(pose(walk[i]), solver)
+            verdicts[i] = _probe(_light(base, walk[i]))[0] and _n1_admits_one(
+                pose(walk[i]), solver, deadline
+            )
         return verdicts[i]
 
     def late() -> bool:
@@ -852,15 +854,19 @@ def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str
     return sorted(low, key=share, reverse=True)
 
 
-def _n1_admits_one(problem: SpaceProblem, solver: SolverOptions) -> bool:
+def _n1_admits_one(
+    problem: SpaceProblem, solver: SolverOptions, deadline: float | None = None
+) -> bool:
     """Under global N+1, whether one instance is placeable at all (an exact solve capped at
-    one); always true where the node checks are all there is."""
+    one, within what is left until the ladder's `deadline`: with the ladder's whole limit, a
+    probe begun near the end ran a whole limit past it); always true where the node checks
+    are all there is."""
     if not problem.global_n1:
         return True
     from dataclasses import replace as evolve
 
     one = evolve(problem, options=evolve(problem.options, limit=1))
-    return solve_problem(one, solver).count >= 1
+    return solve_problem(one, solver.within(_left(deadline))).count >= 1
 
 
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:

@@ -332,8 +332,16 @@ class SearchCache(RowCache):
 
 class SearchOutOfTime(Exception):
     """A round's deadline (time.perf_counter()) passed while its moves were tried: the round
-    is not finished and has no answer (a caller under a time limit keeps the rounds done;
-    one round of 200 nodes takes about 20 s, issue 40 item 4)."""
+    is not finished (one round of 200 nodes takes 20-77 s, issue 40 item 4). `table` is the
+    best table after one move of the victims tried before (the table itself when none
+    improved), which hbal's round would not necessarily pick, and `tried` of `victims`."""
+
+    def __init__(self, tried: int, victims: int, moves: object = None) -> None:
+        super().__init__(f"the round stopped after {tried} of {victims} instances")
+        self.tried = tried
+        self.victims = victims
+        self.moves = moves  # _Tried: the moves of the victims tried
+        self.table: Table | None = None
 
 
 def _candidates(
@@ -357,9 +365,9 @@ def _candidates(
     force = options.ignore_soft_errors
     ops: dict = {}  # apply_move's adds and removes shared by this round's moves
     out, changes = [], []
-    for name in victims:
+    for k, name in enumerate(victims):
         if deadline is not None and time.perf_counter() >= deadline:
-            raise SearchOutOfTime(name)
+            raise SearchOutOfTime(k, len(victims), _Tried(out, changes))
         p, s = state.locations[name]
         d = state.demands[name]
         mkey = (name, p, s, online_key)
@@ -420,7 +428,28 @@ def _best_table(
     deadline: float | None = None,
 ) -> Table:
     cache = cache or SearchCache()
-    cands, changes = _candidates(options, scope, table, victims, cache, deadline)
+    try:
+        cands, changes = _candidates(options, scope, table, victims, cache, deadline)
+    except SearchOutOfTime as stop:
+        tried = stop.moves
+        assert isinstance(tried, _Tried)
+        stop.table = _chosen(scope, table, tried.candidates, tried.changes, cache)
+        raise
+    return _chosen(scope, table, cands, changes, cache)
+
+
+@dataclass(frozen=True)
+class _Tried:
+    """The moves of the victims tried before a round's deadline."""
+
+    candidates: list[_Candidate]
+    changes: list[Change]
+
+
+def _chosen(
+    scope: Scope, table: Table, cands: list[_Candidate], changes: list[Change], cache: RowCache
+) -> Table:
+    """The table after the first best of `cands` (hbal's fold), or `table`."""
     scores = cache.scores(table.state.nodes, scope.nodes)
     best = _first_best(scores, changes, table.score)
     if best is None:
@@ -485,9 +514,17 @@ def try_balance(
     deadline: float | None = None,
 ) -> Table | None:
     """`tryBalance`: one round, the best single move, if the min-gain rule accepts it
-    (SearchOutOfTime once the perf_counter time `deadline` passes before the round ends)."""
+    (SearchOutOfTime once the perf_counter time `deadline` passes before the round ends, its
+    `table` the best accepted move among the instances tried, or None)."""
     victims = movable_now(options, scope, table)
-    fin = check_move(options, scope, table, victims, cache, deadline)
+    try:
+        fin = check_move(options, scope, table, victims, cache, deadline)
+    except SearchOutOfTime as stop:
+        # the best move among the victims tried, if the min-gain rule accepts it
+        part = stop.table
+        ok = part is not None and len(part.placements) > len(table.placements)
+        stop.table = part if ok and accepted(options, table.score, part.score) else None
+        raise
     if len(fin.placements) == len(table.placements):
         return None
     return fin if accepted(options, table.score, fin.score) else None

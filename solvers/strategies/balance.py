@@ -536,6 +536,7 @@ class HbalStart:
     steps: tuple[Step, ...]
     further: tuple[Step, ...]
     cut: bool = False
+    partial: str = ""  # when the round cut short gave the last step: how
 
 
 def hbal_start(
@@ -571,6 +572,7 @@ def hbal_start(
     cache = SearchCache()
     answer_len = None
     cut = False
+    partial = ""
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:
             if answer_len is None:
@@ -580,15 +582,20 @@ def hbal_start(
         last = until if answer_len is None else _earliest(until, more_until)
         try:
             nxt = try_balance(options, scope, table, cache, last)
-        except SearchOutOfTime:
+        except SearchOutOfTime as out:
             cut = answer_len is None
+            if cut and out.table is not None:
+                # the best move among the instances tried: a step hbal's whole round might
+                # not pick, checked like every step
+                table = out.table
+                partial = f"its last step the best of {out.tried} of {out.victims} instances tried"
             break
         if nxt is None:
             break
         table = nxt
     steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
     k = len(steps) if answer_len is None else answer_len
-    return HbalStart(steps[:k], steps, cut)
+    return HbalStart(steps[:k], steps, cut, partial)
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -619,8 +626,9 @@ def answer(
     if start.cut:
         notes = (
             f"time limit: hbal's port stopped after {len(greedy)} step(s), at "
-            f"{HBAL_SHARE:.0%} of the {limit:g} s limit, its round {len(greedy) + 1} unfinished; "
-            f"its {len(greedy)} step(s) are the incumbent"
+            f"{HBAL_SHARE:.0%} of the {limit:g} s limit, a round unfinished"
+            + (f" ({start.partial})" if start.partial else "")
+            + f"; its {len(greedy)} step(s) are the incumbent"
             + (f" and K = {k}, the length reached" if max_steps is None else ""),
         )
     problem = replace(problem, max_steps=k)

@@ -220,3 +220,23 @@ def test_hbals_port_cut_mid_round_keeps_the_best_move_among_the_instances_tried(
     assert cut.steps[0].target == alone.placements[0].move.target
     report = check_balance(replace(problem, max_steps=2), cut.steps)
     assert not report.violations and report.objectives["score"] < table.score
+
+
+def test_the_planes_past_the_deadline_are_left_out_after_the_first():
+    """plane_bound past its deadline keeps the first plane only: its bound and pruning are
+    those of the first plane alone (each holds by itself)."""
+    from model.balance import balance_data
+    from model.balance_bound import n1_floor, plane_at, plane_bound
+    from model.check import check_balance
+    from solvers.strategies.balance import _point, _replayed, hbal_start
+
+    problem = _balance_problem()
+    data = balance_data(problem)
+    steps = hbal_start(problem, 2).steps
+    planes = [plane_at(*_point(st, data)) for st in (problem.state, _replayed(problem, steps))]
+    threshold = check_balance(problem, steps).objectives["score"]
+    late = plane_bound(data, planes, n1_floor(data), threshold, deadline=0.0)
+    alone = plane_bound(data, planes[:1], n1_floor(data), threshold)
+    both = plane_bound(data, planes, n1_floor(data), threshold)
+    assert (late.bound, late.kept) == (alone.bound, alone.kept)
+    assert (both.bound, both.kept) != (alone.bound, alone.kept)  # the second plane counts

@@ -211,7 +211,7 @@ def balance(
     with sw:
         threshold = best_score if fewest_to is None else fewest_to
         planes = [plane_at(*pt) for pt in points]
-        proof = plane_bound(data, planes, n1_floor(data), threshold)
+        proof = plane_bound(data, planes, n1_floor(data), threshold, deadline)
         data = restricted(data, proof.allowed)
     cap = threshold if fewest_to is None and proof.kept < proof.total else None
     if fewest_to is None:

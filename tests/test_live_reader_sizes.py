@@ -52,3 +52,20 @@ def test_rapi_and_luxi_read_tebibytes(tmp_path: Path) -> None:
             through_luxi = load_luxi(str(sock))
     assert _sizes(through_rapi) == _sizes(cluster)
     assert _sizes(through_luxi) == _sizes(cluster)
+
+
+def test_a_size_past_the_limit_is_refused_not_read_as_missing(tmp_path: Path) -> None:
+    """LUXI reads a node's disk fields with a default for a missing value (htools'
+    lvconvert); a disk past exalloc's 2^40 MiB limit is refused by name, never read as 0."""
+    import pytest
+
+    from model.errors import LiveSourceError
+
+    answers = RapiAnswers.of_cluster(_big_cluster(tmp_path))
+    answers.nodes[1]["dfree"] = 2**41
+    with tempfile.TemporaryDirectory(prefix="exl-", dir="/tmp") as folder:
+        sock = Path(folder) / "master.sock"
+        with LuxiResponder(sock, answers), pytest.raises(LiveSourceError) as refused:
+            load_luxi(str(sock))
+    message = str(refused.value)
+    assert "dfree" in message and "larger than 2^40" in message, message

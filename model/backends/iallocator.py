@@ -276,6 +276,11 @@ class _Bad(Exception):
         self.path = path
 
 
+class _OutOfRange(_Bad):
+    """A number htools would read but exalloc's limits refuse (model.validate): never read
+    as a missing value's default, which would answer for another cluster."""
+
+
 _NUMBER_TYPES = (int, float, Decimal)
 
 
@@ -289,7 +294,7 @@ def _quantity(value: Any, limit: int, signed: bool = False) -> Any:
     amounts: -limit) to `limit` (MAX_MIB for sizes, MAX_COUNT for counts and ratios)."""
     problem = quantity_problem(value, limit=limit, signed=signed)
     if problem is not None:
-        raise _Bad(quantity_message("value", value, problem, limit=limit, signed=signed))
+        raise _OutOfRange(quantity_message("value", value, problem, limit=limit, signed=signed))
     return value
 
 

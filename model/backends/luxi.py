@@ -22,6 +22,7 @@ from model.backends.iallocator import (
     _Bad,
     _get,
     _ipolicy,
+    _OutOfRange,
     _read_bool,
     _read_double,
     _read_enum,
@@ -340,7 +341,7 @@ def _converter(kind: str, name: str) -> Callable[[str, list[Any], Callable], Any
             return _value(field, read)
         except _Bad as exc:
             message = f"{kind} '{name}', error while reading attribute '{attribute}'"
-            raise _Bad(f"{message}: {exc.message}") from None
+            raise type(exc)(f"{message}: {exc.message}") from None
 
     return convert
 
@@ -376,6 +377,8 @@ def _parse_node(row: list, groups: dict[str, str]) -> NodeReading:
         """Missing values read as the default (a node without local storage has none)."""
         try:
             return live_value(attribute, field, read, default)
+        except _OutOfRange:
+            raise
         except _Bad:
             return default
 

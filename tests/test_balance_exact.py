@@ -629,3 +629,22 @@ def test_array_session_is_interrupted_at_its_deadline() -> None:
     res = session.solve(integral=True, time_limit=1000.0)
     assert session.interrupted
     assert res.status != Status.OPTIMAL
+
+
+def test_the_full_model_is_built_only_when_its_estimate_fits_what_is_left() -> None:
+    """The decisions before the full model's build and its copy into HiGHS (neither can be
+    interrupted): on a 12-node group, the build is skipped when its estimate plus the solver's
+    MODEL_SOLVE_S exceed the time left and made when they fit, and the copy likewise from the
+    measured build time; without a limit both go ahead."""
+    from model.balance import balance_data
+    from solvers.strategies import balance as strategy
+
+    state, group = _cluster(3, 12)
+    size = strategy.model_size(balance_data(BalanceProblem(state, group, 2)))
+    estimate = size * strategy.MODEL_SECONDS_PER_VARIABLE + strategy.MODEL_SOLVE_S
+    assert size > 0
+    assert strategy.model_fits(size, None) and strategy.load_fits(100.0, None)
+    assert not strategy.model_fits(size, 0.99 * estimate)
+    assert strategy.model_fits(size, 1.01 * estimate)
+    copy = strategy.HIGHS_LOAD_PER_BUILD * 3.0 + strategy.MODEL_SOLVE_S
+    assert not strategy.load_fits(3.0, 0.99 * copy) and strategy.load_fits(3.0, 1.01 * copy)

@@ -52,6 +52,9 @@ from solvers.options import DEFAULT_OPTIONS, SolverOptions
 #: share of the time limit the build may take
 MODEL_SECONDS_PER_VARIABLE = 8e-4
 MODEL_SHARE = 0.5
+#: Seconds HiGHS must be left after the full model's estimated build and copy, or the model
+#: is not built (its first solve completes hbal's plan, the next ones bound it)
+MODEL_SOLVE_S = 2.0
 #: The copy of a built model into HiGHS (Pyomo's persistent interface, at the first solve),
 #: in multiples of the Pyomo build's time: 43 s after a 17.7 s build on a 40-node group
 #: (65,864 variables, benchmarks/bench_balance.py seed 0, load average about 11)
@@ -273,12 +276,16 @@ def balance(
         if proven_by(floor) == str(Status.OPTIMAL):
             return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, solve_s=lean_s,
                           rounds=lean_rounds, notes=tuple(notes_pre))  # fmt: skip
+    left_now = None if deadline is None else deadline - time.perf_counter()
+    if fits and not model_fits(size, left_now):
+        fits = False  # the lean phase took longer than its share: the time left decides
     if not fits:
         why = (
             f"no time for the model: about {size} variables would take about "
             f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, with the planes' "
-            "bound"
+            f"than {MODEL_SHARE:.0%} of the time left (or the time left after the lean "
+            f"relaxation less {MODEL_SOLVE_S:g} s for the solver); the best plan stands, "
+            "with the bound so far"
         )
         return answer(proven_by(floor), floor, build_s=sw.seconds, solve_s=lean_s,
                       rounds=lean_rounds, notes=(*notes_pre, why))  # fmt: skip
@@ -319,12 +326,12 @@ def balance(
                 break
             built_s = time.perf_counter() - began_build
         limit = left()
-        if limit is not None and HIGHS_LOAD_PER_BUILD * built_s > limit:
+        if not load_fits(built_s, limit):
             # the copy into HiGHS happens at the first solve and no time limit stops it
             notes.append(
                 f"no time to load the model: built in {built_s:.1f} s, its copy into the "
                 f"solver takes about {HIGHS_LOAD_PER_BUILD:g} times that, more than the "
-                f"{limit:.1f} s left"
+                f"{limit:.1f} s left less {MODEL_SOLVE_S:g} s for the solver"
             )
             break
         with sw:
@@ -593,6 +600,22 @@ def _priced_out(
     order = np.argsort(np.where(keep, np.inf, d), kind="stable")
     keep[order[:room]] = True
     return integer[~keep], False
+
+
+def model_fits(size: int, left: float | None) -> bool:
+    """Whether the full model of about `size` variables may be built with `left` seconds to
+    go (None: no limit): its estimated build and copy into HiGHS must leave HiGHS
+    MODEL_SOLVE_S. Neither the Pyomo build's last family nor the copy can be interrupted, so
+    a model that would not fit is not started (the lean relaxation's bound and plans stand)."""
+    return left is None or size * MODEL_SECONDS_PER_VARIABLE + MODEL_SOLVE_S <= left
+
+
+def load_fits(built_s: float, left: float | None) -> bool:
+    """Whether a model built in `built_s` seconds may be copied into HiGHS with `left`
+    seconds to go: the copy (at the first solve, no time limit stops it) takes about
+    HIGHS_LOAD_PER_BUILD times the build, measured on the same machine at the same load,
+    and must leave HiGHS MODEL_SOLVE_S."""
+    return left is None or HIGHS_LOAD_PER_BUILD * built_s + MODEL_SOLVE_S <= left
 
 
 def model_size(data: BalanceData) -> int:

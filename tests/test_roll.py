@@ -32,7 +32,7 @@ from model.roll import (
     problem_of,
 )
 from solvers.options import SolverOptions
-from solvers.strategies.roll import pack_rounds, plan
+from solvers.strategies.roll import complete_rounds, pack_rounds, plan
 from solvers.strategies.roll_search import penalty_of, tabu_rounds
 
 
@@ -599,10 +599,15 @@ def test_search_colours_the_cores_the_strategy_colours(seed: int) -> None:
     problem = problem_of(cluster, start.considered_names, rules, start.offline)
     result = plan(problem, SolverOptions(solver_given=False))
     k = result.objective
-    core = problem.restricted(peel(problem, k)[0])
+    kept, peeled = peel(problem, k)
+    core = problem.restricted(kept)
     for p in (problem, core) if core.nodes else (problem,):
         found = tabu_rounds(p, k, 50000, seed=seed)
         assert found.rounds is not None, (seed, k, found.best)
         assert penalty_of(p, found.rounds) == 0
+        done = complete_rounds(problem, found.rounds, peeled if p is core else (), k)
+        if done is not None:  # packed and completed: a plan of k rounds the checker accepts
+            assert len(done) <= k
+            check_plan(cluster, start.considered_names, rules, done, start.offline)
     fewer = tabu_rounds(problem, len(result.clique) - 1, 2000, seed=seed)
     assert fewer.rounds is None and fewer.best > 0 and fewer.moves == 2000

@@ -1,7 +1,7 @@
 """--time-limit against wall time on the largest benchmark inputs (issue 40, item 4).
 
     python benchmarks/time_limits.py [--limits 10,30] [--nodes 200] [--instances 50]
-                                     [--only hail,space,balance,roll] [--margin 5]
+                                     [--only hail,space,balance,roll,normal] [--margin 5]
 
 Each input is run as a user runs it, `python -m cli --json COMMAND --time-limit T` in a fresh
 process, and the wall time is set beside the limit (`within`: at most the limit plus
@@ -115,13 +115,17 @@ def main() -> int:
     p.add_argument("--limits", default="10,30")
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--instances", type=int, default=50)
-    p.add_argument("--only", default="", help="commands to run (hail,space,balance,roll)")
+    p.add_argument(
+        "--only",
+        default="",
+        help="commands (hail,space,balance,roll) or words of the inputs' labels (normal) to run",
+    )
     p.add_argument("--margin", type=float, default=5.0)
     args = p.parse_args()
     only = set(args.only.split(",")) - {""}
     with tempfile.TemporaryDirectory() as name:
         for label, (command, path) in inputs(Path(name), args.nodes, args.instances).items():
-            if only and command[0] not in only:
+            if only and command[0] not in only and not any(w in label for w in only):
                 continue
             for limit in (float(x) for x in args.limits.split(",") if x):
                 row = run(command, path, limit, args.margin)

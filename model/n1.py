@@ -98,6 +98,11 @@ class PackBin:
     exclusion_tags: frozenset[str]  # tags its primaries already carry (STRICT mode)
 
 
+#: A packing's bins as arrays: each name's row, the arrays (`_arrays`), and by id each targets
+#: tuple with its rows.
+_Rows = tuple[Mapping[str, int], Mapping[str, np.ndarray], Mapping[int, tuple[tuple, np.ndarray]]]
+
+
 @dataclass(frozen=True)
 class Packing:
     """The bin packing a node's failure asks for (after its forced failovers)."""
@@ -109,10 +114,11 @@ class Packing:
     items: tuple[PackItem, ...]
     bins: tuple[PackBin, ...]
     failover_failure: str | None = None  # why, when it fails
-    # the bins as arrays (`_arrays`) with each name's row, when `Packings` made them: a first
-    # fit reads them instead of the 1,000 bins of a large group (a cache, not the question)
-    rows: tuple[Mapping[str, int], Mapping[str, np.ndarray]] | None = field(
-        default=None, compare=False, repr=False
+    # the bins as arrays (`_arrays`) with each name's row and each targets tuple's rows (by
+    # id), when `Packings` made them: a first fit reads them instead of the 1,000 bins of a
+    # large group (a cache, not the question)
+    rows: tuple[Mapping[str, int], Mapping[str, np.ndarray], Mapping[int, np.ndarray]] | None = (
+        field(default=None, compare=False, repr=False)
     )
 
 
@@ -277,7 +283,7 @@ class Packings:
             if shape not in by_shape:
                 by_shape[shape] = view.admitting(shape, item, d, source)
             items.append(replace(item, targets=by_shape[shape]))
-        rows = (gb.index, view.arrays)
+        rows = (gb.index, view.arrays, view.rows)
         return Packing(node, group, mode, tuple(failovers), tuple(items), view.bins, rows=rows)
 
 
@@ -289,6 +295,7 @@ class _GroupBins:
         self.names = names
         self.mode = mode
         self.index = {n: i for i, n in enumerate(names)}
+        self.names_array = np.array(names, dtype=object)
         self.bins = [_bin_of(state.nodes[n], mode) for n in names]
         self.arrays = _arrays(self.bins)
         self._policy: dict[tuple, np.ndarray] = {}  # shape -> the policy admits it, per node
@@ -344,6 +351,7 @@ class _View:
     bins: tuple[PackBin, ...]
     arrays: Mapping[str, np.ndarray]
     patched: Mapping[int, PackBin]
+    rows: dict[int, tuple[tuple, np.ndarray]] = field(default_factory=dict)  # by id(targets)
 
     def admitting(
         self, shape: tuple, item: PackItem, d: InstanceDemand, source: NodeState
@@ -356,12 +364,16 @@ class _View:
         else:
             ok = self.keep & g.policy_ok(shape, d)
         ok &= _fits(self.arrays, item)
-        out = [g.names[i] for i in np.flatnonzero(ok)]
+        rows = np.flatnonzero(ok)
         if item.exclusion_tags:  # STRICT mode only: a set test per node
             tags = set(item.exclusion_tags)
-            bins = {b.name: b for b in self.bins}
-            out = [n for n in out if not (tags & bins[n].exclusion_tags)]
-        return tuple(out)
+            rows = np.array(
+                [i for i in rows if not (tags & self.patched.get(i, g.bins[i]).exclusion_tags)],
+                dtype=np.int64,
+            )
+        out = tuple(g.names_array[rows].tolist())
+        self.rows[id(out)] = (out, rows)  # the first fit's rows of these targets
+        return out
 
 
 #: No limit on a row (spindles without exclusive storage, vCPUs outside STRICT mode).
@@ -431,9 +443,12 @@ def first_fit(packing: Packing, *, largest_room_first: bool = True) -> dict[str,
     node with the most memory left (or the least, with `largest_room_first=False`; the first
     such node in the item's order on a tie); None when it gets stuck (which proves nothing).
     Each item's choice is one array test over its admitting nodes, not a loop over them."""
+    rows_of: dict[int, np.ndarray] = {}  # the items of one shape share their targets
     if packing.rows is not None:
-        index, given = packing.rows
+        index, given, known = packing.rows
         arrays = {k: a.copy() for k, a in given.items()}
+        # (each targets tuple is held beside its rows, so its id stays its own)
+        rows_of.update((k, r) for k, (_, r) in known.items())
     else:
         index = {b.name: i for i, b in enumerate(packing.bins)}
         arrays = _arrays(packing.bins)
@@ -443,7 +458,6 @@ def first_fit(packing: Packing, *, largest_room_first: bool = True) -> dict[str,
     tags: dict[int, set[str]] = {}  # STRICT mode: the exclusion tags each node carries
     if any(i.exclusion_tags for i in packing.items):
         tags = {index[b.name]: set(b.exclusion_tags) for b in packing.bins}
-    rows_of: dict[int, np.ndarray] = {}  # the items of one shape share their targets
     out: dict[str, str] = {}
     order = sorted(packing.items, key=lambda i: (-i.memory_mib, -i.disk_mib, i.name))
     for item in order:

@@ -555,3 +555,115 @@ def test_lean_relaxation_bound_is_below_every_pair_of_moves(seed: int) -> None:
     for steps, score, _ in lean.plans:
         assert not check_balance(problem, steps).violations
         assert score >= lean.bound - 1e-9
+
+
+@pytest.mark.parametrize(("seed", "nodes"), [(0, 6), (2, 5)])
+def test_lean_mip_on_priced_columns_stays_below_every_pair_of_moves(
+    monkeypatch, seed, nodes
+) -> None:  # noqa: ANN001,E501
+    """The lean MIP too large to solve whole (its column limit made 0): the columns whose
+    reduced costs prove they cannot end a plan below the incumbent are closed and the MIP over
+    the rest gives the bound. With the incumbent 5 % above the best of every sequence of two
+    moves (brute force), a column closed wrongly would lift the bound above that best (closing
+    every column outside the LP's support does, on the 6-node seed 0: 22.977682 > 21.883507); with
+    no room for a proof (the priced limit 0 too) the MIP only gives plans, and the bound is
+    the LP's. Every plan passes the checker."""
+    from model.balance import balance_data
+    from model.balance_bound import plane_at
+    from solvers.strategies import balance as strategy
+
+    state, group = _cluster(seed, nodes)
+    problem = _selected(state, group, 2, nodes, seed)
+    data = balance_data(problem)
+    points = [strategy._point(state, data)]
+    planes = [plane_at(*pt) for pt in points]
+    start = {i.name: state.locations[i.name] for i in data.instances}
+    best = _brute(problem, 2)
+    incumbent = best + 0.05 * abs(best)
+    monkeypatch.setattr(strategy, "LEAN_MIP_COLUMNS", 0)
+    proven = strategy._lean_phase(problem, data, planes, points, start, None, None, incumbent)
+    assert "cannot end below the incumbent" in proven.note
+    monkeypatch.setattr(strategy, "LEAN_PRICED_COLUMNS", 0)
+    guessed = strategy._lean_phase(problem, data, planes, points, start, None, None, incumbent)
+    assert "no bound" in guessed.note
+    for lean in (proven, guessed):
+        assert lean.bound is not None and lean.bound <= best + 1e-9
+        for steps, score, _ in lean.plans:
+            assert not check_balance(problem, steps).violations
+            assert score >= lean.bound - 1e-9
+    assert guessed.bound <= proven.bound + 1e-9
+
+
+def test_array_session_is_interrupted_at_its_deadline() -> None:
+    """HiGHS's own time limit set far off (1,000 s) and a fake clock that jumps past it once
+    HiGHS first calls back: the callbacks stop the MIP (the deadline is kept wherever HiGHS
+    calls back, not only where it reads its time limit), with no proof of optimality."""
+    import numpy as np
+
+    from formulations.balance_lean import ArrayModel, Rows
+    from solvers import Status
+    from solvers.highs_arrays import ArraySession
+
+    rng = np.random.default_rng(0)
+    n, m = 300, 60
+    rows = []
+    for _ in range(m):
+        a = rng.integers(1, 100, n).astype(float)
+        rows.append((-np.inf, a.sum() / 3, list(range(n)), list(a)))
+    model = ArrayModel(
+        cost=-rng.integers(1, 100, n).astype(float),
+        lower=np.zeros(n),
+        upper=np.ones(n),
+        integer=np.arange(n, dtype=np.int32),
+        rows=Rows.of(rows),
+        offset=0.0,
+    )
+    ticks = iter(range(10**9))
+    now = {"t": 0.0}
+
+    def clock() -> float:
+        now["t"] += 1e4 if next(ticks) > 0 else 0.0  # the first reading starts the solve
+        return now["t"]
+
+    session = ArraySession(model, clock=clock)
+    res = session.solve(integral=True, time_limit=1000.0)
+    assert session.interrupted
+    assert res.status != Status.OPTIMAL
+
+
+def test_the_full_model_is_built_only_when_its_estimate_fits_what_is_left() -> None:
+    """The decisions before the full model's build and its copy into HiGHS (neither can be
+    interrupted): on a 12-node group, the build is skipped when its estimate plus the solver's
+    MODEL_SOLVE_S exceed the time left and made when they fit, and the copy likewise from the
+    measured build time; without a limit both go ahead."""
+    from model.balance import balance_data
+    from solvers.strategies import balance as strategy
+
+    state, group = _cluster(3, 12)
+    size = strategy.model_size(balance_data(BalanceProblem(state, group, 2)))
+    estimate = size * strategy.MODEL_SECONDS_PER_VARIABLE + strategy.MODEL_SOLVE_S
+    assert size > 0
+    assert strategy.model_fits(size, None) and strategy.load_fits(100.0, None)
+    assert not strategy.model_fits(size, 0.99 * estimate)
+    assert strategy.model_fits(size, 1.01 * estimate)
+    copy = strategy.HIGHS_LOAD_PER_BUILD * 3.0 + strategy.MODEL_SOLVE_S
+    assert not strategy.load_fits(3.0, 0.99 * copy) and strategy.load_fits(3.0, 1.01 * copy)
+
+
+def test_hbals_port_cut_and_resumed_takes_the_whole_ports_steps() -> None:
+    """hbal's port cut at once (its deadline already passed: the clock decides nothing) and
+    resumed without a deadline reaches the same steps as the port never cut, which the
+    checker passes; a port not cut offers no resume."""
+    import time
+
+    from solvers.strategies.balance import hbal_start
+
+    state, group = _cluster(3, 12)
+    problem = BalanceProblem(state, group, 3)
+    whole = hbal_start(problem, 3)
+    assert len(whole.steps) == 3 and not whole.cut and whole.resume is None
+    cut = hbal_start(problem, 3, until=time.perf_counter() - 1.0)
+    assert cut.cut and cut.resume is not None
+    again = cut.resume(None)
+    assert again == whole.steps
+    assert not check_balance(problem, again).violations

@@ -33,7 +33,8 @@ from model.roll import (
     problem_of,
 )
 from solvers.options import SolverOptions
-from solvers.strategies.roll import plan
+from solvers.strategies.roll import complete_rounds, pack_rounds, plan
+from solvers.strategies.roll_search import penalty_of, tabu_rounds
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -545,3 +546,69 @@ def test_memory_covers_are_impossible_rounds(seed: int) -> None:
             assert not _round_possible(cluster, rules, frozenset(c)), (s, c)
             assert sum(per[p] for p in c[:-1]) <= cap, (s, c)
     assert tight, "no receiving node with more migrations than memory: the test tests nothing"
+
+
+# --- the local search (solvers/strategies/roll_search.py) --------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_search_finds_the_brute_force_rounds(seed: int) -> None:
+    """TabuCol with the memory penalties on small clusters: in the brute force's fewest
+    rounds it reaches penalty 0 (a plan of that many rounds exists, and has penalty 0), and
+    its rounds then pack and the checker accepts them; with fewer rounds, whatever it finds
+    does not pack (there is no plan)."""
+    rng = random.Random(2000 + seed)
+    spec = RollSpec(
+        nodes=rng.randint(5, 8),
+        instances=rng.randint(6, 16),
+        drbd_share=rng.choice((0.8, 1.0)),
+        fill=rng.choice((0.5, 0.9, 0.98)),
+        tags=False,
+        seed=2000 + seed,
+    )
+    cluster = generate(spec)
+    rules = RollRules(memory_aware=True)
+    start = prelude(cluster, _hroller_options(rules))
+    nodes = list(start.considered_names)
+    oracle = _brute_force(cluster, nodes, rules)
+    if oracle > len(nodes):
+        return  # some node can never reboot: no rounds to search for
+    problem = problem_of(cluster, start.considered_names, rules, start.offline)
+    found = tabu_rounds(problem, oracle, 20000, seed=seed)
+    assert found.rounds is not None, (seed, oracle, found.best)
+    assert len(found.rounds) == oracle
+    assert sorted(v for r in found.rounds for v in r) == sorted(problem.nodes)
+    assert penalty_of(problem, found.rounds) == 0
+    packed = pack_rounds(problem, [r for r in found.rounds if r])
+    if packed is not None:
+        check_plan(cluster, start.considered_names, rules, packed, start.offline)
+    if oracle > 1:
+        fewer = tabu_rounds(problem, oracle - 1, 2000, seed=seed)
+        if fewer.rounds is not None:
+            assert pack_rounds(problem, [r for r in fewer.rounds if r]) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_search_colours_the_cores_the_strategy_colours(seed: int) -> None:
+    """On 60-node clusters, the search reaches penalty 0 in the optimum k rounds the strategy
+    proves (on all nodes, and on the core peeled for k when there is one), and never with
+    fewer rounds than the clique's nodes."""
+    spec = RollSpec(nodes=60, instances=180, drbd_share=0.8, offline=1, fill=0.7, seed=seed)
+    cluster = generate(spec)
+    rules = RollRules(memory_aware=True)
+    start = prelude(cluster, _hroller_options(rules))
+    problem = problem_of(cluster, start.considered_names, rules, start.offline)
+    result = plan(problem, SolverOptions(solver_given=False))
+    k = result.objective
+    kept, peeled = peel(problem, k)
+    core = problem.restricted(kept)
+    for p in (problem, core) if core.nodes else (problem,):
+        found = tabu_rounds(p, k, 50000, seed=seed)
+        assert found.rounds is not None, (seed, k, found.best)
+        assert penalty_of(p, found.rounds) == 0
+        done = complete_rounds(problem, found.rounds, peeled if p is core else (), k)
+        if done is not None:  # packed and completed: a plan of k rounds the checker accepts
+            assert len(done) <= k
+            check_plan(cluster, start.considered_names, rules, done, start.offline)
+    fewer = tabu_rounds(problem, len(result.clique) - 1, 2000, seed=seed)
+    assert fewer.rounds is None and fewer.best > 0 and fewer.moves == 2000

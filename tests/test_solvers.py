@@ -616,3 +616,31 @@ def test_a_dumped_highs_run_solves_again_on_its_own(monkeypatch, tmp_path: Path)
     )
     assert run.stdout.startswith("run02 HiGHS 1.12.0: Optimal, objective ")
     assert float(run.stdout.split("objective ")[1].split(",")[0]) == pytest.approx(0.5)
+
+
+def test_highs_run_past_its_deadline_is_interrupted(monkeypatch, caplog) -> None:  # noqa: ANN001
+    """The deadline guard (solvers/highs_backend.py `_deadline_guard`): HiGHS's own time limit
+    far off (1,000 s) and the guard's stop moved into the past, so that the clock decides
+    nothing: the MIP and simplex callbacks stop the run at HiGHS's first call, the answer is
+    the incumbent without proof, and Pyomo's warning of the interrupt is not shown."""
+    import logging
+
+    import solvers.highs_backend as hb
+    from solvers import Status
+
+    monkeypatch.setattr(hb, "INTERRUPT_GRACE_S", -1e9)
+    rng = random.Random(0)
+    n = 300
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(n), domain=pyo.Binary)
+    m.c = pyo.ConstraintList()
+    for _ in range(60):
+        a = [rng.randint(1, 99) for _ in range(n)]
+        m.c.add(sum(a[i] * m.x[i] for i in range(n)) <= sum(a) / 3)
+    w = [rng.randint(1, 99) for _ in range(n)]
+    m.o = pyo.Objective(expr=-sum(w[i] * m.x[i] for i in range(n)))
+    session = hb.HighsSession(m, mip_gap=0.0, threads=1, seed=0)
+    with caplog.at_level(logging.WARNING):
+        res = session.solve(time_limit=1000.0, build_s=0.0)
+    assert res.status in (Status.FEASIBLE, Status.TIME_LIMIT)
+    assert not any("unhandled" in r.getMessage() for r in caplog.records)

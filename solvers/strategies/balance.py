@@ -19,8 +19,10 @@ Every answer returned passed `check_balance`; its score is the checker's.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from formulations import balance as form
 from formulations import balance_lean as lean
@@ -50,6 +52,9 @@ from solvers.options import DEFAULT_OPTIONS, SolverOptions
 #: share of the time limit the build may take
 MODEL_SECONDS_PER_VARIABLE = 8e-4
 MODEL_SHARE = 0.5
+#: Seconds HiGHS must be left after the full model's estimated build and copy, or the model
+#: is not built (its first solve completes hbal's plan, the next ones bound it)
+MODEL_SOLVE_S = 2.0
 #: The copy of a built model into HiGHS (Pyomo's persistent interface, at the first solve),
 #: in multiples of the Pyomo build's time: 43 s after a 17.7 s build on a 40-node group
 #: (65,864 variables, benchmarks/bench_balance.py seed 0, load average about 11)
@@ -59,6 +64,13 @@ MORE_SHARE = 0.1
 #: Share of the time limit hbal's port may take in all: the steps it found by then are the
 #: incumbent (on benchmarks/time_limits.py's 200-node group each step took about 20 s, load 3)
 HBAL_SHARE = 0.3
+#: hbal's port cut at HBAL_SHARE is resumed after the model when at least RESUME_MIN_S are
+#: left before the limit less RESUME_MARGIN_S (the answer's check and output): on
+#: benchmarks/bench_balance.py's 40-node groups under `exalloc balance --time-limit 30` at a
+#: load of about 5, three of eight runs ended in 14 s, their port cut after 2-4 of 5 steps
+#: and no model built (the planes prune nothing from so weak an incumbent)
+RESUME_MIN_S = 1.0
+RESUME_MARGIN_S = 1.0
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -84,6 +96,16 @@ LEAN_MIP_SHARE = 0.3
 #: Columns above which the lean MIP is not solved: on benchmarks/bench_balance.py's 40-node
 #: seed 1 (11,587 columns) HiGHS ran 45.6 s past a 14.8 s limit without a bound or a plan
 LEAN_MIP_COLUMNS = 4000
+#: Binary columns a lean MIP may keep when its reduced costs prove that the columns closed
+#: cannot end a plan below the incumbent (its bound is then the least score's), and the share
+#: of the lean phase's time left its first round may take: on benchmarks/bench_balance.py's
+#: 40-node, --fill 0.19 seed 1, 5,437 of 18,674 columns were left, whose MIP raised the
+#: bound from 13.467694 to 13.480215 in 19 s (load about 6)
+LEAN_PRICED_COLUMNS = 6000
+LEAN_PRICED_SHARE = 0.7
+#: Relative tolerance of the reduced costs' proof that a column cannot end a better plan
+#: (HiGHS's dual feasibility tolerance is 1e-7)
+PRICE_TOL = 1e-6
 MAX_ROUNDS = 500
 
 
@@ -250,7 +272,7 @@ def balance(
                 f"{LEAN_MAX_FINALS} (its build and first LP would overrun the limit)"
             )
         else:
-            lean = _lean_phase(problem, data, planes, points, start_plan, until, cap)
+            lean = _lean_phase(problem, data, planes, points, start_plan, until, cap, best_score)
             lean_s, lean_rounds = lean.solve_s, lean.rounds
             notes_pre.append(lean.note)
             if lean.bound is not None:
@@ -261,12 +283,16 @@ def balance(
         if proven_by(floor) == str(Status.OPTIMAL):
             return answer(str(Status.OPTIMAL), floor, build_s=sw.seconds, solve_s=lean_s,
                           rounds=lean_rounds, notes=tuple(notes_pre))  # fmt: skip
+    left_now = None if deadline is None else deadline - time.perf_counter()
+    if fits and not model_fits(size, left_now):
+        fits = False  # the lean phase took longer than its share: the time left decides
     if not fits:
         why = (
             f"no time for the model: about {size} variables would take about "
             f"{size * MODEL_SECONDS_PER_VARIABLE:.0f} s to build and hand to the solver, more "
-            f"than {MODEL_SHARE:.0%} of the time left; hbal's answer stands, with the planes' "
-            "bound"
+            f"than {MODEL_SHARE:.0%} of the time left (or the time left after the lean "
+            f"relaxation less {MODEL_SOLVE_S:g} s for the solver); the best plan stands, "
+            "with the bound so far"
         )
         return answer(proven_by(floor), floor, build_s=sw.seconds, solve_s=lean_s,
                       rounds=lean_rounds, notes=(*notes_pre, why))  # fmt: skip
@@ -307,12 +333,12 @@ def balance(
                 break
             built_s = time.perf_counter() - began_build
         limit = left()
-        if limit is not None and HIGHS_LOAD_PER_BUILD * built_s > limit:
+        if not load_fits(built_s, limit):
             # the copy into HiGHS happens at the first solve and no time limit stops it
             notes.append(
                 f"no time to load the model: built in {built_s:.1f} s, its copy into the "
                 f"solver takes about {HIGHS_LOAD_PER_BUILD:g} times that, more than the "
-                f"{limit:.1f} s left"
+                f"{limit:.1f} s left less {MODEL_SOLVE_S:g} s for the solver"
             )
             break
         with sw:
@@ -426,6 +452,7 @@ def _lean_phase(
     start_plan: dict,
     until: float | None,
     cap: float | None,
+    incumbent: float | None = None,
 ) -> LeanOutcome:
     """Kelley's cutting planes on the lean relaxation: its LP solved again with the spreads'
     tangents at each solution until the bound stops rising, then its MIP (from the start
@@ -449,6 +476,8 @@ def _lean_phase(
     bound: float | None = None
     rounds = lp_rounds = 0
     solve_s = 0.0
+    last_x = None  # the last LP's solution and value, while no rows were added after it
+    last_z = None
     while lp_rounds < LEAN_LP_ROUNDS and (left() is None or left() > 0.05):
         res = session.solve(integral=False, time_limit=left())
         rounds += 1
@@ -458,26 +487,59 @@ def _lean_phase(
             break
         rising = bound is None or res.bound > bound + LEAN_RISE * max(abs(bound), 1.0)
         bound = res.bound if bound is None else max(bound, res.bound)
+        last_x, last_z = res.x, res.bound
         if not rising:
             break
+        last_x = None
         session.add_rows(lean.plane_rows(model, lean.point_of(model, res.x)))
         at = plane_at(lean.point_of(model, res.x), lean.rem_of(model, res.x))
         session.add_rows(lean.reserve_rows(model, [at]))
     plans = []
     seen: set[tuple] = set()
-    session.set_start(*lean.start_of(model, start_plan))
     mip_rounds = 0
+    columns = len(model.model.integer)
     mip = len(model.model.cost) <= LEAN_MIP_COLUMNS
+    priced = ""
+    # the MIP's bound is the relaxation's only when no column was closed by a guess
+    exact = True
+    closed_any = False
+    if not mip and bound is not None and (left() is None or left() > 0.05):
+        if last_x is None or session.reduced_costs() is None:
+            res = session.solve(integral=False, time_limit=left())  # the duals at the rows in
+            rounds += 1
+            solve_s += res.solve_s
+            last_x, last_z = (res.x, res.bound) if res.status == Status.OPTIMAL else (None, None)
+        reduced = session.reduced_costs()
+        if last_x is not None and reduced is not None and last_z is not None:
+            closed, exact = _priced_out(model, last_x, reduced, last_z, incumbent, start_plan)
+            session.close_columns(closed)
+            mip = closed_any = True
+            priced = (
+                f"; its MIP on {columns - len(closed)} of {columns} binary columns ("
+                + ("the rest cannot end below the incumbent: reduced costs"
+                   if exact else "the LP's and the lowest reduced costs: no bound") + ")"
+            )  # fmt: skip
+    session.set_start(*lean.start_of(model, start_plan))
     while mip and mip_rounds < LEAN_MIP_ROUNDS and (left() is None or left() > 0.05):
         rest = left()
-        limit = LEAN_MIP_S if rest is None else min(rest, max(1.0, LEAN_MIP_SHARE * budget))
+        share = LEAN_MIP_SHARE * budget
+        if closed_any and exact and mip_rounds == 0:
+            share = LEAN_PRICED_SHARE * rest if rest is not None else share
+        limit = LEAN_MIP_S if rest is None else min(rest, max(1.0, share))
         res = session.solve(integral=True, time_limit=limit)
         rounds += 1
         mip_rounds += 1
         solve_s += res.solve_s
-        if res.bound is not None:
-            bound = res.bound if bound is None else max(bound, res.bound)
+        if res.bound is not None and exact:
+            # with columns closed by their reduced costs the MIP bounds the plans below the
+            # incumbent only: the least score is at least the lesser of the two
+            at_least = res.bound
+            if incumbent is not None and closed_any:
+                at_least = min(at_least, incumbent)
+            bound = at_least if bound is None else max(bound, at_least)
         if res.x is None:
+            if res.status == Status.INFEASIBLE and exact and closed_any and incumbent is not None:
+                bound = incumbent if bound is None else max(bound, incumbent)  # none below it
             break
         finals = lean.finals_of(model, data, res.x)
         moved = [j for j, fin in finals.items() if fin != problem.state.locations[j][:2]]
@@ -499,6 +561,7 @@ def _lean_phase(
         best = min(p[1] for p in plans)
         if (
             res.status == Status.OPTIMAL
+            and exact
             and bound is not None
             and best - bound <= SCORE_GAP * max(abs(best), 1)
         ):
@@ -506,11 +569,60 @@ def _lean_phase(
     bound = capped(bound)
     note = (
         f"lean relaxation: bound {'-' if bound is None else f'{bound:.6f}'} after {lp_rounds} "
-        f"LP and {mip_rounds} MIP round(s){'' if mip else ' (too large for the MIP)'}, "
+        f"LP and {mip_rounds} MIP round(s){'' if mip else ' (too large for the MIP)'}{priced}, "
         f"{len(model.model.cost)} columns, "
         f"{time.perf_counter() - began:.1f} s"
     )
     return LeanOutcome(bound, tuple(plans), rounds, solve_s, note)
+
+
+def _priced_out(
+    model: lean.LeanModel,
+    x: np.ndarray,
+    reduced: np.ndarray,
+    lp_value: float,
+    incumbent: float | None,
+    start_plan: dict,
+) -> tuple[np.ndarray, bool]:
+    """The binary columns a lean MIP too large to solve whole leaves closed, and whether the
+    closing is proven (True) or a guess (False).
+
+    Proven: at the LP's optimum (value z, reduced costs d ≥ 0 at the columns at 0), every
+    whole plan with column j at 1 has a relaxed score of at least z + d_j, so a column with
+    z + d_j above the incumbent's score never ends a better plan: the MIP over the rest
+    bounds every plan below the incumbent. When more than LEAN_PRICED_COLUMNS are left so, the
+    guess keeps the LP's support, the start plan's columns and the lowest reduced costs (the
+    columns an improving plan most likely uses; its MIP then gives plans, never a bound)."""
+    integer = model.model.integer
+    d = reduced[integer]
+    support = x[integer] > 1e-9
+    if incumbent is not None:
+        tol = PRICE_TOL * max(abs(incumbent), 1.0)
+        out = ~support & (lp_value + d > incumbent + tol)
+        if len(integer) - int(out.sum()) <= LEAN_PRICED_COLUMNS:
+            return integer[out], True
+    _, start = lean.start_of(model, start_plan)
+    keep = support | (start > 0.5)
+    room = max(LEAN_MIP_COLUMNS - int(keep.sum()), 0)
+    order = np.argsort(np.where(keep, np.inf, d), kind="stable")
+    keep[order[:room]] = True
+    return integer[~keep], False
+
+
+def model_fits(size: int, left: float | None) -> bool:
+    """Whether the full model of about `size` variables may be built with `left` seconds to
+    go (None: no limit): its estimated build and copy into HiGHS must leave HiGHS
+    MODEL_SOLVE_S. Neither the Pyomo build's last family nor the copy can be interrupted, so
+    a model that would not fit is not started (the lean relaxation's bound and plans stand)."""
+    return left is None or size * MODEL_SECONDS_PER_VARIABLE + MODEL_SOLVE_S <= left
+
+
+def load_fits(built_s: float, left: float | None) -> bool:
+    """Whether a model built in `built_s` seconds may be copied into HiGHS with `left`
+    seconds to go: the copy (at the first solve, no time limit stops it) takes about
+    HIGHS_LOAD_PER_BUILD times the build, measured on the same machine at the same load,
+    and must leave HiGHS MODEL_SOLVE_S."""
+    return left is None or HIGHS_LOAD_PER_BUILD * built_s + MODEL_SOLVE_S <= left
 
 
 def model_size(data: BalanceData) -> int:
@@ -537,6 +649,9 @@ class HbalStart:
     further: tuple[Step, ...]
     cut: bool = False
     partial: str = ""  # when the round cut short gave the last step: how
+    #: when cut: hbal's search continued from its last whole round (its moves' results kept)
+    #: until a perf_counter time, at most `max_rounds` steps in all: the steps it reaches
+    resume: Callable[[float | None], tuple[Step, ...]] | None = None
 
 
 def hbal_start(
@@ -573,6 +688,7 @@ def hbal_start(
     answer_len = None
     cut = False
     partial = ""
+    whole = table  # the table after the last whole round
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:
             if answer_len is None:
@@ -592,10 +708,54 @@ def hbal_start(
             break
         if nxt is None:
             break
-        table = nxt
-    steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+        table = whole = nxt
+
+    def steps_of(t: object) -> tuple[Step, ...]:
+        return tuple(Step(p.instance, p.move.kind, p.move.target) for p in t.placements)  # type: ignore[attr-defined]
+
+    def resume(until_again: float | None) -> tuple[Step, ...]:
+        t = whole
+        while do_next_balance(t, max_rounds, stop):
+            try:
+                nxt = try_balance(options, scope, t, cache, until_again)
+            except SearchOutOfTime as out:
+                t = out.table if out.table is not None else t
+                break
+            if nxt is None:
+                break
+            t = nxt
+        return steps_of(t)
+
+    steps = steps_of(table)
     k = len(steps) if answer_len is None else answer_len
-    return HbalStart(steps[:k], steps, cut, partial)
+    again = resume if cut and max_rounds >= 0 else None
+    return HbalStart(steps[:k], steps, cut, partial, again)
+
+
+def _resumed(
+    problem: BalanceProblem,
+    ans: BalanceAnswer,
+    resume: Callable[[float | None], tuple[Step, ...]],
+    stop_at: float,
+) -> BalanceAnswer:
+    """The answer with hbal's port resumed in the time the model left (its search was cut at
+    HBAL_SHARE of the limit, and a model that could not be built or pruned little may leave
+    half the limit unused): the resumed port's steps, checked, replace the answer's when they
+    score lower. The bound stays: it bounds the least score, whichever plan is given."""
+    began = time.perf_counter()
+    if stop_at - began < RESUME_MIN_S or ans.status == str(Status.OPTIMAL):
+        return ans
+    steps = resume(stop_at)
+    if not steps or len(steps) > problem.max_steps:
+        return ans
+    score, scores = _checked(problem, steps)
+    if score >= ans.score - 1e-12:
+        return ans
+    note = (
+        f"hbal's port resumed for {time.perf_counter() - began:.1f} s after the model: "
+        f"{len(steps)} step(s) to {score:.6f}, below the model's best {ans.score:.6f}"
+    )
+    return replace(ans, steps=steps, score=score, scores=scores, notes=(*ans.notes, note))
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -643,6 +803,8 @@ def answer(
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    if start.resume is not None and limit is not None and not fewest:
+        ans = _resumed(problem, ans, start.resume, began + limit - RESUME_MARGIN_S)
     if notes:
         status = ans.status if ans.status == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
         ans = replace(ans, notes=(*notes, *ans.notes), status=status)

@@ -267,6 +267,21 @@ def pack_rounds(
     return _packed(_Packer(problem, options), rounds)
 
 
+def complete_rounds(
+    problem: RollProblem,
+    core_rounds: Sequence[Sequence[str]],
+    peeled: Sequence[str],
+    rounds: int,
+    options: SolverOptions = DEFAULT_OPTIONS,
+) -> list[RoundPlan] | None:
+    """Rounds of the core `model.roll.peel` left (a local search's,
+    solvers/strategies/roll_search.py) packed, then the peeled nodes put back: a plan of
+    every node in at most `rounds` rounds, or None when a round cannot be packed or a
+    peeled node finds no round."""
+    packed = _packed(_Packer(problem, options), [r for r in core_rounds if r])
+    return None if packed is None else _put_back(problem, packed, peeled, rounds)
+
+
 def plan(
     problem: RollProblem,
     options: SolverOptions = DEFAULT_OPTIONS,

@@ -1,7 +1,7 @@
 """--time-limit against wall time on the largest benchmark inputs (issue 40, item 4).
 
     python benchmarks/time_limits.py [--limits 10,30] [--nodes 200] [--instances 50]
-                                     [--only hail,space,balance,roll] [--margin 5]
+                                     [--only hail,space,balance,roll,normal] [--margin 5]
 
 Each input is run as a user runs it, `python -m cli --json COMMAND --time-limit T` in a fresh
 process, and the wall time is set beside the limit (`within`: at most the limit plus
@@ -103,6 +103,7 @@ def run(command: list[str], path: Path, limit: float, margin: float) -> dict:
         row["answer_s"] = round(doc["timing"]["answer_s"], 2)
         row["stages"] = {k: round(v, 2) for k, v in doc["timing"].get("stages", {}).items()}
         row["info"] = doc["response"]["info"][:90]
+        row["solver_note"] = doc.get("solver_note", "")[:200]
     elif done.returncode == 0:
         row["note"] = (done.stderr.strip().splitlines() or [""])[-1][:140]
     else:
@@ -115,13 +116,17 @@ def main() -> int:
     p.add_argument("--limits", default="10,30")
     p.add_argument("--nodes", type=int, default=200)
     p.add_argument("--instances", type=int, default=50)
-    p.add_argument("--only", default="", help="commands to run (hail,space,balance,roll)")
+    p.add_argument(
+        "--only",
+        default="",
+        help="commands (hail,space,balance,roll) or words of the inputs' labels (normal) to run",
+    )
     p.add_argument("--margin", type=float, default=5.0)
     args = p.parse_args()
     only = set(args.only.split(",")) - {""}
     with tempfile.TemporaryDirectory() as name:
         for label, (command, path) in inputs(Path(name), args.nodes, args.instances).items():
-            if only and command[0] not in only:
+            if only and command[0] not in only and not any(w in label for w in only):
                 continue
             for limit in (float(x) for x in args.limits.split(",") if x):
                 row = run(command, path, limit, args.margin)

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 import pyomo.core as pyo
 
 from formulations.batch import batch_solution, build_batch
+from formulations.deadline import build_families
 from formulations.objective import Objective
 from model.placement import (
     SD_METRICS,
@@ -467,17 +468,22 @@ def reserve_may_rise(problem: PlacementProblem) -> bool:
     return RESERVED_WEIGHT >= RESERVED_TOTAL_WEIGHT * math.sqrt(len(problem.scored))
 
 
-def build(problem: PlacementProblem) -> pyo.ConcreteModel:
-    m = build_batch(problem.batch, usage=False)
+def build(problem: PlacementProblem, deadline: float | None = None) -> pyo.ConcreteModel:
+    """The joint model; past `deadline` (time.perf_counter()) the build stops between two
+    families with formulations.deadline.OutOfTime."""
+    m = build_batch(problem.batch, usage=False, deadline=deadline)
     m.name = "joint_placement"
-    define_values(m, problem)
+    families = [("values", lambda: define_values(m, problem))]
     if reserve_may_rise(problem):
-        define_reserve_exact(m, problem)
-    define_tag_conflicts(m, problem)
-    define_location_conflicts(m, problem)
-    define_pair_locations(m, problem)
-    define_n1_failures(m, problem)
-    define_score(m, problem)
+        families.append(("reserve_exact", lambda: define_reserve_exact(m, problem)))
+    families += [
+        ("tag_conflicts", lambda: define_tag_conflicts(m, problem)),
+        ("location_conflicts", lambda: define_location_conflicts(m, problem)),
+        ("pair_locations", lambda: define_pair_locations(m, problem)),
+        ("n1_failures", lambda: define_n1_failures(m, problem)),
+        ("score", lambda: define_score(m, problem)),
+    ]
+    build_families(families, deadline)
     return m
 
 

@@ -242,22 +242,33 @@ def define_n1_aggregate(m: pyo.ConcreteModel, p: SpaceProblem, packings: Sequenc
     its new ones included) must fit in what the rest of its group has left after the new
     instances there; the new ones' memory cancels out:
     M·Σ_{n∈g} x[n] ≤ Σ_{t≠f} cap[f,t] − need[f] for every f (memory; local disk likewise for
-    plain)."""
+    plain). Every failure of a group has the same left side, so only the least right side
+    binds: one row per group and resource, min over f (1,000 rows of 1,000 terms each on a
+    1,000-node group were 12 s of build and 45 s of handing them to HiGHS, issue 36)."""
     m.n1_sum = pyo.ConstraintList()
     if not packings:
         return
     mem, disk = p.demand.memory_mib, p.demand.disk_mib
     local = p.demand.uses_local_storage
+    least: dict[str, list[int | None]] = {}  # group -> [memory, disk] right sides
     for pk in packings:
-        members = [r.name for r in p.group_nodes(pk.group)]
         room_mem = sum(max(b.memory_mib, 0) for b in pk.bins)
         need_mem = sum(i.memory_mib for i in pk.items)
-        total = sum(m.x[n] for n in members)
-        m.n1_sum.add(mem * total <= room_mem - need_mem)
+        rhs = least.setdefault(pk.group, [None, None])
+        rhs[0] = _least(rhs[0], room_mem - need_mem)
         if local and disk:
             room_disk = sum(max(b.disk_mib, 0) for b in pk.bins)
             need_disk = sum(i.disk_mib for i in pk.items if i.local)
-            m.n1_sum.add(disk * total <= room_disk - need_disk)
+            rhs[1] = _least(rhs[1], room_disk - need_disk)
+    for g, (rhs_mem, rhs_disk) in least.items():
+        total = sum(m.x[r.name] for r in p.group_nodes(g))
+        m.n1_sum.add(mem * total <= rhs_mem)
+        if rhs_disk is not None:
+            m.n1_sum.add(disk * total <= rhs_disk)
+
+
+def _least(a: int | None, b: int) -> int:
+    return b if a is None else min(a, b)
 
 
 def new_targets(p: SpaceProblem, pk: Packing) -> list[str]:

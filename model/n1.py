@@ -24,13 +24,23 @@ exact default, leaves them out.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from model.capacity import DISK, MEMORY, SPINDLES, hard_rows, max_total_vcpus
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES
 from model.policy import policy_shortfall
-from model.resources import FailMode, MoveKind, check_migration
+from model.resources import (
+    FailMode,
+    InstanceDemand,
+    MoveKind,
+    NodeState,
+    apply_move,
+    check_migration,
+)
 from model.state import ClusterState, StateEdit
 
 HARD = "hard"
@@ -88,6 +98,11 @@ class PackBin:
     exclusion_tags: frozenset[str]  # tags its primaries already carry (STRICT mode)
 
 
+#: A packing's bins as arrays: each name's row, the arrays (`_arrays`), and by id each targets
+#: tuple with its rows.
+_Rows = tuple[Mapping[str, int], Mapping[str, np.ndarray], Mapping[int, tuple[tuple, np.ndarray]]]
+
+
 @dataclass(frozen=True)
 class Packing:
     """The bin packing a node's failure asks for (after its forced failovers)."""
@@ -98,26 +113,37 @@ class Packing:
     failovers: tuple[Step, ...]
     items: tuple[PackItem, ...]
     bins: tuple[PackBin, ...]
-    after_failovers: ClusterState | None  # None when a failover already fails
     failover_failure: str | None = None  # why, when it fails
+    # the bins as arrays (`_arrays`) with each name's row and each targets tuple's rows (by
+    # id), when `Packings` made them: a first fit reads them instead of the 1,000 bins of a
+    # large group (a cache, not the question)
+    rows: tuple[Mapping[str, int], Mapping[str, np.ndarray], Mapping[int, np.ndarray]] | None = (
+        field(default=None, compare=False, repr=False)
+    )
 
 
 def _strict_vcpu_cap(state: ClusterState | StateEdit, name: str) -> int | None:
-    st = state.nodes[name]
+    return _vcpu_cap(state.nodes[name])
+
+
+def _vcpu_cap(st: NodeState) -> int | None:
     vmax = max_total_vcpus(st.total_cpus, st.vcpu_ratio)
     return None if vmax is None else vmax - st.used_vcpus
 
 
 def _bin(state: ClusterState, name: str, mode: str) -> PackBin:
-    st = state.nodes[name]
+    return _bin_of(state.nodes[name], mode)
+
+
+def _bin_of(st: NodeState, mode: str) -> PackBin:
     caps = {row.kind: row.cap for row in hard_rows(st)}
     strict = mode == STRICT
     return PackBin(
-        name=name,
+        name=st.name,
         memory_mib=caps[MEMORY],
         disk_mib=caps[DISK],
         spindles=caps.get(SPINDLES),
-        vcpus=_strict_vcpu_cap(state, name) if strict else None,
+        vcpus=_vcpu_cap(st) if strict else None,
         exclusion_tags=frozenset(t for t, _ in st.exclusion_tag_counts) if strict else frozenset(),
     )
 
@@ -173,90 +199,231 @@ def packing_of(
     state: ClusterState, node: str, *, mode: str = HARD, offline_targets: bool = False
 ) -> Packing:
     """The question a node's failure asks of its group, failovers applied."""
-    state = local_state(state, node)
-    group = state.nodes[node].group_uuid
-    failovers: list[Step] = []
-    others: list[str] = []
-    for inst in failing_primaries(state, node):
-        _, secondary = state.location(inst)
-        if state.demands[inst].has_secondary and secondary is not None:
-            failovers.append(Step(inst, FAILOVER, secondary))
-        else:
-            others.append(inst)
-    edit = StateEdit(state)  # one working copy for all failovers
-    for step in failovers:
-        moved = edit.move(step.instance, MoveKind.FAILOVER, force=True)
-        if moved is not None:
-            why = f"drbd instance {step.instance} cannot fail over to {step.target} ({moved}"
-            if moved is FailMode.MEM:
-                need = edit.demands[step.instance].memory_mib
-                free = edit.nodes[step.target].unallocated_memory_mib
-                why += f": needs {need} MiB, {free} MiB unallocated there"
-            return Packing(node, group, mode, tuple(failovers), (), (), None, why + ")")
-        if mode == STRICT and (why := _strict_violation(edit, step.instance, step.target)):
-            return Packing(node, group, mode, tuple(failovers), (), (), None, why)
-    after = edit.state()
-    names = targets_of(after, node, offline_targets=offline_targets)
-    bins = tuple(_bin(after, n, mode) for n in names)
-    by_name = {b.name: b for b in bins}
-    source = after.nodes[node]
-    items = []
-    # the admitting nodes depend on an item's shape only (what the rows, the migration tags
-    # and the policy read), and a node's primaries come in few shapes (exalloc space's new
-    # instances all in one): asked once per shape, not per item (items × nodes on 1,000 nodes)
-    by_shape: dict[tuple, tuple[str, ...]] = {}
-    for inst in others:
-        d = after.demands[inst]
-        action = MIGRATE if d.disk_template in MIGRATABLE_TEMPLATES else RECREATE
-        item = PackItem(
-            name=inst,
-            action=action,
-            memory_mib=d.memory_mib if d.uses_memory else 0,
-            local=d.uses_local_storage,
-            disk_mib=d.disk_mib if d.uses_local_storage else 0,
-            spindles=d.disk_spindles,
-            vcpus=d.counted_vcpus,
-            exclusion_tags=d.exclusion_tags if mode == STRICT else (),
-            targets=(),
-        )
-        shape = (
-            action, item.memory_mib, item.local, item.disk_mib, item.spindles, item.vcpus,
-            item.exclusion_tags, d.memory_mib, d.disk_sizes_mib, d.vcpus, d.disk_spindles,
-            d.spindle_use, d.disk_template,
-        )  # fmt: skip
-        if shape in by_shape:
+    return Packings(state, mode=mode, offline_targets=offline_targets).of(node)
+
+
+class Packings:
+    """The packings of many failing nodes of one state, sharing what does not depend on the
+    failing node: every node's bin before the failovers, each instance shape's policy verdict
+    per node and each source's migration tags (global N+1 on 1,000 nodes asks 1,000 failures
+    of the same state; each read the whole group again, 1,000 x 1,000 bins in Python, issue
+    36). A failure changes only the bins of its failovers' targets: those are recomputed, and
+    an item's admitting nodes are one vectorised test over the group's bins."""
+
+    def __init__(self, state: ClusterState, *, mode: str = HARD, offline_targets: bool = False):
+        self.state = state
+        self.mode = mode
+        self.offline_targets = offline_targets
+        self._groups: dict[str, _GroupBins] = {}
+
+    def _group(self, uuid: str) -> _GroupBins:
+        if uuid not in self._groups:
+            state = self.state
+            names = [
+                n
+                for n, st in state.nodes.items()
+                if st.group_uuid == uuid and (self.offline_targets or not st.offline)
+            ]
+            self._groups[uuid] = _GroupBins(state, names, self.mode)
+        return self._groups[uuid]
+
+    def of(self, node: str) -> Packing:
+        """The question `node`'s failure asks of its group, failovers applied (as
+        `packing_of`)."""
+        state, mode = self.state, self.mode
+        group = state.nodes[node].group_uuid
+        failovers: list[Step] = []
+        others: list[str] = []
+        for inst in failing_primaries(state, node):
+            _, secondary = state.location(inst)
+            if state.demands[inst].has_secondary and secondary is not None:
+                failovers.append(Step(inst, FAILOVER, secondary))
+            else:
+                others.append(inst)
+        changed: dict[str, NodeState] = {}
+        nodes = ChainMap(changed, state.nodes)
+        for step in failovers:  # htools' failover, each instance's once: node states only
+            d = state.demands[step.instance]
+            moved = apply_move(nodes, d, node, step.target, MoveKind.FAILOVER, force=True)
+            if isinstance(moved, FailMode):
+                why = f"drbd instance {step.instance} cannot fail over to {step.target} ({moved}"
+                if moved is FailMode.MEM:
+                    free = nodes[step.target].unallocated_memory_mib
+                    why += f": needs {d.memory_mib} MiB, {free} MiB unallocated there"
+                return Packing(node, group, mode, tuple(failovers), (), (), why + ")")
+            changed.update(moved.nodes)
+            if mode == STRICT and (
+                why := _strict_violation_of(nodes[step.target], d, step.instance, step.target)
+            ):
+                return Packing(node, group, mode, tuple(failovers), (), (), why)
+        gb = self._group(group)
+        view = gb.without(node, {n: st for n, st in changed.items() if n != node})
+        source = nodes[node]
+        items = []
+        by_shape: dict[tuple, tuple[str, ...]] = {}
+        for inst in others:
+            d = state.demands[inst]
+            action = MIGRATE if d.disk_template in MIGRATABLE_TEMPLATES else RECREATE
+            item = PackItem(
+                name=inst,
+                action=action,
+                memory_mib=d.memory_mib if d.uses_memory else 0,
+                local=d.uses_local_storage,
+                disk_mib=d.disk_mib if d.uses_local_storage else 0,
+                spindles=d.disk_spindles,
+                vcpus=d.counted_vcpus,
+                exclusion_tags=d.exclusion_tags if mode == STRICT else (),
+                targets=(),
+            )
+            shape = (
+                action, item.memory_mib, item.local, item.disk_mib, item.spindles, item.vcpus,
+                item.exclusion_tags, d.memory_mib, d.disk_sizes_mib, d.vcpus, d.disk_spindles,
+                d.spindle_use, d.disk_template,
+            )  # fmt: skip
+            if shape not in by_shape:
+                by_shape[shape] = view.admitting(shape, item, d, source)
             items.append(replace(item, targets=by_shape[shape]))
-            continue
-        allowed = []
-        refused: dict[tuple[int, bool], bool] = {}  # the policy's verdict, per policy
-        for n in names:
-            target = after.nodes[n]
-            if action == MIGRATE and check_migration(source, target) is not None:
-                continue
-            if action == RECREATE:
-                ipolicy = after.ipolicy_of(n)
-                key = (id(ipolicy), target.exclusive_storage)
+        rows = (gb.index, view.arrays, view.rows)
+        return Packing(node, group, mode, tuple(failovers), tuple(items), view.bins, rows=rows)
+
+
+class _GroupBins:
+    """One group's candidate nodes (in the state's order) and their bins, as arrays."""
+
+    def __init__(self, state: ClusterState, names: list[str], mode: str):
+        self.state = state
+        self.names = names
+        self.mode = mode
+        self.index = {n: i for i, n in enumerate(names)}
+        self.names_array = np.array(names, dtype=object)
+        self.bins = [_bin_of(state.nodes[n], mode) for n in names]
+        self.arrays = _arrays(self.bins)
+        self._policy: dict[tuple, np.ndarray] = {}  # shape -> the policy admits it, per node
+        self._migration: dict[frozenset[str], np.ndarray] = {}  # source tags -> per node
+
+    def without(self, node: str, changed: Mapping[str, NodeState]) -> _View:
+        """The bins with `node` left out and the `changed` nodes' bins recomputed."""
+        keep = np.ones(len(self.names), dtype=bool)
+        bins = list(self.bins)
+        arrays = self.arrays
+        patched = {self.index[n]: _bin_of(st, self.mode) for n, st in changed.items()
+                   if n in self.index}  # fmt: skip
+        if patched:
+            arrays = {k: a.copy() for k, a in arrays.items()}
+            for i, b in patched.items():
+                bins[i] = b
+                _set_row(arrays, i, b)
+        if node in self.index:
+            keep[self.index[node]] = False
+            del bins[self.index[node]]
+        return _View(self, keep, tuple(bins), arrays, patched)
+
+    def policy_ok(self, shape: tuple, d: InstanceDemand) -> np.ndarray:
+        if shape not in self._policy:
+            refused: dict[tuple[int, bool], bool] = {}  # the policy's verdict, per policy
+            ok = np.empty(len(self.names), dtype=bool)
+            for i, n in enumerate(self.names):
+                ipolicy = self.state.ipolicy_of(n)
+                excl = self.state.nodes[n].exclusive_storage
+                key = (id(ipolicy), excl)
                 if key not in refused:
-                    refused[key] = (
-                        policy_shortfall(d, ipolicy, target.exclusive_storage) is not None
-                    )
-                if refused[key]:
-                    continue
-            if _admits(by_name[n], item):
-                allowed.append(n)
-        by_shape[shape] = tuple(allowed)
-        items.append(replace(item, targets=by_shape[shape]))
-    return Packing(node, group, mode, tuple(failovers), tuple(items), bins, after)
+                    refused[key] = policy_shortfall(d, ipolicy, excl) is not None
+                ok[i] = not refused[key]
+            self._policy[shape] = ok
+        return self._policy[shape]
+
+    def migration_ok(self, source: NodeState) -> np.ndarray:
+        tags = source.migration_tags
+        if tags not in self._migration:
+            self._migration[tags] = np.array(
+                [check_migration(source, self.state.nodes[n]) is None for n in self.names],
+                dtype=bool,
+            )
+        return self._migration[tags]
+
+
+@dataclass(frozen=True)
+class _View:
+    """A group's bins as one failure sees them."""
+
+    group: _GroupBins
+    keep: np.ndarray
+    bins: tuple[PackBin, ...]
+    arrays: Mapping[str, np.ndarray]
+    patched: Mapping[int, PackBin]
+    rows: dict[int, tuple[tuple, np.ndarray]] = field(default_factory=dict)  # by id(targets)
+
+    def admitting(
+        self, shape: tuple, item: PackItem, d: InstanceDemand, source: NodeState
+    ) -> tuple[str, ...]:
+        """The nodes that admit the item alone (`_admits`, the migration tags or the policy),
+        in the group's order."""
+        g = self.group
+        if item.action == MIGRATE:
+            ok = self.keep & g.migration_ok(source)
+        else:
+            ok = self.keep & g.policy_ok(shape, d)
+        ok &= _fits(self.arrays, item)
+        rows = np.flatnonzero(ok)
+        if item.exclusion_tags:  # STRICT mode only: a set test per node
+            tags = set(item.exclusion_tags)
+            rows = np.array(
+                [i for i in rows if not (tags & self.patched.get(i, g.bins[i]).exclusion_tags)],
+                dtype=np.int64,
+            )
+        out = tuple(g.names_array[rows].tolist())
+        self.rows[id(out)] = (out, rows)  # the first fit's rows of these targets
+        return out
+
+
+#: No limit on a row (spindles without exclusive storage, vCPUs outside STRICT mode).
+_UNLIMITED = np.iinfo(np.int64).max
+
+
+def _arrays(bins: Sequence[PackBin]) -> dict[str, np.ndarray]:
+    return {
+        "memory": np.array([b.memory_mib for b in bins], dtype=np.int64),
+        "disk": np.array([b.disk_mib for b in bins], dtype=np.int64),
+        "spindles": np.array([-1 if b.spindles is None else b.spindles for b in bins], np.int64),
+        "has_spindles": np.array([b.spindles is not None for b in bins], dtype=bool),
+        "vcpus": np.array([_UNLIMITED if b.vcpus is None else b.vcpus for b in bins], np.int64),
+    }
+
+
+def _set_row(arrays: Mapping[str, np.ndarray], i: int, b: PackBin) -> None:
+    arrays["memory"][i] = b.memory_mib
+    arrays["disk"][i] = b.disk_mib
+    arrays["spindles"][i] = -1 if b.spindles is None else b.spindles
+    arrays["has_spindles"][i] = b.spindles is not None
+    arrays["vcpus"][i] = _UNLIMITED if b.vcpus is None else b.vcpus
+
+
+def _fits(arrays: Mapping[str, np.ndarray], item: PackItem) -> np.ndarray:
+    """`_admits` over every bin at once (exclusion tags aside)."""
+    ok = arrays["memory"] >= item.memory_mib
+    if item.local:
+        ok &= arrays["disk"] >= item.disk_mib
+        if item.spindles is None:
+            ok &= ~arrays["has_spindles"]
+        else:
+            ok &= ~arrays["has_spindles"] | (arrays["spindles"] >= item.spindles)
+    ok &= arrays["vcpus"] >= item.vcpus
+    return ok
 
 
 def _strict_violation(state: ClusterState | StateEdit, instance: str, target: str) -> str | None:
     """STRICT mode's extra checks on a node that just received a primary."""
-    st = state.nodes[target]
-    cap = _strict_vcpu_cap(state, target)
+    return _strict_violation_of(state.nodes[target], state.demands[instance], instance, target)
+
+
+def _strict_violation_of(
+    st: NodeState, d: InstanceDemand, instance: str, target: str
+) -> str | None:
+    cap = _vcpu_cap(st)
     if cap is not None and cap < 0:
         return f"{instance} on {target} would exceed the vCPU ratio ({st.used_vcpus} used)"
     clash = [t for t, c in st.exclusion_tag_counts if c > 1]
-    if clash and set(clash) & set(state.demands[instance].exclusion_tags):
+    if clash and set(clash) & set(d.exclusion_tags):
         return f"{instance} on {target} would share exclusion tag(s) {', '.join(sorted(clash))}"
     return None
 
@@ -273,45 +440,57 @@ def plan_of(packing: Packing, assignment: Mapping[str, str]) -> EvacuationPlan:
 
 def first_fit(packing: Packing, *, largest_room_first: bool = True) -> dict[str, str] | None:
     """A packing by first fit decreasing (largest memory first), each item on the admitting
-    node with the most memory left (or the least, with `largest_room_first=False`); None when
-    it gets stuck (which proves nothing)."""
-    room = {
-        b.name: [b.memory_mib, b.disk_mib, b.spindles, b.vcpus, set(b.exclusion_tags)]
-        for b in packing.bins
-    }
+    node with the most memory left (or the least, with `largest_room_first=False`; the first
+    such node in the item's order on a tie); None when it gets stuck (which proves nothing).
+    Each item's choice is one array test over its admitting nodes, not a loop over them."""
+    rows_of: dict[int, np.ndarray] = {}  # the items of one shape share their targets
+    if packing.rows is not None:
+        index, given, known = packing.rows
+        arrays = {k: a.copy() for k, a in given.items()}
+        # (each targets tuple is held beside its rows, so its id stays its own)
+        rows_of.update((k, r) for k, (_, r) in known.items())
+    else:
+        index = {b.name: i for i, b in enumerate(packing.bins)}
+        arrays = _arrays(packing.bins)
+    mem, disk, spn, has_spn, cpu = (
+        arrays[k] for k in ("memory", "disk", "spindles", "has_spindles", "vcpus")
+    )
+    tags: dict[int, set[str]] = {}  # STRICT mode: the exclusion tags each node carries
+    if any(i.exclusion_tags for i in packing.items):
+        tags = {index[b.name]: set(b.exclusion_tags) for b in packing.bins}
     out: dict[str, str] = {}
     order = sorted(packing.items, key=lambda i: (-i.memory_mib, -i.disk_mib, i.name))
     for item in order:
-        best = None
-        for n in item.targets:
-            mem, dsk, spn, cpu, tags = room[n]
-            if mem < item.memory_mib:
-                continue
-            if item.local and (
-                dsk < item.disk_mib
-                or (spn is not None and (item.spindles is None or spn < item.spindles))
-            ):
-                continue
-            if cpu is not None and cpu < item.vcpus:
-                continue
-            if set(item.exclusion_tags) & tags:
-                continue
-            key = mem if largest_room_first else -mem
-            if best is None or key > best[0]:
-                best = (key, n)
-        if best is None:
-            return None
-        n = best[1]
-        r = room[n]
-        r[0] -= item.memory_mib
+        rows = rows_of.get(id(item.targets))
+        if rows is None:
+            rows = np.fromiter((index[n] for n in item.targets), np.int64, len(item.targets))
+            rows_of[id(item.targets)] = rows
+        room = mem[rows]
+        ok = room >= item.memory_mib
         if item.local:
-            r[1] -= item.disk_mib
-            if r[2] is not None and item.spindles is not None:
-                r[2] -= item.spindles
-        if r[3] is not None:
-            r[3] -= item.vcpus
-        r[4] |= set(item.exclusion_tags)
-        out[item.name] = n
+            ok &= disk[rows] >= item.disk_mib
+            if item.spindles is None:
+                ok &= ~has_spn[rows]
+            else:
+                ok &= ~has_spn[rows] | (spn[rows] >= item.spindles)
+        ok &= cpu[rows] >= item.vcpus
+        found = np.flatnonzero(ok)
+        if item.exclusion_tags:
+            mine = set(item.exclusion_tags)
+            found = np.array([c for c in found if not (mine & tags[rows[c]])], dtype=np.int64)
+        if not len(found):
+            return None
+        pick = np.argmax(room[found]) if largest_room_first else np.argmin(room[found])
+        r = rows[found[pick]]
+        mem[r] -= item.memory_mib
+        if item.local:
+            disk[r] -= item.disk_mib
+            if has_spn[r] and item.spindles is not None:
+                spn[r] -= item.spindles
+        cpu[r] -= item.vcpus  # no limit stays none: the sentinel is far above any use
+        if item.exclusion_tags:
+            tags[r] |= set(item.exclusion_tags)
+        out[item.name] = item.targets[found[pick]]
     return out
 
 

@@ -97,8 +97,8 @@ def test_highs_past_its_exact_weight_sum_is_a_usage_error(tmp_path, capsys):
         err.rstrip("\n")
         .splitlines()[-1]
         .startswith(
-            "exalloc: error: --solver highs: the weights of spaces s0, s1, s2 scale to whole "
-            "numbers summing to 8191998, past 2^19"
+            "exalloc: error: --solver highs: the weights (4.096e+06, 4.096e+06, 1) of spaces "
+            "s0, s1, s2 scale to whole numbers summing to 8191998, past 2^19"
         )
     ), err
     code, out, err = _run(capsys, "--schema", str(path), "--json")
@@ -136,3 +136,29 @@ def test_the_checker_judges_with_the_users_weights():
     report = check_layout(problem, layout, ALLOCATOR_OVERHEADS)
     assert not report.ok
     assert any("root" in v and "weighted share" in v for v in report.violations)
+
+
+@pytest.mark.parametrize("solver", ["highs", "cpsat", "default"])
+@pytest.mark.parametrize("k", [0, 5, 6, 10, 11, 15])
+def test_weight_ratios_to_1e15_answer_fairly_or_are_refused_naming_the_limit(tmp_path, k, solver):
+    """benchmarks/partition_weights.py's sweep, a ratio per decade of the limits: weights
+    (1, 10^k, 10^k) on 100,000 MiB either answer with every space within 1 MiB of its share
+    as the schema writes the weights (and the objective the checker recomputes), or are
+    refused in one line naming the weights and 2^53 (the weight sum 2·10^k + 1 times the
+    disk's MiB), or under --solver highs past a weight sum of 2^19 a usage error."""
+    from benchmarks.partition_weights import run_case, schema
+
+    weights = (1.0, 10.0**k, 10.0**k)
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema(weights, 100_000)))
+    row = run_case(path, weights, solver, 60.0)
+    assert not row["fault"], row
+    whole = 2 * 10**k + 1
+    if whole * 100_000 > 2**53:
+        assert row["exit"] == 1 and "2^53" in row["refusal"]
+    elif solver == "highs" and whole > 2**19:
+        assert row["exit"] == 2 and "2^19" in row["refusal"]
+    else:
+        assert row["exit"] == 0 and row["used"] == (
+            "highs" if whole <= 2**19 and solver != "cpsat" else "cpsat"
+        )

@@ -240,3 +240,156 @@ def test_the_planes_past_the_deadline_are_left_out_after_the_first():
     both = plane_bound(data, planes, n1_floor(data), threshold)
     assert (late.bound, late.kept) == (alone.bound, alone.kept)
     assert (both.bound, both.kept) != (alone.bound, alone.kept)  # the second plane counts
+
+
+def _tight_normal_multi(nodes: int = 10, count: int = 80, seed: int = 3):
+    """A generated normal group (tests/htools_gen.py via benchmarks/bench_joint.py) asked
+    for more instances than fit: the last ones are refused on memory, disk and N+1."""
+    from benchmarks import bench_joint
+
+    return parse_request(json.dumps(bench_joint.multi(nodes, count, seed)), "tight.json")
+
+
+def test_the_walk_asking_only_for_the_placement_finds_hails_placements(monkeypatch):
+    """`AllocOptions.placement_only` (a multi-allocate's walk) asks the N+1 check about the
+    pairs in one score order across primaries instead of one verdict per primary: the
+    placements, and the failure counts of the instance placed nowhere, are those of hail's
+    fold over every primary (the request fails whole there, naming FailN1)."""
+    from model.htools import allocate
+    from model.htools.allocate import AllocOptions
+    from model.htools.global_n1 import GreedyGlobalN1
+    from model.htools.requests import process
+    from solvers.strategies.n1 import ExactGlobalN1
+
+    inp = _tight_normal_multi()
+    real = allocate._try_pairs
+    for check in (ExactGlobalN1, GreedyGlobalN1):
+        lazy = process(inp, AllocOptions(check()))
+        monkeypatch.setattr(allocate, "_try_pairs", lambda *a: real(*a[:7]))  # hail's fold
+        whole = process(inp, AllocOptions(check()))
+        monkeypatch.setattr(allocate, "_try_pairs", real)
+        assert "FailN1" in whole.info
+        assert (lazy.success, lazy.info, lazy.result) == (whole.success, whole.info, whole.result)
+    inp = _tight_normal_multi(16, 30, 4)  # all 30 fit: the placements themselves
+    lazy = process(inp, AllocOptions(ExactGlobalN1()))
+    monkeypatch.setattr(allocate, "_try_pairs", lambda *a: real(*a[:7]))
+    whole = process(inp, AllocOptions(ExactGlobalN1()))
+    assert len(whole.placements) == 30 and lazy.placements == whole.placements
+
+
+def test_the_walks_n1_verdicts_carry_over_from_step_to_step(monkeypatch):
+    """Each step's exact check starts from the verdicts of the step before (the nodes the
+    last placement left alone keep theirs if their plans still replay): the same answer as
+    deciding every node again, with fewer decisions."""
+    from model.htools.allocate import AllocOptions
+    from model.htools.requests import process
+    from solvers.strategies import n1
+
+    inp = _tight_normal_multi(16, 30, 4)
+    decided = []
+    real = n1.decide
+
+    def counting(*a, **k):
+        decided.append(a[1])
+        return real(*a, **k)
+
+    monkeypatch.setattr(n1, "decide", counting)
+    carried = process(inp, AllocOptions(n1.ExactGlobalN1()))
+    fewer = len(decided)
+    decided.clear()
+    fresh = n1.ExactGlobalN1()
+    monkeypatch.setattr(
+        fresh, "prepare", lambda base, scope: n1.ExactN1Check(base, scope, fresh.mode)
+    )
+    again = process(inp, AllocOptions(fresh))
+    assert carried.placements == again.placements and len(carried.placements) == 30
+    assert fewer < len(decided) / 2, (fewer, len(decided))
+
+
+def test_a_limit_too_short_for_the_joint_model_gives_hails_walk_all_of_it(tmp_path, monkeypatch):
+    """When the joint model could not be built and handed to HiGHS in half the limit
+    (`_joint_seconds`: 16 s for 50 instances on 200 nodes), hail's walk has the whole limit
+    but `WALK_RESERVE` and the joint model is not tried: the answer says so, time_limit
+    when the walk was cut, with the bound it has (the instances asked)."""
+    from model.backends.iallocator import load_request
+    from model.htools import requests
+    from solvers.strategies import iallocator
+    from solvers.strategies.iallocator import IAllocatorOptions, answer
+
+    inp = load_request(str(_normal_multi(tmp_path)))
+    given: list[tuple[float, float | None]] = []
+    real = iallocator.answer_normal
+
+    def recording(*a, deadline=None, **k):
+        given.append((time.perf_counter(), deadline))
+        return real(*a, deadline=deadline, **k)
+
+    monkeypatch.setattr(iallocator, "answer_normal", recording)
+    monkeypatch.setattr(iallocator, "_joint_seconds", lambda inp: 1e6)
+    limit = 20.0
+    ans = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=limit)))
+    ((called, deadline),) = given
+    assert deadline is not None and deadline - called <= limit * (1 - iallocator.WALK_RESERVE)
+    assert deadline - called > iallocator.ONE_BY_ONE_SHARE * limit
+    assert len(ans.placements) == 3 and set(ans.stages) == {"greedy_s"}
+    assert ans.runs[0].status == "feasible" and "no joint model" in ans.note
+    assert "hail's walk placed 3 of 3; bound: at most 3 placed" in ans.note
+    # the walk cut at once: nothing placed, every instance "out of time", status time_limit
+    monkeypatch.setattr(requests, "alloc_list", _cut_walk(requests.alloc_list))
+    ans = answer(inp, IAllocatorOptions(solver=SolverOptions(time_limit=limit)))
+    assert ans.placements == () and ans.runs[0].status == "time_limit"
+    assert "hail's walk placed 0 of 3, 3 out of time" in ans.note
+    assert json.loads(ans.response)["info"].startswith("Request successful: 3 instances failed")
+
+
+def _cut_walk(alloc_list):
+    """alloc_list with its deadline already passed."""
+    from dataclasses import replace
+
+    def cut(opts, *a, **k):
+        return alloc_list(replace(opts, deadline=time.perf_counter() - 1.0), *a, **k)
+
+    return cut
+
+
+def test_the_joint_model_without_time_to_build_keeps_a_partial_walk_unbuilt(tmp_path, monkeypatch):
+    """A walk cut part way (not every instance placed) and too little time for the model's
+    build and copy into HiGHS: the walk's plan stands, checked, with no bound and no model
+    built (a 50-instance batch on 200 nodes built 7 s and copied 9 s past a 14 s share)."""
+    from model.backends.iallocator import load_request
+    from model.htools.answer import HailAnswer
+    from solvers.strategies import joint, placement
+    from solvers.strategies.iallocator import IAllocatorOptions, one_by_one_answer
+
+    inp = load_request(str(_normal_multi(tmp_path)))
+    hail = one_by_one_answer(inp, IAllocatorOptions())
+    first = hail.placements[:1]  # the walk placed one of three
+    partial = HailAnswer(hail.response, hail.kind, placements=first, objectives=hail.objectives)
+    monkeypatch.setattr(placement, "_model_seconds", lambda problem: 1e6)
+    built = []
+    monkeypatch.setattr(placement.form, "build", lambda *a: built.append(a))
+    ans = joint.joint_multi_allocate(inp, partial, SolverOptions(time_limit=30))
+    assert built == [] and ans.placements == first
+    assert ans.runs[0].unbounded == placement.NO_TIME_FOR_MODEL
+
+
+def test_the_joint_models_build_stops_between_families_past_its_deadline(tmp_path):
+    import pytest
+
+    from formulations import placement as form
+    from formulations.deadline import OutOfTime
+    from model.backends.iallocator import load_request, new_instance
+    from model.placement import candidates, placement_problem
+    from model.placement import new_instance as batch_item
+
+    inp = load_request(str(_normal_multi(tmp_path)))
+    state = node_states(inp.cluster)
+    kinds = []
+    for order, r in enumerate(inp.request.instances):
+        d = state.demand(new_instance(r))
+        prims, secs, forbidden = candidates(state, d, inp.cluster.groups, None, r.nics)
+        kinds.append((d, batch_item(state, d, prims, secs, forbidden, order=order)))
+    problem = placement_problem(state, kinds, list(state.nodes))
+    with pytest.raises(OutOfTime):
+        form.build(problem, time.perf_counter() - 1.0)
+    assert form.build(problem, None) is not None

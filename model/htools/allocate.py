@@ -14,6 +14,7 @@ group.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections import Counter
@@ -75,6 +76,13 @@ class AllocOptions:
     # multi-allocate's remaining instances fail "out of time", unplaced; each one-by-one step
     # with the exact N+1 check took seconds on 200 nodes (50 instances: minutes, issue 40)
     deadline: float | None = None
+    # only the placement matters, not hail's count of every primary's N+1 refusals: the pairs
+    # are asked about in one score order across primaries, so the first that passes, hail's
+    # own choice, is found after a verdict or a few instead of one per primary (200 exact
+    # verdicts per instance on 200 nodes; `_first_passing`). A multi-allocate's placed
+    # instances show no counts, and an instance placed nowhere is asked about every pair, as
+    # hail asks, so its counts are hail's (`alloc_list` sets it)
+    placement_only: bool = False
 
 
 Singles = list[str]
@@ -143,7 +151,7 @@ def try_alloc(
     if count == 1:
         sol = _try_singles(state, scope, d, targets, strict, check, cache)  # type: ignore[arg-type]
     else:
-        sol = _try_pairs(state, scope, d, targets, strict, check, cache)  # type: ignore[arg-type]
+        sol = _try_pairs(state, scope, d, targets, strict, check, cache, opts.placement_only)  # type: ignore[arg-type]
     return annotated(sol) if described else sol
 
 
@@ -279,6 +287,7 @@ def _try_pairs(
     strict: bool,
     check: Any,
     cache: RowCache,
+    placement_only: bool = False,
 ) -> AllocSolution:
     """Every (primary, secondary): the policy, the primary's and the secondary's add checks,
     and hail's incremental score; per primary, its placements consulted in score order.
@@ -294,6 +303,10 @@ def _try_pairs(
     prepared: list[_Generic] = []  # made for the first primary the policy admits
     refused: Counter = Counter()  # the pairs whose primary the policy refuses
     index_of: dict[int, tuple[Sequence[str], np.ndarray]] = {}  # secondaries -> indices
+    # with `placement_only`: each primary's failures, fitting pairs and placements in hail's
+    # order, asked about together once every primary is scored (`_first_passing`)
+    deferred: list[tuple[Counter, int, Iterator[Placement]]] = []
+    finite = True
     for p, secondaries in pairs:
         pst = state.nodes[p]
         key = (pst.group_uuid, pst.exclusive_storage)
@@ -374,11 +387,53 @@ def _try_pairs(
                 new_p = after_p[int(locs[i])]
                 yield Placement(d, p, s, {p: new_p, s: new_s}, float(scores[i]))
 
-        sol = choose(ranked(), len(fit), failures, check)
-        total = sum_allocs(total, sol)
+        if placement_only:
+            finite = finite and bool(np.all(np.isfinite(scores[fit])))
+            deferred.append((failures, len(fit), ranked()))
+            continue
+        total = sum_allocs(total, choose(ranked(), len(fit), failures, check))
+    if deferred and finite:
+        total = sum_allocs(total, _first_passing(deferred, check))
+    else:  # hail's order of equal scores is not one sort key then (`haskell_sorted`)
+        for failures, count, ranked in deferred:
+            total = sum_allocs(total, choose(ranked, count, failures, check))
     if refused:
         total = sum_allocs(total, AllocSolution(refused))
     return total
+
+
+def _first_passing(
+    deferred: Sequence[tuple[Counter, int, Iterator[Placement]]], check: Any
+) -> AllocSolution:
+    """hail's choice among the primaries of `deferred`, asking the N+1 check in one order:
+    score, then the later primary, then each primary's own order (the later secondary first
+    on equal scores). The first placement that passes is the one hail's fold keeps, which
+    takes per primary the first that passes in its order and then the least score, the later
+    primary on ties (`sum_allocs`); what hail asks about beyond it is not asked. The
+    failure counts are every primary's, plus one FailN1 per refusal asked."""
+    failures: Counter = Counter()
+    heap: list[tuple[float, int, int, Placement]] = []
+    for order, (fails, _, ranked) in enumerate(deferred):
+        failures += fails
+        first = next(ranked, None)
+        if first is not None:
+            heap.append((first.score, -order, 0, first))
+    heapq.heapify(heap)
+    asked: list[tuple[Placement, Any]] = []
+    chosen: Placement | None = None
+    while heap:
+        _, minus_order, position, placement = heapq.heappop(heap)
+        verdict = check.verdict(placement)
+        asked.append((placement, verdict))
+        if verdict.redundant:
+            chosen = placement
+            break
+        failures[FailMode.N1] += 1
+        following = next(deferred[-minus_order][2], None)
+        if following is not None:
+            heapq.heappush(heap, (following.score, minus_order, position + 1, following))
+    allocs = sum(count for _, count, _ in deferred) - len(asked) + (chosen is not None)
+    return AllocSolution(failures, allocs, chosen, (), tuple(asked))
 
 
 def networks_ok(group: NodeGroup, nics: Sequence[Mapping[str, Any]]) -> bool:
@@ -567,6 +622,7 @@ def alloc_list(
     """allocList: the instances one by one on the evolving cluster; without `group_name` one
     instance no group can take fails the whole request (hail's behaviour)."""
     out: list[tuple[str, AllocSolution]] = []
+    opts = replace(opts, placement_only=True)  # no placed instance's counts are shown
     for d, count, nics, record in requests:
         if opts.deadline is not None and time.perf_counter() >= opts.deadline:
             out.append((shown_name(d), AllocSolution(log=(OUT_OF_TIME,))))

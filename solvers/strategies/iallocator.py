@@ -22,8 +22,8 @@ from model.backends.iallocator import (
     NodeEvacuateRequest,
 )
 from model.backends.iallocator_response import response_json
-from model.htools.allocate import AllocOptions
-from model.htools.answer import HailAnswer
+from model.htools.allocate import OUT_OF_TIME, AllocOptions
+from model.htools.answer import HailAnswer, SolverRun, solver_note
 from model.htools.capacity import CapacityCheck, NoCapacityCheck
 from model.htools.dedicated import is_dedicated
 from model.htools.evacuate import EvacSolution
@@ -84,15 +84,7 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
             from solvers.strategies.dedicated import multi_allocate
 
             return multi_allocate(cluster, req, opts.solver)
-        started = time.perf_counter()
-        limit = opts.solver.time_limit
-        until = None if limit is None else started + max(ONE_BY_ONE_SHARE * limit, 1.0)
-        one_by_one = _as_hail(*answer_normal(inp, opts, deadline=until))
-        if not opts.joint:
-            return one_by_one
-        from solvers.strategies.joint import joint_multi_allocate
-
-        return joint_multi_allocate(inp, one_by_one, _rest(opts.solver, started))
+        return _normal_multi_allocate(inp, opts)
     if isinstance(req, NodeEvacuateRequest) and opts.joint:
         # hail's node-evacuate checks no N+1: only the moves' strict adds bind
         from solvers.strategies.joint_evacuate import joint_node_evacuate
@@ -108,6 +100,120 @@ def answer(inp: IAllocatorInput, opts: IAllocatorOptions = IAllocatorOptions()) 
         hail = _as_hail(ans, line, objectives)
         return joint_change_group(inp, hail, ans, _rest(opts.solver, started))
     return one_by_one_answer(inp, opts)
+
+
+def _normal_multi_allocate(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
+    """hail's one-by-one walk (with the exact check: each step's placement hail's, found
+    asking a few N+1 verdicts, `AllocOptions.placement_only`), then the joint model started
+    from it and from the verdicts the walk decided. Both end by the request's deadline: the
+    walk has half the limit, or all of it (less `WALK_RESERVE`) when the joint model could
+    not be built and handed to HiGHS in the other half; the joint model runs only when it
+    fits in what the walk left. Instances the walk had no time for fail "out of time" (a
+    partial multi-allocate, as Ganeti reads it) and the answer says `time_limit`; `stages`
+    says where the time went (issue 40)."""
+    started = time.perf_counter()
+    limit = opts.solver.time_limit
+    need = _joint_seconds(inp) if opts.joint else 0.0
+    until = None
+    if limit is not None:
+        walk = ONE_BY_ONE_SHARE * limit
+        if need > limit - walk:
+            walk = limit * (1 - WALK_RESERVE)
+        until = started + max(walk, 1.0)
+    capacity = capacity_check(opts.capacity_checks, opts.solver)
+    ans, line, objectives = answer_normal(inp, opts, deadline=until, capacity=capacity)
+    one_by_one = _as_hail(ans, line, objectives)
+    walked = time.perf_counter()
+    stages = {"greedy_s": walked - started}
+    cut = sum(1 for sol in ans.solutions if sol.log == (OUT_OF_TIME,))
+    left = None if limit is None else limit - (walked - started)
+    if not opts.joint:
+        return replace(one_by_one, stages=stages)
+    if left is not None and left < max(need, MIN_JOINT_S):
+        return replace(_no_joint(one_by_one, opts, ans, cut, need, left), stages=stages)
+    from solvers.strategies.joint import joint_multi_allocate
+
+    first = getattr(capacity, "first", None)
+    known = None if first is None else (first.base, first.known())
+    options = opts.solver if left is None else opts.solver.within(left)
+    joint = joint_multi_allocate(inp, one_by_one, options, known)
+    if cut:
+        joint = _cut(joint, cut)
+    return replace(joint, stages={**stages, "model_s": time.perf_counter() - walked})
+
+
+#: The least time left after hail's walk for which the joint model is tried at all: less,
+#: and its preparation alone (candidates, the deltas) would end past the deadline.
+MIN_JOINT_S = 0.5
+
+#: The share of the limit kept back from hail's walk when it has the whole limit: the
+#: checker's replay of its answer and the response (0.3 s for 50 instances on 200 nodes).
+WALK_RESERVE = 0.05
+
+#: The joint model's time before its first solve against `MODEL_SECONDS_PER_VARIABLE`'s
+#: estimate of its build and copy into HiGHS: its candidates and deltas, the build and the
+#: copy took 4 s, 6 s and 9 s for 11,957 variables (estimated 4.8 s) at a load of 15-20.
+JOINT_OVERHEAD = 3.0
+
+
+def _joint_seconds(inp: IAllocatorInput) -> float:
+    """The least time the joint model of a multi-allocate needs before its first solve: a
+    primary (and a secondary for drbd) variable per instance and online node of the groups
+    it may use (an upper estimate of the candidates), times the joint model's seconds per
+    variable."""
+    from solvers.strategies.placement import MODEL_SECONDS_PER_VARIABLE
+
+    req = inp.request
+    assert isinstance(req, MultiAllocateRequest)
+    cluster = inp.cluster
+    usable = {
+        g.uuid
+        for g in cluster.groups
+        if (req.group_name is None and g.alloc_policy != "unallocable") or g.name == req.group_name
+    }
+    online = sum(1 for n in cluster.nodes if n.group_uuid in usable and not n.offline)
+    variables = sum(online * (2 if r.required_nodes == 2 else 1) for r in req.instances)
+    return JOINT_OVERHEAD * MODEL_SECONDS_PER_VARIABLE * variables
+
+
+def _no_joint(
+    one_by_one: HailAnswer, opts: IAllocatorOptions, ans: Answer, cut: int, need: float, left: float
+) -> HailAnswer:
+    """hail's walk as the answer (checked by `answer_normal`), the joint model not tried:
+    the time left is shorter than its build and copy into HiGHS."""
+    from solvers.strategies.placement import NO_TIME_FOR_MODEL
+
+    asked = len(ans.solutions)
+    placed = len(ans.placements)
+    status = "time_limit" if cut else "feasible"
+    score = one_by_one.objectives.get("score")
+    run = SolverRun(
+        solver=opts.solver.solver,
+        status=status,
+        gap=None,
+        build_s=0.0,
+        solve_s=0.0,
+        objective=(float(placed), score),
+        names=("placed", "score"),
+        unbounded=NO_TIME_FOR_MODEL,
+    )
+    note = (
+        f"; hail's walk placed {placed} of {asked}"
+        + (f", {cut} out of time" if cut else "")
+        + f"; bound: at most {asked} placed; no joint model (about {need:.1f} s to build and "
+        f"hand to the solver, {max(left, 0.0):.1f} s left)"
+    )
+    return replace(one_by_one, runs=(run,), note=solver_note((run,), note))
+
+
+def _cut(ans: HailAnswer, cut: int) -> HailAnswer:
+    """A joint answer after a walk the deadline cut: unproven runs say `time_limit`."""
+    said = f"hail's walk: {cut} instance(s) out of time"
+    if not ans.runs:
+        return replace(ans, note=f"{ans.note}; {said}" if ans.note else said)
+    runs = tuple(r if r.status == "optimal" else replace(r, status="time_limit") for r in ans.runs)
+    rest = ans.note.removeprefix(solver_note(ans.runs))
+    return replace(ans, runs=runs, note=solver_note(runs, f"{rest}; {said}"))
 
 
 def greedy_answer(inp: IAllocatorInput, opts: IAllocatorOptions) -> HailAnswer:
@@ -198,11 +304,13 @@ def answer_normal(
     opts: IAllocatorOptions,
     walked: EvacSolution | None = None,
     deadline: float | None = None,
+    capacity: CapacityCheck | None = None,
 ) -> tuple[Answer, str, dict]:
     """hail's answer (checked), its response line, and the checker's objectives; past
-    `deadline` (time.perf_counter()) a multi-allocate tries no more instances."""
+    `deadline` (time.perf_counter()) a multi-allocate tries no more instances. `capacity`:
+    the N+1 check `opts` names, made by the caller (to read its verdicts after)."""
     alloc = AllocOptions(
-        capacity_check(opts.capacity_checks, opts.solver),
+        capacity or capacity_check(opts.capacity_checks, opts.solver),
         opts.ignore_soft_errors,
         tuple(opts.restrict_to_nodes) if opts.restrict_to_nodes is not None else None,
         deadline,

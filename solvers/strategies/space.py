@@ -29,7 +29,7 @@ from typing import Any
 from formulations import space as form
 from model.check import check_space
 from model.errors import CheckFailedError
-from model.n1 import EvacuationPlan, Packing, packing_of
+from model.n1 import EvacuationPlan, Packing, Packings
 from model.space import (
     Binding,
     SpaceAnswer,
@@ -50,7 +50,7 @@ from model.space import (
 from model.state import ClusterState
 from solvers import Status, Stopwatch, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.n1 import decide, decide_packing
+from solvers.strategies.n1 import decide_packing
 
 
 @dataclass(frozen=True)
@@ -129,11 +129,12 @@ def group_redundancy(
     whose failure is not absorbed (`online_only`: offline nodes' failures are not asked, as
     htools with `--accept-existing-errors`). An undecided node counts as not absorbed."""
     out: dict[str, str] = {}
+    packings = Packings(state, offline_targets=offline_targets)
     for g in state.cluster.groups:
         for n, st in state.nodes.items():
             if st.group_uuid != g.uuid or (online_only and st.offline):
                 continue
-            v = decide(state, n, offline_targets=offline_targets, options=options)
+            v = decide_packing(state, packings.of(n), options)
             if v.evacuable is not True:
                 out[g.uuid] = f"node {n} cannot be evacuated: {v.reason}"
                 break
@@ -179,6 +180,9 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     targets = problem.options.offline_targets
     closed: dict[str, str] = {}
     packings: list[Packing] = []
+    # the input's failures share their group's bins (one Packings for the input state): the
+    # gate below and the failures added to the model later
+    inputs = Packings(problem.state, offline_targets=targets)
     if problem.global_n1:
         asked = 0
         for g, nodes in problem.n1_scope.items():
@@ -191,7 +195,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                         f"{sum(map(len, problem.n1_scope.values()))} node failures decided)",
                     )  # fmt: skip
                 asked += 1
-                pk = packing_of(problem.state, n, offline_targets=targets)
+                pk = inputs.of(n)
                 # not replayed: a wrong plan here would leave the group open, and the final
                 # state's plans, which check_space replays, would then fail (load only adds)
                 v = decide_packing(problem.state, pk, solver, replayed=False)
@@ -277,8 +281,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             if new:
                 with sw:
                     for f in new:
-                        pk = packing_of(problem.state, f, offline_targets=targets)
-                        form.add_failure(m, problem, pk)
+                        form.add_failure(m, problem, inputs.of(f))
                 build_s = sw.seconds
                 failures_in.update(new)
                 added += len(new)
@@ -473,19 +476,15 @@ def _failures(
     deadline passes before every failure is decided."""
     touched = {final.nodes[p.primary].group_uuid for p in answer.placements}
     failing = []
+    packings = Packings(final, offline_targets=problem.options.offline_targets)
     for g in problem.groups:
         if g not in touched:
             continue
         for n in problem.n1_scope.get(g, ()):
             if _late(deadline):
                 return None
-            v = decide(
-                final,
-                n,
-                offline_targets=problem.options.offline_targets,
-                options=solver,
-                replayed=False,  # check_space replays every plan of the answer
-            )
+            # not replayed: check_space replays every plan of the answer
+            v = decide_packing(final, packings.of(n), solver, replayed=False)
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:

@@ -106,8 +106,8 @@ def run_case(path: Path, weights: tuple[float, ...], solver: str, limit: float) 
         and given in line
         and limit_named in line
     )
-    if code == 2:  # the option's refusal names the spaces and the scaled weight sum
-        clean = code == 2 and "--solver highs" in line and "2^19" in line
+    if code == 2:  # the option's refusal, with the weights and the limit
+        clean = given in line and "--solver highs" in line and "2^19" in line
     row.update(refusal=line, fault=not clean)
     return row
 

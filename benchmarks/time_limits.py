@@ -103,6 +103,7 @@ def run(command: list[str], path: Path, limit: float, margin: float) -> dict:
         row["answer_s"] = round(doc["timing"]["answer_s"], 2)
         row["stages"] = {k: round(v, 2) for k, v in doc["timing"].get("stages", {}).items()}
         row["info"] = doc["response"]["info"][:90]
+        row["solver_note"] = doc.get("solver_note", "")[:200]
     elif done.returncode == 0:
         row["note"] = (done.stderr.strip().splitlines() or [""])[-1][:140]
     else:

@@ -20,6 +20,27 @@ TESTSUITE = (
 )
 
 
+#: The marks of a test CI runs and the default run does not (.ci/run: `not slow or ci`).
+CI_ONLY = (pytest.mark.slow, pytest.mark.ci)
+
+
+def sampled(values, every: int = 2, *, unpack: bool = False) -> list:  # noqa: ANN001
+    """Parameters for a test whose cases are the same claim on other inputs: every `every`-th
+    (the first, then each `every`-th after it) in the default run, all of them in CI (`slow`,
+    `ci`), so the default stays quick (README, "Development") and each sampled case can still
+    fail. `unpack` spreads a tuple value over several argument names; a `pytest.param` keeps
+    its id and marks."""
+    out = []
+    for k, value in enumerate(values):
+        if k % every == 0:
+            out.append(value)
+        elif isinstance(value, type(pytest.param(None))):
+            out.append(pytest.param(*value.values, marks=(*value.marks, *CI_ONLY), id=value.id))
+        else:
+            out.append(pytest.param(*(value if unpack else (value,)), marks=CI_ONLY))
+    return out
+
+
 # A missing reference fails the tests that need it; set this to 1 to make them skip instead
 # (README, "Development"): a machine without the real htools or Ganeti's data then runs the rest.
 ALLOW_MISSING = "EXALLOC_ALLOW_MISSING_REFERENCE"

@@ -648,3 +648,22 @@ def test_the_full_model_is_built_only_when_its_estimate_fits_what_is_left() -> N
     assert strategy.model_fits(size, 1.01 * estimate)
     copy = strategy.HIGHS_LOAD_PER_BUILD * 3.0 + strategy.MODEL_SOLVE_S
     assert not strategy.load_fits(3.0, 0.99 * copy) and strategy.load_fits(3.0, 1.01 * copy)
+
+
+def test_hbals_port_cut_and_resumed_takes_the_whole_ports_steps() -> None:
+    """hbal's port cut at once (its deadline already passed: the clock decides nothing) and
+    resumed without a deadline reaches the same steps as the port never cut, which the
+    checker passes; a port not cut offers no resume."""
+    import time
+
+    from solvers.strategies.balance import hbal_start
+
+    state, group = _cluster(3, 12)
+    problem = BalanceProblem(state, group, 3)
+    whole = hbal_start(problem, 3)
+    assert len(whole.steps) == 3 and not whole.cut and whole.resume is None
+    cut = hbal_start(problem, 3, until=time.perf_counter() - 1.0)
+    assert cut.cut and cut.resume is not None
+    again = cut.resume(None)
+    assert again == whole.steps
+    assert not check_balance(problem, again).violations

@@ -230,6 +230,9 @@ def _essence(records: list[dict]) -> dict:
     return out
 
 
+# 24 s of the default run at a load of 2-19 (2026-12-02, a Dask cluster started): CI runs it
+@pytest.mark.slow
+@pytest.mark.ci
 def test_dask_local_cluster_gives_the_local_results(tmp_path: Path, monkeypatch) -> None:
     """Same answers on a real LocalCluster as on the local pool; the inputs are given relative
     to a folder the Dask workers do not run in, and the keys keep the paths as given."""
@@ -412,6 +415,10 @@ def test_infeasible_is_an_answer_not_a_failure(tmp_path: Path) -> None:
     assert record["greedy"]["answer"]["status"] == "infeasible"
 
 
+# 46 s of the default run at a load of 2-19 (2026-12-02, every bundled input beside the real
+# htools): CI runs it (`slow`, `ci`); the default runs the other batch tests
+@pytest.mark.slow
+@pytest.mark.ci
 def test_main_job_on_the_bundled_data(htools, tmp_path: Path) -> None:
     """The README's main job: every bundled input answered, exalloc never worse than greedy."""
     out = tmp_path / "results.jsonl"

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 
 from programs import tasks
 from programs.tasks import classify
@@ -68,6 +69,10 @@ def _lines(path: Path) -> int:
 KILL_POINTS = [(0.3, 0), (0.0, 1), (0.0, 4), (0.0, 9)]
 
 
+# 28 s of the default run at a load of 2-19 (2026-12-02): CI runs it (`slow`, `ci`); the default
+# keeps test_batch's SIGKILL midway and resume, and one Dask worker killed
+@pytest.mark.slow
+@pytest.mark.ci
 def test_sigkill_at_several_points_then_rerun_at_once(tmp_path: Path) -> None:
     inputs = tmp_path / "in"
     _generate(inputs, 14, "--templates", "ext", "--requests", "none", "--bareon", "6",
@@ -161,7 +166,7 @@ def _kill_a_worker_running_a_task(cluster_address: str, deadline: float) -> str:
     raise AssertionError("no task was seen running")
 
 
-@pytest.mark.parametrize("allowed_failures", [3, 0])
+@pytest.mark.parametrize("allowed_failures", sampled([3, 0]))
 def test_dask_worker_killed_mid_task_is_retried_or_recorded(
     tmp_path: Path, allowed_failures: int
 ) -> None:

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 
 import cli
 
@@ -84,7 +85,7 @@ HINFO_UNLIKE = ("invalid-node.data",)
 
 
 @pytest.mark.reference
-@pytest.mark.parametrize("options", HINFO_OPTIONS, ids=" ".join)
+@pytest.mark.parametrize("options", sampled(HINFO_OPTIONS), ids=" ".join)
 def test_text_is_hinfos_byte_for_byte(ganeti, capsys, options: tuple[str, ...]) -> None:
     """stdout, stderr and exit code are the real hinfo's, on every Ganeti test snapshot."""
     paths = sorted(p for p in ganeti.data_dir.glob("*.data") if p.name not in HINFO_UNLIKE)

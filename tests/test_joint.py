@@ -15,6 +15,7 @@ from pathlib import Path
 import htools_gen as gen
 import joint_plans
 import pytest
+from conftest import sampled
 
 from model.backends.iallocator import load_request, new_instance, parse_request
 from model.check import Move, check_allocation, check_moves
@@ -215,18 +216,11 @@ def _seeds(kind: str, count: int) -> list[int]:
     return out
 
 
-def _sampled(seeds: list[int]) -> list:
-    """Every other seed in the default run, all of them in CI (`slow`, `ci`): each seed is the
-    same claim on another request, and the default run keeps every kind (.ci/run runs the rest)."""
-    ci = (pytest.mark.slow, pytest.mark.ci)
-    return [pytest.param(s, marks=() if k % 2 == 0 else ci) for k, s in enumerate(seeds)]
-
-
 @pytest.mark.parametrize(
     "seed",
-    _sampled(_seeds("multi-allocate", 12))
-    + _sampled(_seeds("node-evacuate", 12))
-    + _sampled(_seeds("change-group", 8)),
+    sampled(_seeds("multi-allocate", 12))
+    + sampled(_seeds("node-evacuate", 12))
+    + sampled(_seeds("change-group", 8)),
     ids=lambda s: f"seed{s}",
 )
 def test_joint_never_worse_than_one_by_one(htools, tmp_path, seed):
@@ -429,7 +423,9 @@ def test_walk_aside_is_the_walk(seed):
     assert Aside(try_node_evac, state, mode, names).result() == try_node_evac(state, mode, names)
 
 
-@pytest.mark.parametrize("seed", _sampled(_seeds("node-evacuate", 8)), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    "seed", sampled(_seeds("node-evacuate", 8), every=4), ids=lambda s: f"seed{s}"
+)
 def test_node_evacuate_with_the_walk_aside(seed, monkeypatch):
     """With hail's walk beside the model (the model starting from the narrow walk, hail's plan
     offered afterwards) the answer moves as many instances, at the same score (within the gaps
@@ -621,7 +617,7 @@ def _best_of_all(text: str, state: ClusterState) -> tuple[int, float, int]:
     return best[0], -best[1], len(movable)
 
 
-@pytest.mark.parametrize("seed", BRUTE_EVACUATIONS, ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", sampled(BRUTE_EVACUATIONS), ids=lambda s: f"seed{s}")
 def test_joint_node_evacuate_is_the_best_plan_of_all(seed):
     """The joint answer moves the most instances any plan moves (`_best_of_all`) and, among
     those, has the least score (to 1e-6), and says optimal. In every one of these requests
@@ -1161,7 +1157,7 @@ REDUNDANT_SEEDS = (1, 10, 19, 28, 46, 100, 109, 127, 154, 181, 199, 208, 262) + 
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", REDUNDANT_SEEDS, ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", sampled(REDUNDANT_SEEDS), ids=lambda s: f"seed{s}")
 def test_joint_answer_keeps_a_redundant_cluster_redundant(seed):
     """With the exact capacity check (the default), a cluster N+1 redundant before the
     answer's placements or moves is redundant after them (exact check of every group)."""

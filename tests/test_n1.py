@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 
 import cli
 from model.backends.text import load_text, parse_text
@@ -275,7 +276,7 @@ HCHECK_UNLIKE = ("invalid-node.data", "hbal-split-insts.data")
 
 
 @pytest.mark.reference
-@pytest.mark.parametrize("options", HCHECK_OPTIONS, ids=" ".join)
+@pytest.mark.parametrize("options", sampled(HCHECK_OPTIONS), ids=" ".join)
 def test_greedy_is_hcheck_byte_for_byte(ganeti, capsys, options: tuple[str, ...]) -> None:
     """stdout, stderr and exit code are the real hcheck's on every Ganeti test snapshot."""
     paths = sorted(p for p in ganeti.data_dir.glob("*.data") if p.name not in HCHECK_UNLIKE)

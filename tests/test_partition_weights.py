@@ -97,8 +97,8 @@ def test_highs_past_its_exact_weight_sum_is_a_usage_error(tmp_path, capsys):
         err.rstrip("\n")
         .splitlines()[-1]
         .startswith(
-            "exalloc: error: --solver highs: the weights of spaces s0, s1, s2 scale to whole "
-            "numbers summing to 8191998, past 2^19"
+            "exalloc: error: --solver highs: the weights (4.096e+06, 4.096e+06, 1) of spaces "
+            "s0, s1, s2 scale to whole numbers summing to 8191998, past 2^19"
         )
     ), err
     code, out, err = _run(capsys, "--schema", str(path), "--json")

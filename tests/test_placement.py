@@ -12,6 +12,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from conftest import sampled
 
 from formulations.placement import reserve_may_rise
 from model.backends.text import parse_text
@@ -108,7 +109,8 @@ CROWDED_SEEDS = (1, 3, 4, 6, 7, 8, 10, 14, 16, 18, 19, 20, 22, 25, 26)
 
 
 @pytest.mark.parametrize(
-    ("seed", "crowded"), [(s, False) for s in range(30)] + [(s, True) for s in CROWDED_SEEDS]
+    ("seed", "crowded"),
+    sampled([(s, False) for s in range(30)] + [(s, True) for s in CROWDED_SEEDS], unpack=True),
 )
 def test_joint_placement_equals_brute_force(seed: int, crowded: bool) -> None:
     state, demands, cands = random_case(seed, drbd_every=3, crowded=crowded)
@@ -178,7 +180,7 @@ def _plans_by_score(state, demands) -> list[tuple[float, dict]]:
     return sorted(plans, key=lambda sp: sp[0])
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", sampled(range(6)))
 def test_joint_placement_on_seventeen_nodes_equals_brute_force(seed: int) -> None:
     """Above 16 nodes the model bounds the new reserves from below only
     (formulations/placement.py `reserve_may_rise`): from a middling known plan (as hail's

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 from roll_gen import RollSpec, generate
 
 import cli
@@ -122,7 +123,7 @@ def _spec(seed: int) -> RollSpec:
     )
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", sampled(range(16)))
 def test_port_equals_hroller(htools, capsys, tmp_path, seed: int) -> None:  # noqa: ANN001
     """stdout, stderr and exit code of the real hroller, option set by option set."""
     cluster = generate(_spec(seed))

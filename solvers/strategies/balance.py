@@ -19,7 +19,7 @@ Every answer returned passed `check_balance`; its score is the checker's.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -64,6 +64,13 @@ MORE_SHARE = 0.1
 #: Share of the time limit hbal's port may take in all: the steps it found by then are the
 #: incumbent (on benchmarks/time_limits.py's 200-node group each step took about 20 s, load 3)
 HBAL_SHARE = 0.3
+#: hbal's port cut at HBAL_SHARE is resumed after the model when at least RESUME_MIN_S are
+#: left before the limit less RESUME_MARGIN_S (the answer's check and output): on
+#: benchmarks/bench_balance.py's 40-node groups under `exalloc balance --time-limit 30` at a
+#: load of about 5, three of eight runs ended in 14 s, their port cut after 2-4 of 5 steps
+#: and no model built (the planes prune nothing from so weak an incumbent)
+RESUME_MIN_S = 1.0
+RESUME_MARGIN_S = 1.0
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -642,6 +649,9 @@ class HbalStart:
     further: tuple[Step, ...]
     cut: bool = False
     partial: str = ""  # when the round cut short gave the last step: how
+    #: when cut: hbal's search continued from its last whole round (its moves' results kept)
+    #: until a perf_counter time, at most `max_rounds` steps in all: the steps it reaches
+    resume: Callable[[float | None], tuple[Step, ...]] | None = None
 
 
 def hbal_start(
@@ -678,6 +688,7 @@ def hbal_start(
     answer_len = None
     cut = False
     partial = ""
+    whole = table  # the table after the last whole round
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:
             if answer_len is None:
@@ -697,10 +708,54 @@ def hbal_start(
             break
         if nxt is None:
             break
-        table = nxt
-    steps = tuple(Step(p.instance, p.move.kind, p.move.target) for p in table.placements)
+        table = whole = nxt
+
+    def steps_of(t: object) -> tuple[Step, ...]:
+        return tuple(Step(p.instance, p.move.kind, p.move.target) for p in t.placements)  # type: ignore[attr-defined]
+
+    def resume(until_again: float | None) -> tuple[Step, ...]:
+        t = whole
+        while do_next_balance(t, max_rounds, stop):
+            try:
+                nxt = try_balance(options, scope, t, cache, until_again)
+            except SearchOutOfTime as out:
+                t = out.table if out.table is not None else t
+                break
+            if nxt is None:
+                break
+            t = nxt
+        return steps_of(t)
+
+    steps = steps_of(table)
     k = len(steps) if answer_len is None else answer_len
-    return HbalStart(steps[:k], steps, cut, partial)
+    again = resume if cut and max_rounds >= 0 else None
+    return HbalStart(steps[:k], steps, cut, partial, again)
+
+
+def _resumed(
+    problem: BalanceProblem,
+    ans: BalanceAnswer,
+    resume: Callable[[float | None], tuple[Step, ...]],
+    stop_at: float,
+) -> BalanceAnswer:
+    """The answer with hbal's port resumed in the time the model left (its search was cut at
+    HBAL_SHARE of the limit, and a model that could not be built or pruned little may leave
+    half the limit unused): the resumed port's steps, checked, replace the answer's when they
+    score lower. The bound stays: it bounds the least score, whichever plan is given."""
+    began = time.perf_counter()
+    if stop_at - began < RESUME_MIN_S or ans.status == str(Status.OPTIMAL):
+        return ans
+    steps = resume(stop_at)
+    if not steps or len(steps) > problem.max_steps:
+        return ans
+    score, scores = _checked(problem, steps)
+    if score >= ans.score - 1e-12:
+        return ans
+    note = (
+        f"hbal's port resumed for {time.perf_counter() - began:.1f} s after the model: "
+        f"{len(steps)} step(s) to {score:.6f}, below the model's best {ans.score:.6f}"
+    )
+    return replace(ans, steps=steps, score=score, scores=scores, notes=(*ans.notes, note))
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -748,6 +803,8 @@ def answer(
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    if start.resume is not None and limit is not None and not fewest:
+        ans = _resumed(problem, ans, start.resume, began + limit - RESUME_MARGIN_S)
     if notes:
         status = ans.status if ans.status == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
         ans = replace(ans, notes=(*notes, *ans.notes), status=status)

@@ -223,9 +223,12 @@ def _exact_solver(lp: LayoutProblem, options: SolverOptions) -> str:
     if options.solver != "highs" or widest is None or widest.weight_sum <= HIGHS_FAIR_WEIGHT_SUM:
         return options.solver
     if options.solver_given:
-        names = ", ".join(lp.problem.spaces[i].space_id for i in widest.space_indexes)
+        spaces = [lp.problem.spaces[i] for i in widest.space_indexes]
+        names = ", ".join(sp.space_id for sp in spaces)
+        given = ", ".join(f"{float(sp.weight):g}" for sp in spaces)
         raise UsageError(
-            f"--solver highs: the weights of spaces {names} scale to whole numbers summing to "
+            f"--solver highs: the weights ({given}) of spaces {names} scale to whole numbers "
+            f"summing to "
             f"{widest.weight_sum}, past 2^19, beyond which HiGHS's integrality tolerance can "
             "miss a fair share by a MiB: use --solver cpsat, or leave --solver out (CP-SAT is "
             "then used)"

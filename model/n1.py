@@ -195,6 +195,28 @@ def local_state(state: ClusterState, node: str) -> ClusterState:
     return replace(state, nodes=nodes)
 
 
+def _plan_scope(state: ClusterState, plan: EvacuationPlan) -> ClusterState:
+    """What a plan of a node's failure can read and change: `local_state`'s nodes, and of the
+    instance tables only the plan's instances that are primaries of the node (each step must
+    move one of them, and htools' moves and adds read node states only; any other instance a
+    plan names is refused as not a primary of the node, as before). A replay's working copy
+    is then 30 entries, not the 30,000 of a 1,000-node cluster with its new instances
+    (1,000 replays, issue 36)."""
+    node = plan.node
+    narrowed = local_state(state, node)
+    mine = {
+        s.instance
+        for s in plan.steps
+        if s.instance in state.locations and state.locations[s.instance][0] == node
+    }
+    return replace(
+        narrowed,
+        demands={i: state.demands[i] for i in mine},
+        locations={i: state.locations[i] for i in mine},
+        added={i: state.added[i] for i in mine if i in state.added},
+    )
+
+
 def packing_of(
     state: ClusterState, node: str, *, mode: str = HARD, offline_targets: bool = False
 ) -> Packing:
@@ -534,7 +556,7 @@ def replay(state: ClusterState, plan: EvacuationPlan, *, mode: str = HARD) -> st
     """The independent check of a plan: every step applied with htools' own moves and adds
     (soft errors ignored, as in htools' simulation; STRICT adds the vCPU and tag checks).
     None when every step passes and the node is left without primaries, else what failed."""
-    after = StateEdit(local_state(state, plan.node))  # one working copy for the whole plan
+    after = StateEdit(_plan_scope(state, plan))  # one working copy for the whole plan
     for step in plan.steps:
         if step.target not in after.nodes:
             return f"{step.target} is not in the group of {plan.node}"

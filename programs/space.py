@@ -337,17 +337,14 @@ def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  #
 def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, began: float):  # noqa: ANN001, ANN202
     """exalloc's answers (checked by `model.check.check_space` in the strategy) in hspace's
     layout; the proof in the notes and in --json. `--time-limit` is one deadline from
-    `began` (the program's start) for both phases: the tiered ladder, which runs first, gets
-    half of what is left, the standard phase the rest (issue 40, item 4: each phase had the
-    whole limit, and stages between solves none, 60 s for a 10 s limit on 1,000 nodes)."""
-    import time
-
+    `began` (the program's start) for both phases, shared out by the strategy
+    (`solvers.strategies.space_phases.phases`)."""
     from model.errors import InputError
     from model.htools.hspace import setup
     from model.htools.hspace_output import exact_phase, hspace_text
     from model.space import SpaceOptions
     from model.state import node_states
-    from solvers.strategies.space import standard, tiered
+    from solvers.strategies.space_phases import phases
 
     if args.max_length < -1:
         raise InputError(f"-l {args.max_length}: the limit is -1 (none) or at least 0")
@@ -378,29 +375,20 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
         bad_groups=args.verbose > 3,
     )
     tspecs, ispec = _specs(cluster, args)
-    whole = args.solver_options
-    deadline = None if whole.time_limit is None else began + whole.time_limit
+    run = phases(
+        loaded, tspecs, ispec, options, args.solver_options, began=began,
+        move_existing=args.move_existing, max_moves=args.max_moves,
+    )  # fmt: skip
     results: dict[str, Any] = {}
 
-    def left(share: float = 1.0):  # noqa: ANN202
-        """The solver options with `share` of the time left until the deadline."""
-        if deadline is None:
-            return whole
-        return whole.within(max(deadline - time.perf_counter(), 0.0) * share or 0.001)
-
     def tiered_phase():  # noqa: ANN202
-        tiers = tiered(loaded, tuple(tspecs), options, left(0.5))
-        results["tiered"] = tiers
+        tiers = results["tiered"] = run.tiered()
         return exact_phase(state, tiers.stages, tiers.final)
 
     def standard_phase():  # noqa: ANN202
+        result = run.standard()
         if args.move_existing or args.max_moves is not None:
-            from programs.space_moves import moved_standard
-
-            results["moves"] = moved_standard(loaded, ispec, options, left(), args.max_moves)
-            result = results["moves"].result
-        else:
-            result = standard(loaded, ispec, options, left())
+            results["moves"], result = result, result.result
         results["standard"] = result
         return exact_phase(state, (result,), result.final)
 

@@ -313,3 +313,66 @@ def test_exact_machine_readable_keys_are_hchecks(htools, tmp_path: Path, capsys)
         for level, key in (("GROUP_0", "GN1_FAIL"), ("CLUSTER", "GN1_FAIL"),
                            ("CLUSTER", "NEED_REBALANCE"))
     }  # fmt: skip
+
+
+# --- shared packings (issue 36) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shared_packings_admit_exactly_what_each_node_admits_alone(seed: int) -> None:
+    """`Packings` shares a state's bins across its failures and tests admission as arrays:
+    each item's targets must be exactly the nodes of the group (the failing one aside, offline
+    ones only as targets when asked) that pass `_admits` on the bin, the migration tags or the
+    policy, node by node, the slow way; and the first fit must choose as it does without the
+    shared arrays (rebuilt from the bins)."""
+    import htools_gen as gen
+
+    from model.backends.iallocator import parse_request
+    from model.n1 import Packing, Packings, _admits, _bin, first_fit
+    from model.policy import policy_shortfall
+    from model.resources import MoveKind, check_migration
+    from model.state import StateEdit
+
+    rng = random.Random(seed)
+    data = gen.allocate(
+        rng, gen.cluster(rng, rng.randint(4, 12), groups=rng.randint(1, 3)), "plain"
+    )
+    state = node_states(parse_request(gen.dumps(data)).cluster)
+    asked = 0
+    for mode, offline_targets in itertools.product((HARD, STRICT), (False, True)):
+        shared = Packings(state, mode=mode, offline_targets=offline_targets)
+        for node in state.nodes:
+            pk = shared.of(node)
+            if pk.failover_failure is not None:
+                continue
+            group = state.nodes[node].group_uuid
+            names = [
+                n
+                for n, st in state.nodes.items()
+                if n != node and st.group_uuid == group and (offline_targets or not st.offline)
+            ]
+            edit = StateEdit(state)  # the failovers on a copy of the cluster, one by one
+            for step in pk.failovers:
+                assert edit.move(step.instance, MoveKind.FAILOVER, force=True) is None
+            assert pk.bins == tuple(_bin(edit.state(), n, mode) for n in names)
+            bins = {b.name: b for b in pk.bins}
+            for item in pk.items:
+                d = state.demands[item.name]
+                want = []
+                for n in names:
+                    target = state.nodes[n]
+                    if item.action == MIGRATE:
+                        if check_migration(state.nodes[node], target) is not None:
+                            continue
+                    elif policy_shortfall(d, state.ipolicy_of(n), target.exclusive_storage):
+                        continue
+                    if _admits(bins[n], item):
+                        want.append(n)
+                assert item.targets == tuple(want), (node, item.name)
+                asked += 1
+            bare = Packing(pk.node, pk.group, pk.mode, pk.failovers, pk.items, pk.bins)
+            for largest in (True, False):
+                assert first_fit(pk, largest_room_first=largest) == first_fit(
+                    bare, largest_room_first=largest
+                )
+    assert asked

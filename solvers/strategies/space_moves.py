@@ -74,6 +74,24 @@ class MovesResult:
         }
 
 
+#: --max-moves when only --move-existing is given: every single move is tried, proven in
+#: seconds on small groups (a second move multiplies the clusters to see by the moves offered)
+DEFAULT_MAX_MOVES = 1
+
+
+def moved_standard(
+    loaded: ClusterState,
+    spec: Spec,
+    options: SpaceOptions,
+    solver: SolverOptions,
+    max_moves: int | None,
+) -> MovesResult:
+    """`--move-existing [--max-moves N]`: the moves, then the new instances on the moved
+    cluster, checked (N is DEFAULT_MAX_MOVES when not given)."""
+    moves = MoveOptions(DEFAULT_MAX_MOVES if max_moves is None else max_moves)
+    return with_moves(loaded, spec, options, moves, solver)
+
+
 def with_moves(
     state: ClusterState,
     spec: Spec,

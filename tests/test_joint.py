@@ -218,9 +218,9 @@ def _seeds(kind: str, count: int) -> list[int]:
 
 @pytest.mark.parametrize(
     "seed",
-    sampled(_seeds("multi-allocate", 12))
-    + sampled(_seeds("node-evacuate", 12))
-    + sampled(_seeds("change-group", 8)),
+    sampled(_seeds("multi-allocate", 12), every=4)
+    + sampled(_seeds("node-evacuate", 12), every=4)
+    + sampled(_seeds("change-group", 8), every=4),
     ids=lambda s: f"seed{s}",
 )
 def test_joint_never_worse_than_one_by_one(htools, tmp_path, seed):
@@ -780,7 +780,7 @@ def test_node_evacuate_with_narrow_spread_ranges_is_proven(seed):
     _moves_ok(state, response["result"][0])
 
 
-@pytest.mark.parametrize("seed", ONCE_UNPROVEN_EVACUATIONS, ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", sampled(ONCE_UNPROVEN_EVACUATIONS), ids=lambda s: f"seed{s}")
 def test_node_evacuate_once_unproven_is_proven_the_best_plan(seed):
     text, state, response = _evacuation(seed)
     moves, score, _ = _best_of_all(text, state)
@@ -966,7 +966,7 @@ JOINT_BRUTE = [1162, 3286, 1243, 2413, 20206, 3226, 4270, 11002, 19579, 19714, 1
                1549, 27229, 247, 2344, 868, 1867, 103, 274, 21154]  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", JOINT_BRUTE, ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("seed", sampled(JOINT_BRUTE), ids=lambda s: f"seed{s}")
 def test_joint_multi_allocate_and_change_group_are_the_best_plan_of_all(seed):
     text = gen.dumps(gen.for_seed(seed))
     brute = joint_plans.brute_of(text)

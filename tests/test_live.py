@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import sampled
 from ganeti_live import (
     RAPI_PATHS,
     LuxiResponder,
@@ -411,7 +412,7 @@ BASES = (
 )
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS)
+@pytest.mark.parametrize("mutation", sampled(list(MUTATIONS)))
 @pytest.mark.parametrize("base", BASES)
 def test_variants_read_as_htools(capsys, ganeti, tmp_path, sock_dir, base, mutation):
     answers = RapiAnswers.of_cluster(load_text(ganeti.data_dir / base))

@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections import ChainMap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from model.capacity import DISK, MEMORY, SPINDLES, hard_rows, max_total_vcpus
 from model.cluster import EXTERNALLY_MIRRORED_TEMPLATES
@@ -42,6 +41,10 @@ from model.resources import (
     check_migration,
 )
 from model.state import ClusterState, StateEdit
+
+# numpy is imported where arrays are built, so the parser stays light (tests/test_cli.py)
+if TYPE_CHECKING:
+    import numpy as np
 
 HARD = "hard"
 STRICT = "strict"
@@ -96,11 +99,6 @@ class PackBin:
     spindles: int | None  # Σ spindles allowed under exclusive storage, else None
     vcpus: int | None  # Σ vCPUs allowed (STRICT mode with a vCPU limit), else None
     exclusion_tags: frozenset[str]  # tags its primaries already carry (STRICT mode)
-
-
-#: A packing's bins as arrays: each name's row, the arrays (`_arrays`), and by id each targets
-#: tuple with its rows.
-_Rows = tuple[Mapping[str, int], Mapping[str, np.ndarray], Mapping[int, tuple[tuple, np.ndarray]]]
 
 
 @dataclass(frozen=True)
@@ -313,6 +311,8 @@ class _GroupBins:
     """One group's candidate nodes (in the state's order) and their bins, as arrays."""
 
     def __init__(self, state: ClusterState, names: list[str], mode: str):
+        import numpy as np
+
         self.state = state
         self.names = names
         self.mode = mode
@@ -325,6 +325,8 @@ class _GroupBins:
 
     def without(self, node: str, changed: Mapping[str, NodeState]) -> _View:
         """The bins with `node` left out and the `changed` nodes' bins recomputed."""
+        import numpy as np
+
         keep = np.ones(len(self.names), dtype=bool)
         bins = list(self.bins)
         arrays = self.arrays
@@ -341,6 +343,8 @@ class _GroupBins:
         return _View(self, keep, tuple(bins), arrays, patched)
 
     def policy_ok(self, shape: tuple, d: InstanceDemand) -> np.ndarray:
+        import numpy as np
+
         if shape not in self._policy:
             refused: dict[tuple[int, bool], bool] = {}  # the policy's verdict, per policy
             ok = np.empty(len(self.names), dtype=bool)
@@ -355,6 +359,8 @@ class _GroupBins:
         return self._policy[shape]
 
     def migration_ok(self, source: NodeState) -> np.ndarray:
+        import numpy as np
+
         tags = source.migration_tags
         if tags not in self._migration:
             self._migration[tags] = np.array(
@@ -380,6 +386,8 @@ class _View:
     ) -> tuple[str, ...]:
         """The nodes that admit the item alone (`_admits`, the migration tags or the policy),
         in the group's order."""
+        import numpy as np
+
         g = self.group
         if item.action == MIGRATE:
             ok = self.keep & g.migration_ok(source)
@@ -399,10 +407,12 @@ class _View:
 
 
 #: No limit on a row (spindles without exclusive storage, vCPUs outside STRICT mode).
-_UNLIMITED = np.iinfo(np.int64).max
+_UNLIMITED = 2**63 - 1  # numpy.iinfo(numpy.int64).max
 
 
 def _arrays(bins: Sequence[PackBin]) -> dict[str, np.ndarray]:
+    import numpy as np
+
     return {
         "memory": np.array([b.memory_mib for b in bins], dtype=np.int64),
         "disk": np.array([b.disk_mib for b in bins], dtype=np.int64),
@@ -465,6 +475,8 @@ def first_fit(packing: Packing, *, largest_room_first: bool = True) -> dict[str,
     node with the most memory left (or the least, with `largest_room_first=False`; the first
     such node in the item's order on a tie); None when it gets stuck (which proves nothing).
     Each item's choice is one array test over its admitting nodes, not a loop over them."""
+    import numpy as np
+
     rows_of: dict[int, np.ndarray] = {}  # the items of one shape share their targets
     if packing.rows is not None:
         index, given, known = packing.rows

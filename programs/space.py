@@ -401,6 +401,8 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
     if "standard" in results:
         r = results["standard"]
         data["standard"] = r.to_json()
+        if (share := run.share("standard")) is not None:  # how --time-limit was spent
+            data["standard"]["time_share"] = share.to_json()
         per_group = ""
         if len(r.by_group) > 1:  # the answer per node group (beyond hspace's one count)
             per_group = " (" + ", ".join(f"{g} {k}" for g, k in r.by_group.items()) + ")"
@@ -415,6 +417,8 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
     if "tiered" in results:
         t = results["tiered"]
         data["tiered"] = t.to_json()
+        if (share := run.share("tiered")) is not None:
+            data["tiered"]["time_share"] = share.to_json()
         stopped = f", stopped by {t.stopped}" if t.stopped else ""
         notes.append(f"tiered: {t.count} instances in {len(t.stages)} exact stages{stopped}")
     if out.exit_code:

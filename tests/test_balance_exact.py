@@ -664,6 +664,50 @@ def test_hbals_port_cut_and_resumed_takes_the_whole_ports_steps() -> None:
     assert len(whole.steps) == 3 and not whole.cut and whole.resume is None
     cut = hbal_start(problem, 3, until=time.perf_counter() - 1.0)
     assert cut.cut and cut.resume is not None
-    again = cut.resume(None)
-    assert again == whole.steps
+    again, ended = cut.resume(None)
+    assert again == whole.steps and ended
     assert not check_balance(problem, again).violations
+
+
+def test_hbals_port_cut_in_its_second_round_resumes_where_it_stopped(monkeypatch):
+    """An injected clock (each look one second later: hbal's port looks once per instance it
+    tries) cuts the port two instances into its second round: its first step is the whole
+    port's, the rounds left are estimated from the round it took, the early resume goes by
+    that estimate against HBAL_EARLY_SHARE of the limit, a resume cut again says so, and the
+    next one goes on from there to the whole port's steps, which the checker passes."""
+    from model.htools import hbal
+    from solvers.strategies import balance as strategy
+
+    state, group = _cluster(3, 12)
+    problem = BalanceProblem(state, group, 3)
+    whole = strategy.hbal_start(problem, 3)
+    assert len(whole.steps) == 3 and len(whole.round_s) == 3
+    rules = problem.rules
+    pool = hbal.movable_instances(problem.state, (), rules.exclude_instances)
+    scope = hbal.scope_of(problem.state, problem.group_uuid, pool)
+    victims = len(hbal.movable_now(rules.search(), scope, hbal.initial_table(state, scope)))
+    clock = _Ticks()
+    monkeypatch.setattr(hbal, "time", clock)
+    cut = strategy.hbal_start(problem, 3, until=victims + 2.5)
+    assert cut.cut and len(cut.round_s) == 1 and cut.steps[0] == whole.steps[0]
+    assert cut.rounds_left_s(3) == 2 * cut.round_s[0]
+    share = strategy.HBAL_EARLY_SHARE
+    assert strategy.resume_at_once(cut, 3, 1.01 * cut.rounds_left_s(3) / share)
+    assert not strategy.resume_at_once(cut, 3, 0.99 * cut.rounds_left_s(3) / share)
+    assert not strategy.resume_at_once(whole, 3, 1e9)  # not cut
+    steps, ended = cut.resume(clock.now + 1.5)
+    assert not ended and steps[:1] == whole.steps[:1]
+    steps, ended = cut.resume(None)
+    assert ended and steps == whole.steps
+    assert not check_balance(problem, steps).violations
+
+
+class _Ticks:
+    """An injected clock for model/htools/hbal.py: each look at it is one second later."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now

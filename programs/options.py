@@ -306,12 +306,16 @@ def print_nodes_option(
     )
 
 
-def max_length_option(parser: argparse.ArgumentParser, text: str) -> None:
+def max_length_option(
+    parser: argparse.ArgumentParser, text: str, value_type: Callable[[str], int] = int
+) -> None:
     """htools' -l N (`oMaxSolLength`): -1, the default, is no limit; what N counts (moves,
-    instances) is the program's, said in `text`."""
+    instances) is the program's, said in `text`; `value_type` reads N (a stand-in's may
+    refuse it in htools' words)."""
     parser.add_argument(
-        "-l", "--max-length", dest="max_length", type=int, default=-1, metavar="N", help=text
-    )
+        "-l", "--max-length", dest="max_length", type=value_type, default=-1, metavar="N",
+        help=text,
+    )  # fmt: skip
 
 
 def greedy_option(parser: argparse.ArgumentParser, text: str) -> None:

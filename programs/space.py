@@ -23,24 +23,44 @@ NO_ARGUMENTS = "This program doesn't take any arguments."
 TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
 
 
+def _htools_int(name: str):  # noqa: ANN202
+    """An Int option as htools reads it (`tryRead name`: Haskell's `reads`, its messages)."""
+
+    def parse(text: str) -> int:
+        from model.backends.text import read_int
+        from programs.parser import HtoolsValueError
+
+        try:
+            return read_int(text, name)
+        except ValueError as e:
+            raise HtoolsValueError(str(e)) from None
+
+    return parse
+
+
 def spec_type(descr: str):  # noqa: ANN201
     """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
-    sizes with htools' units."""
+    sizes with htools' units; a bad one refused in hspace's words (exit 1)."""
 
     def parse(text: str) -> Spec:
         from model.backends.simu import parse_unit
         from model.space import Spec
+        from programs.parser import HtoolsValueError
 
         parts = text.split(",")
-        bad = f"Invalid {descr} specification: '{text}', expected disk,ram,cpu"
         if not 3 <= len(parts) <= 4:
-            raise argparse.ArgumentTypeError(bad)
-        try:
-            disk, ram = parse_unit(parts[0]), parse_unit(parts[1])
-            cpu = int(parts[2])
-            spn = int(parts[3]) if len(parts) == 4 else 1
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"{bad} ({e})") from None
+            raise HtoolsValueError(
+                f"Invalid {descr} specification: '{text}', expected disk,ram,cpu"
+            )
+        sizes = []
+        for name, part in (("disk", parts[0]), ("memory", parts[1])):  # hspace's order
+            try:
+                sizes.append(parse_unit(part))
+            except ValueError as e:
+                raise HtoolsValueError(f"{descr} specs {name}: {e}") from None
+        disk, ram = sizes
+        cpu = _htools_int(f"{descr} specs cpus")(parts[2])
+        spn = _htools_int(f"{descr} specs spindles")(parts[3]) if len(parts) == 4 else 1
         return Spec(ram, disk, cpu, spn)
 
     return parse
@@ -48,28 +68,39 @@ def spec_type(descr: str):  # noqa: ANN201
 
 def _yes_no(text: str) -> bool:
     """CLI.parseYesNo."""
+    from programs.parser import HtoolsValueError
+
     if text in ("yes", "no"):
         return text == "yes"
-    raise argparse.ArgumentTypeError(f"Invalid choice '{text}', pass one of 'yes' or 'no'")
+    raise HtoolsValueError(f"Invalid choice '{text}', pass one of 'yes' or 'no'")
 
 
 def _positive(text: str) -> float:
+    """--max-cpu (oMaxCpu: `tryRead "parsing max-cpu"`, then > 0). hspace takes Infinity and
+    NaN too; exalloc's capacities need a finite ratio, so those get a one-line error."""
+    import math
+
+    from model.backends.text import read_double
+    from programs.parser import HtoolsValueError
+
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot parse max-cpu '{text}'") from None
+        v = read_double(text, "parsing max-cpu")
+    except ValueError as e:
+        raise HtoolsValueError(str(e)) from None
+    if math.isinf(v):
+        raise HtoolsValueError(f"--max-cpu {text}: exalloc needs a finite ratio")
     if not v > 0:
-        raise argparse.ArgumentTypeError("Invalid value of the max-cpu ratio, expected >0")
+        raise HtoolsValueError("Invalid value of the max-cpu ratio, expected >0")
     return v
 
 
 def _spindle_use(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot parse spindle-use '{text}'") from None
+    """--spindle-use (oSpindleUse: `tryRead "parsing spindle-use"`, then >= 0)."""
+    from programs.parser import HtoolsValueError
+
+    v = _htools_int("parsing spindle-use")(text)
     if v < 0:
-        raise argparse.ArgumentTypeError("Invalid value of the spindle-use (expected >= 0)")
+        raise HtoolsValueError("Invalid value of the spindle-use (expected >= 0)")
     return v
 
 
@@ -95,6 +126,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p, text="print the node list before and after each phase on stderr (-pFIELDS: these)"
     )
     htools_source_options(p)
+    kvm = p._option_string_actions["--static-kvm-node-memory"]  # noqa: SLF001 - no argparse API
+    kvm.type = _htools_int("static node memory")
     p.add_argument(
         "--simulate",
         dest="simulate",
@@ -144,7 +177,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-cpu", dest="max_cpu", type=_positive, metavar="RATIO", help="vCPU ratio of nodes"
     )
-    max_length_option(p, "place at most N instances in each phase")
+    max_length_option(
+        p, "place at most N instances in each phase", _htools_int("max solution length")
+    )
     p.add_argument(
         "--min-disk",
         dest="min_disk",

@@ -313,7 +313,21 @@ def print_tiered(
         out += "  - no instances allocated\n"
     for spec, n in spec_map:
         out += f"  - {n:3d} instances of spec {format_resources(_spec_fields(spec, spn))}\n"
+    if not reasons:
+        raise EmptyHead(out)
     return out + fr_scores(ini, trl, reasons)
+
+
+class EmptyHead(Exception):
+    """GHC's `head []` in hspace's printing: printFRScores takes the first failure reason,
+    and a tiered phase ended by `-l` before any tryAlloc (`-l 0`; `-l` below -1, which
+    combineTiered compares with the count as it is) has none. The real hspace has printed
+    `printed` of the block by then, then `hspace: Prelude.head: empty list` on stderr, exit 1
+    (the `-S` file of the phase is written already)."""
+
+    def __init__(self, printed: str) -> None:
+        super().__init__("Prelude.head: empty list")
+        self.printed = printed
 
 
 class InternalInconsistency(Exception):
@@ -508,9 +522,15 @@ def hspace_text(
     trl = tiered()
     if not run_phase(out, display, cluster, trl, tier_spec, template, "tiered"):
         return out
-    out.stdout.append(
-        print_tiered(display.machine_readable, trl.spec_map(), ini, trl.state, trl.reasons)
-    )
+    try:
+        out.stdout.append(
+            print_tiered(display.machine_readable, trl.spec_map(), ini, trl.state, trl.reasons)
+        )
+    except EmptyHead as e:  # hspace's crash, reproduced (issue 495's -l, docs/space.md)
+        out.stdout.append(e.printed)
+        out.stderr.append(f"hspace: {e}\n")
+        out.exit_code = 1
+        return out
     fin = standard()
     if not run_phase(out, display, cluster, fin, standard_spec, template, "normal"):
         return out

@@ -360,6 +360,23 @@ def allowed_step(problem: BalanceProblem, state: ClusterState, step: Step) -> st
     return None
 
 
+def offered_steps(problem: BalanceProblem, state: ClusterState) -> list[Step]:
+    """Every step hbal offers in `state`, in its order: each instance it may move there
+    (`movable_now`) with each move `checkInstanceMove` tries for it (`instance_moves`), the
+    steps `allowed_step` allows. Whether a step passes htools' checks is `state.move`'s."""
+    from model.htools.hbal import Table, instance_moves, movable_instances, movable_now, scope_of
+
+    rules = problem.rules
+    pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(state, problem.group_uuid, pool)
+    options = rules.search()
+    return [
+        Step(name, move.kind, move.target)
+        for name in movable_now(options, scope, Table(state, 0.0))
+        for move in instance_moves(state, scope, name, options)
+    ]
+
+
 # --- the formulation's data --------------------------------------------------------------------
 
 

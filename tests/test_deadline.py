@@ -290,3 +290,55 @@ def test_redistribute_past_its_limit_answers_time_limit_with_the_greedy_stopped(
     assert cli.main(["--json", "redistribute", "-t", str(path), "--time-limit", "60"]) == 0
     doc = json.loads(capsys.readouterr().out)  # in time: the answer as before
     assert doc["status"] != "time_limit" and doc["greedy"]["stopped"] is None
+
+
+def test_partition_solves_within_what_the_start_up_and_reading_left(tmp_path, capsys, monkeypatch):
+    """`partition` handed the layout's solve the whole limit after the start-up (2.5 s
+    loaded) and the schema's reading (yaql): 20 s wall for --time-limit 10 on bench_partition's
+    100 disks x 40 spaces (load 6.8)."""
+    from benchmarks import bench_partition
+    from programs.partition import OUTPUT_RESERVE_S
+    from solvers.strategies import partition
+
+    schema, hw = bench_partition.instance_data(4, 10)
+    (tmp_path / "schema.yaml").write_text(json.dumps(schema))
+    (tmp_path / "hw.yaml").write_text(json.dumps(hw))
+    handed: list[tuple[float, float | None]] = []
+    real = partition.solve_layout
+
+    def recording(problem, overheads, **kw):
+        handed.append((time.perf_counter(), kw["options"].time_limit))
+        return real(problem, overheads, **kw)
+
+    monkeypatch.setattr(partition, "solve_layout", recording)
+    began = time.perf_counter() - 3.0
+    argv = ["--json", "partition", "--schema", str(tmp_path / "schema.yaml")]
+    argv += ["--hw-info", str(tmp_path / "hw.yaml"), "--time-limit", "20"]
+    assert cli.main(argv, started_at=began) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (at, limit) = handed[0]
+    assert limit is not None and at + limit <= began + 20.0 - OUTPUT_RESERVE_S + 1e-3
+    assert doc["status"] == "optimal" and doc["timing"]["startup_s"] >= 3.0
+
+
+def test_a_command_lines_process_ends_with_its_answer_whole_and_its_exit_code(tmp_path):
+    """The interpreter's teardown took 1.4 s after a 10 s hail answer (load 6): the process
+    of a command line ends at once once its answer is out (cli._exit_now), its stdout and
+    stderr flushed, its exit code kept."""
+    path = _roll_file(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "--json", "roll", "--memory-aware", "-t", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=cli_dir(),
+        check=False,
+    )
+    assert run.returncode == 0 and json.loads(run.stdout)["groups"]
+    bad = subprocess.run(
+        [sys.executable, "-m", "cli", "roll", "-t", str(tmp_path / "missing.data")],
+        capture_output=True,
+        text=True,
+        cwd=cli_dir(),
+        check=False,
+    )
+    assert bad.returncode == 1 and "missing.data" in bad.stderr

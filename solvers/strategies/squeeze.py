@@ -175,11 +175,13 @@ def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> 
             objs = form.objectives(model, problem)
     except OutOfTime as cut:
         return out_of_time(str(cut), cut.built_s)
-    copy = COPY_SHARE * need
-    if deadline is not None and copy > deadline - time.perf_counter():
+    # the copy as the build went (a loaded machine builds and copies slower alike), and a
+    # little time to solve after it
+    copy = COPY_SHARE * need * max(sw.seconds / ((1 - COPY_SHARE) * need), 1.0) if need else 0
+    if deadline is not None and need and copy + LEAST_SOLVE_S > deadline - time.perf_counter():
         return out_of_time(
             f"the model was built in {sw.seconds:.1f} s, too late for the solver's copy of it "
-            f"(about {copy:.0f} s)",
+            f"(about {copy:.0f} s) and a solve",
             sw.seconds,
         )
     node_stage = bool(objs) and objs[0].name in ("nodes_freed", "nodes_powered_on")
@@ -432,6 +434,7 @@ MIRRORED_SOLVER = "cpsat"
 #: it is the copy, weighed again once the model is built.
 SECONDS_PER_N1_TERM = 2e-5
 COPY_SHARE = 0.4
+LEAST_SOLVE_S = 2.0  # a solve given less than this after the copy finds no plan at that size
 
 #: The seconds a solve leaves for the ordering of the moves and the independent check after
 #: it (0.1-0.3 s on 64 nodes with 62 drbd pairs; benchmarks/time_limits.py).

@@ -798,3 +798,56 @@ def test_unbalanced_groups_against_the_real_hbal(ganeti, tmp_path: Path, seed, f
     claimed = json.loads(ours.stdout)["score_after"]
     assert claimed == pytest.approx(ans.score, abs=1e-9)
     assert _hinfo_score(ganeti, tmp_path / "ours.balanced") == pytest.approx(claimed, abs=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("seed", "flags"), [(2, ("-g", "1", "--min-gain-limit", "100")), (3, ("-e", "3"))]
+)
+def test_hbals_stopping_flags_decide_k(ganeti, tmp_path: Path, seed: int, flags) -> None:  # noqa: ANN001
+    """Without -l, K is the length of hbal's answer on that input, with its -g,
+    --min-gain-limit and -e (shorter than without them here): `--json`'s max_steps is the real
+    hbal's length, the score no worse than its, and --compare runs hbal with the same flags."""
+    state, _ = _cluster(seed, 5)
+    path = tmp_path / "cluster.data"
+    path.write_text(dump_text(state.cluster))
+
+    def hbal(*more: str) -> tuple[int, float]:
+        out = subprocess.run(
+            [str(ganeti.hbal), "-t", str(path), *more], capture_output=True, text=True, check=True
+        ).stdout
+        return len(re.findall(r"^ *\d+\. ", out, re.M)), _real_score(out)
+
+    length, score = hbal(*flags)
+    assert 0 < length < hbal()[0]
+    ours = subprocess.run(
+        ["exalloc", "balance", "-t", str(path), *flags, "--json", "--compare",
+         "--time-limit", "20"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    data = json.loads(ours.stdout)
+    assert data["max_steps"] == length and len(data["steps"]) <= length
+    assert data["score_after"] <= score + 1e-8
+    assert data["hbal"]["length"] == length
+    assert data["hbal"]["score_after"] == pytest.approx(score, abs=1e-8)
+
+
+def test_an_answer_balanced_again_keeps_the_better_bound_and_plan() -> None:
+    """The model run again from the resumed port's steps (`_combined`): the second run's
+    plan, which starts from the first's steps, and the higher of the two lower bounds; proven
+    when that bound meets the plan's checked score, at the time limit otherwise."""
+    from solvers.strategies import balance as strategy
+
+    state, group = _cluster(3, 12)
+    problem = BalanceProblem(state, group, 2)
+    steps = strategy.hbal_start(problem, 2).steps
+    first = strategy.balance(problem, steps[:1], options=SolverOptions(time_limit=1e-6))
+    again = strategy.balance(problem, steps, options=SolverOptions(time_limit=60))
+    assert again.status == "optimal" and again.score <= first.score
+    both = strategy._combined(first, again)
+    assert both.steps == again.steps and both.score == again.score
+    assert both.bound == max(first.bound, again.bound) and both.status == "optimal"
+    assert not check_balance(problem, both.steps).violations
+    low = replace(again, bound=again.score - 1.0, status="feasible")
+    both = strategy._combined(first, low)
+    assert both.bound == max(first.bound, low.bound) < both.score and both.status == "feasible"

@@ -82,6 +82,11 @@ RESUME_MARGIN_S = 1.0
 #: relaxation or model was built, and five runs ended above 1 % in 14-20 s (the late resume
 #: then found hbal's steps in 0.7-1.9 s, but the bound was the weak incumbent's)
 HBAL_EARLY_SHARE = 0.2
+#: Seconds that must be left after the late resume improved the incumbent for the model to run
+#: again from it (the data and the planes take 2-5 s on a 40-node group, loaded): under
+#: `exalloc balance -l 5 --time-limit 30` at a load of about 6 the port was cut after 1-3
+#: steps, no early resume fitted, the late resume found hbal's 5 steps and 9-11 s were left
+RERUN_MIN_S = 5.0
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -821,7 +826,7 @@ def hbal_start(
     pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(problem.state, problem.group_uuid, pool)
     options = rules.search()
-    stop = optimal_score(problem.state, scope) + 1e-9
+    stop = optimal_score(problem.state, scope) + rules.min_score  # hbal's -e
     table = initial_table(problem.state, scope)
     cache = SearchCache()
     answer_len = None
@@ -910,6 +915,28 @@ def resume_at_once(start: HbalStart, max_rounds: int, limit: float) -> bool:
     return start.cut and left_s is not None and left_s <= HBAL_EARLY_SHARE * limit
 
 
+def _combined(first: BalanceAnswer, again: BalanceAnswer) -> BalanceAnswer:
+    """Two answers to the same problem (the second started from the first's steps, so never
+    worse): the second's steps, the better of both bounds (each is a lower bound of the same
+    least score), the times and rounds summed, the notes of both."""
+    bounds = [b for b in (first.bound, again.bound) if b is not None]
+    bound = max(bounds) if bounds else None
+    best = again if again.score <= first.score else first
+    proven = bound is not None and best.score - bound <= SCORE_GAP * max(abs(best.score), 1)
+    status = str(Status.OPTIMAL) if proven else again.status
+    note = f"balanced again from the resumed port's {len(first.steps)} step(s) in the time left"
+    return replace(
+        best,
+        bound=bound,
+        status=status,
+        rounds=first.rounds + again.rounds,
+        build_s=first.build_s + again.build_s,
+        solve_s=first.solve_s + again.solve_s,
+        cuts=first.cuts + again.cuts,
+        notes=(*first.notes, note, *again.notes),
+    )
+
+
 def _earliest(*times: float | None) -> float | None:
     known = [t for t in times if t is not None]
     return min(known) if known else None
@@ -976,7 +1003,16 @@ def answer(
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
     if resume is not None and limit is not None and not fewest:
-        ans = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        resumed = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        left_s = began + limit - time.perf_counter()
+        if resumed.steps != ans.steps and left_s >= RERUN_MIN_S:
+            # the model ran from the cut port's weak incumbent (its planes prune little from
+            # it): again from the resumed port's steps in the time left
+            again = balance(problem, resumed.steps, options=options.within(left_s),
+                            extra_points=points)  # fmt: skip
+            ans = _combined(resumed, again)
+        else:
+            ans = resumed
     if notes:
         status = ans.status
         if cut and status != str(Status.OPTIMAL):

@@ -90,11 +90,14 @@ class SolverOptions:
     def left(self, reserve_s: float = 0.0, least_s: float = LEAST_S) -> SolverOptions:
         """The options of a stage starting now: `time_limit` is what is left of the answer's
         deadline less `reserve_s` (what the stages after this one need: the checker, the
-        output), at least `least_s`; the options as they are without a deadline."""
+        output, a greedy comparison), at least `least_s`, and `deadline_at` the stage's end;
+        the options as they are without a deadline."""
         if self.deadline_at is None:
             return self
-        seconds = max(self.deadline_at - time.perf_counter() - reserve_s, least_s)
-        return replace(self, time_limit=seconds)
+        now = time.perf_counter()
+        seconds = max(self.deadline_at - now - reserve_s, least_s)
+        # the stage's own deadline, which its parts (`deadline()`) keep to
+        return replace(self, time_limit=seconds, deadline_at=min(self.deadline_at, now + seconds))
 
     def elapsed(self) -> float:
         """Seconds since the answer began (0 when nobody said when)."""

@@ -35,11 +35,13 @@ from model.balance import (
     _sd_values,
     balance_data,
     locality_bound,
+    offered_steps,
     order_steps,
 )
 from model.balance_bound import n1_floor, plane_at, plane_bound, restricted
 from model.check import check_balance
 from model.errors import CheckFailedError
+from model.resources import FailMode
 from model.state import ClusterState
 from solvers import Status, Stopwatch
 from solvers.highs_arrays import ArraySession
@@ -80,6 +82,11 @@ RESUME_MARGIN_S = 1.0
 #: relaxation or model was built, and five runs ended above 1 % in 14-20 s (the late resume
 #: then found hbal's steps in 0.7-1.9 s, but the bound was the weak incumbent's)
 HBAL_EARLY_SHARE = 0.2
+#: Seconds that must be left after the late resume improved the incumbent for the model to run
+#: again from it (the data and the planes take 2-5 s on a 40-node group, loaded): under
+#: `exalloc balance -l 5 --time-limit 30` at a load of about 6 the port was cut after 1-3
+#: steps, no early resume fitted, the late resume found hbal's 5 steps and 9-11 s were left
+RERUN_MIN_S = 5.0
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -116,6 +123,14 @@ LEAN_PRICED_SHARE = 0.7
 #: (HiGHS's dual feasibility tolerance is 1e-7)
 PRICE_TOL = 1e-6
 MAX_ROUNDS = 500
+#: Steps tried at most by the enumeration of a group the model does not score exactly
+#: (location tags, migration tags, desired locations): every placement at most K of hbal's
+#: steps away, each passing htools' checks where it is made, scored by model/score.py, a
+#: proof by enumeration when it ends. K = 1 is hbal's own first round (it tries every single
+#: move: 15-81 steps on tests/hbal_cases.py's 3-6-node groups, 53,000 on a 40-node one);
+#: a level whose estimate (the last level's steps per state) would pass it is not started.
+#: On Ganeti's hbal-migration-1.data, K = 4: 71,820 steps, proven in 11 s (load 6)
+EXHAUSTIVE_MOVES = 100_000
 
 
 @dataclass(frozen=True)
@@ -225,7 +240,46 @@ def balance(
                       notes=(f"time limit: {stopped}; no model, the incumbent stands with "
                              "the locality bound",))  # fmt: skip
     if data.unmodelled:
-        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=data.unmodelled)
+        # the model would not score the group exactly: every placement K of hbal's steps
+        # away, when there are few enough (K = 1 is hbal's own first round)
+        began_e = time.perf_counter()
+        depth = problem.max_steps
+        if fewest_to is not None and reached:
+            depth = max(len(best_steps) - 1, 0)  # is there a shorter one?
+        steps_e, score_e, scores_e, tried, complete = _exhaustive(
+            problem, depth, deadline, fewest_to
+        )
+        spent = time.perf_counter() - began_e
+        if fewest_to is None:
+            take = score_e < best_score - 1e-12
+        else:
+            take = score_e <= fewest_to + 1e-12 and (not reached or len(steps_e) < len(best_steps))
+        if take:
+            best_steps, best_score, best_scores = steps_e, score_e, scores_e
+            reached = True
+        what = "the least score" if fewest_to is None else "the fewest steps to the target"
+        if not complete:
+            timed_out_e = deadline is not None and time.perf_counter() > deadline
+            why = (
+                f"enumeration of hbal's steps stopped after {tried} steps tried "
+                + ("(the time limit)" if timed_out_e else "(too many for its budget)")
+                + "; the best plan found stands"
+            )
+            status = str(Status.TIME_LIMIT) if timed_out_e else proven_by(floor)
+            return answer(status, floor if fewest_to is None else None, build_s=sw.seconds,
+                          solve_s=spent, notes=(*data.unmodelled, why))  # fmt: skip
+        notes_e = [
+            *data.unmodelled,
+            f"{what} by enumeration: every placement at most {depth} of hbal's steps away "
+            f"({tried} steps tried), as the model would not score the group exactly",
+        ]
+        if not reached:
+            notes_e.append("no plan found reaching the target score")
+            return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, solve_s=spent,
+                          notes=tuple(notes_e))  # fmt: skip
+        bound = best_score if fewest_to is None else float(len(best_steps))
+        return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds, solve_s=spent,
+                      notes=tuple(notes_e))  # fmt: skip
     if not data.instances or problem.max_steps < 1:
         bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
@@ -439,6 +493,74 @@ def balance(
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
+
+
+def _exhaustive(
+    problem: BalanceProblem, k: int, deadline: float | None, fewest_to: float | None = None
+) -> tuple[tuple[Step, ...], float, tuple[float, ...], int, bool]:
+    """Every state at most `k` of hbal's steps away (`offered_steps` where each is made, each
+    passing htools' checks, `ClusterState.move`), breadth first, each placement once (a state
+    is its instances' placement, so one first reached in d steps offers all a later visit
+    would), scored by model/score.py: the steps to the one of least score (ties: fewer steps,
+    then the first found), or with `fewest_to` the fewest steps reaching it (ties: the least
+    score); their scores after each step; the steps tried; and whether the search was
+    complete (False once EXHAUSTIVE_MOVES steps were tried or the deadline passed: the best
+    found so far is then a plan, not a proof)."""
+    from model.score import cluster_score
+
+    force = problem.rules.ignore_soft_errors
+    group = problem.group_uuid
+    names = sorted(problem.movable)
+    before = cluster_score(problem.state, group)
+
+    def rank(steps: tuple[Step, ...], score: float) -> tuple:
+        if fewest_to is None:
+            return (score, len(steps))
+        return (0 if score <= fewest_to + 1e-12 else 1, len(steps), score)
+
+    def placement(state: ClusterState) -> tuple:
+        return tuple(state.locations[n] for n in names)
+
+    best: tuple[tuple, tuple[Step, ...], tuple[float, ...]] = (rank((), before), (), ())
+    frontier: list[tuple[ClusterState, tuple[Step, ...], tuple[float, ...]]] = [
+        (problem.state, (), ())
+    ]
+    seen = {placement(problem.state)}
+    tried = 0
+    per_state = None  # steps offered per state expanded, on the last level
+
+    def stopped() -> tuple[tuple[Step, ...], float, tuple[float, ...], int, bool]:
+        return best[1], (best[2][-1] if best[2] else before), best[2], tried, False
+
+    for _ in range(k):
+        if per_state is not None and tried + per_state * len(frontier) > EXHAUSTIVE_MOVES:
+            return stopped()  # the next level would not end within the budget
+        following = []
+        level_began = tried
+        for state, steps, scores in frontier:
+            for st in offered_steps(problem, state):
+                tried += 1
+                if tried > EXHAUSTIVE_MOVES or (
+                    deadline is not None and tried % 64 == 0 and time.perf_counter() > deadline
+                ):
+                    return stopped()
+                after = state.move(st.instance, st.kind, st.target, force=force)
+                if isinstance(after, FailMode):  # htools refuses the step here
+                    continue
+                where = placement(after)
+                if where in seen:
+                    continue
+                seen.add(where)
+                score = cluster_score(after, group)
+                seq, sc = (*steps, st), (*scores, score)
+                if rank(seq, score) < best[0]:
+                    best = (rank(seq, score), seq, sc)
+                following.append((after, seq, sc))
+        per_state = (tried - level_began) / max(len(frontier), 1)
+        frontier = following
+        if not frontier or (fewest_to is not None and best[0][0] == 0):
+            break  # nothing new, or the fewest steps to the target found at this depth
+    return best[1], (best[2][-1] if best[2] else before), best[2], tried, True
 
 
 @dataclass(frozen=True)
@@ -704,7 +826,7 @@ def hbal_start(
     pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(problem.state, problem.group_uuid, pool)
     options = rules.search()
-    stop = optimal_score(problem.state, scope) + 1e-9
+    stop = optimal_score(problem.state, scope) + rules.min_score  # hbal's -e
     table = initial_table(problem.state, scope)
     cache = SearchCache()
     answer_len = None
@@ -793,6 +915,28 @@ def resume_at_once(start: HbalStart, max_rounds: int, limit: float) -> bool:
     return start.cut and left_s is not None and left_s <= HBAL_EARLY_SHARE * limit
 
 
+def _combined(first: BalanceAnswer, again: BalanceAnswer) -> BalanceAnswer:
+    """Two answers to the same problem (the second started from the first's steps, so never
+    worse): the second's steps, the better of both bounds (each is a lower bound of the same
+    least score), the times and rounds summed, the notes of both."""
+    bounds = [b for b in (first.bound, again.bound) if b is not None]
+    bound = max(bounds) if bounds else None
+    best = again if again.score <= first.score else first
+    proven = bound is not None and best.score - bound <= SCORE_GAP * max(abs(best.score), 1)
+    status = str(Status.OPTIMAL) if proven else again.status
+    note = f"balanced again from the resumed port's {len(first.steps)} step(s) in the time left"
+    return replace(
+        best,
+        bound=bound,
+        status=status,
+        rounds=first.rounds + again.rounds,
+        build_s=first.build_s + again.build_s,
+        solve_s=first.solve_s + again.solve_s,
+        cuts=first.cuts + again.cuts,
+        notes=(*first.notes, note, *again.notes),
+    )
+
+
 def _earliest(*times: float | None) -> float | None:
     known = [t for t in times if t is not None]
     return min(known) if known else None
@@ -859,7 +1003,16 @@ def answer(
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
     if resume is not None and limit is not None and not fewest:
-        ans = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        resumed = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        left_s = began + limit - time.perf_counter()
+        if resumed.steps != ans.steps and left_s >= RERUN_MIN_S:
+            # the model ran from the cut port's weak incumbent (its planes prune little from
+            # it): again from the resumed port's steps in the time left
+            again = balance(problem, resumed.steps, options=options.within(left_s),
+                            extra_points=points)  # fmt: skip
+            ans = _combined(resumed, again)
+        else:
+            ans = resumed
     if notes:
         status = ans.status
         if cut and status != str(Status.OPTIMAL):

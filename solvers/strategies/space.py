@@ -794,6 +794,10 @@ def _first_admitted(
     cluster (tiered from the policy's largest spec, hundreds of refused units a tier)."""
     walk = [refused]
     while len(walk) <= steps:
+        # each step's light problem is seconds of Python on 1,000 nodes: 10 s past a 30 s
+        # limit's tiered share on bench_space's cluster (benchmarks/time_limits.py, issue 40)
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         nxt = None
         fields = [only] if only is not None else _in_proportion(tier, walk[-1], base)
         for field_name in fields:

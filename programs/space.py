@@ -260,8 +260,14 @@ def _load(args: argparse.Namespace) -> tuple[Cluster | None, str]:
         return load_text(args.text_data, static_kvm_node_memory=kvm), args.text_data
     if args.ialloc_src is not None:
         from model.backends.iallocator import load_request
+        from model.errors import InputError
 
-        return load_request(args.ialloc_src).cluster, args.ialloc_src
+        try:
+            return load_request(args.ialloc_src).cluster, args.ialloc_src
+        except InputError as e:
+            if not args.greedy or not hasattr(e, "htools_message"):
+                raise
+            return None, e.htools_message  # as hspace says it (exitErr, exit 1)
     return None, "failed to load data, aborting: No backend selected! Exiting."
 
 
@@ -283,7 +289,18 @@ def run(args: argparse.Namespace) -> SpaceReport:
     cluster, source = _load(args)
     if cluster is None:
         return _fail(source)
-    warning = loading_warning(cluster) if args.verbose > 0 else ""
+    # htools' -I merges the request twice (IAlloc.parseData, then ExtLoader): every instance
+    # on its nodes twice (docs/htools-facts.md §5); hspace's port reads it so, the exact
+    # answer reads the request as it is
+    merged = cluster
+    if args.greedy and args.ialloc_src is not None:
+        from dataclasses import replace
+
+        merged = replace(cluster, instances=cluster.instances * 2)
+    warning = ""
+    if args.verbose > 0:  # each merge says what it finds inconsistent
+        merges = (cluster,) if merged is cluster else (cluster, merged)
+        warning = "".join(loading_warning(c) for c in merges)
     names = [n.name for n in cluster.nodes]
     offline, wrong = offline_names(names, args.offline)
     if wrong:
@@ -296,7 +313,7 @@ def run(args: argparse.Namespace) -> SpaceReport:
     if su is None:
         su = cluster.cluster_policy.std.spindle_use
     with about(source):
-        state = with_node_status(node_states(cluster), sorted(offline), args.max_cpu, args.min_disk)
+        state = with_node_status(node_states(merged), sorted(offline), args.max_cpu, args.min_disk)
         if args.greedy:
             if args.compare:
                 from model.errors import InputError
@@ -334,7 +351,13 @@ def _specs(cluster: Cluster, args: argparse.Namespace) -> tuple[list[Spec], Spec
 def _display(args: argparse.Namespace):  # noqa: ANN202
     from model.htools.hspace_output import Display
 
-    return Display(args.machine_readable, args.verbose, args.print_nodes, args.save)
+    return Display(
+        args.machine_readable,
+        args.verbose,
+        args.print_nodes,
+        args.save,
+        merged_twice=args.greedy and args.ialloc_src is not None,
+    )
 
 
 def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202

@@ -220,3 +220,37 @@ def test_exact_limits_and_unplaceable_specs(ganeti, tmp_path: Path) -> None:  # 
         assert "  -   0 instances allocated" in real.stdout
         note = next(ln for ln in mine.stderr.splitlines() if "note: standard:" in ln)
         assert "0 instances, optimal" in note and "the instance policy on" in note
+
+
+def test_json_has_the_issues_shape(ganeti, capsys) -> None:  # noqa: ANN001
+    """`--json --compare` as issue 36 gives it: `{"standard": {"spec", "instances", "status",
+    "bound", "gap", "by_group", "binding"}, "tiered": {...}, "hspace": {...}}`, the numbers
+    those of the text: the proof (optimal, bound = count, gap 0), the groups summing to the
+    count, the binding constraint the note's, hspace's counts the real hspace's."""
+    import json
+
+    import cli
+
+    path = ganeti.data_dir / "hspace-groups-two.data"
+    code = cli.main(["--json", "space", "-t", str(path), "--independent-groups", "--compare"])
+    assert code == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    std = doc["standard"]
+    assert {"spec", "instances", "status", "bound", "gap", "by_group", "binding"} <= set(std)
+    assert set(std["spec"]) >= {"memory_mib", "disk_mib", "vcpus", "spindles", "disk_template"}
+    assert (std["status"], std["bound"], std["gap"]) == ("optimal", std["instances"], 0)
+    assert sum(std["by_group"].values()) == std["instances"] and len(std["by_group"]) == 2
+    assert std["binding"].startswith("no more fit because: ")
+    assert len(std["placements"]) == std["instances"]
+    tiered = doc["tiered"]
+    assert {"instances", "specs", "handed_out", "stages", "status"} <= set(tiered)
+    assert tiered["instances"] == sum(s["count"] for s in tiered["specs"])
+    hspace = doc["hspace"]
+    assert {"program", "exit_code", "standard", "tiered", "tspec"} <= set(hspace)
+    real = subprocess.run(
+        ["hspace", "-t", str(path), "--independent-groups", "--machine-readable"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert hspace["standard"] == int(_hts(real.stdout)["HTS_ALLOC_INSTANCES"])
+    assert std["instances"] >= hspace["standard"]

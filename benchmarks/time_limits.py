@@ -23,8 +23,8 @@ generator (heterogeneous clusters):
   10`);
 * roll --memory-aware: bench_roll's 2,000-node random family (seed 0), also at 60 s;
 * squeeze --move drbd: bench_squeeze's largest drbd case (64 nodes, 192 ext, 62 drbd);
-* n1: bench_groups' 1,000 nodes in 5 groups; evacuate and redistribute: bench_groups' super
-  cluster (500 nodes in 5 groups; evacuate: 5 nodes of the first group);
+* n1: bench_groups' 1,000 nodes in 5 groups; redistribute, compress and evacuate:
+  bench_groups' super cluster (500 nodes in 5 groups; evacuate: 5 nodes of the first group);
 * partition: bench_partition's largest server (100 disks, 40 spaces).
 
 A figure measured on a loaded machine says so: each row has the load average when it ended.
@@ -186,6 +186,14 @@ def inputs(tmp: Path, n_nodes: int, n_instances: int) -> list[Input]:
     )
     out.append(
         (
+            "compress: 500 nodes in 5 groups (bench_groups seed 0)",
+            ["compress", "-t", "{file}"],
+            {"file": super_file},
+            (10, 30),
+        )
+    )
+    out.append(
+        (
             "evacuate: 5 nodes of 500 in 5 groups (bench_groups seed 0)",
             ["evacuate", "-t", "{file}", "--nodes", "{victims}"],
             {"file": super_file, "victims": lambda: ",".join(_victims(super_file()))},
@@ -293,7 +301,8 @@ def main() -> int:
     p.add_argument(
         "--only",
         default="",
-        help="commands (hail,space,balance,roll,squeeze,n1,redistribute,evacuate,partition) "
+        help="commands (hail,space,balance,roll,squeeze,n1,redistribute,compress,evacuate,"
+        "partition) "
         "or words of the inputs' labels (normal, tiered) to run",
     )
     p.add_argument("--margin-s", type=float, default=1.0)

@@ -223,31 +223,48 @@ def compression_candidates(state: ClusterState, storage: Storage) -> list[str]:
     ]
 
 
-def compress(state: ClusterState, storage: Storage, only: Iterable[str] | None = None) -> dict:
+def compress(
+    state: ClusterState,
+    storage: Storage,
+    only: Iterable[str] | None = None,
+    deadline: float | None = None,
+) -> dict:
     """Per candidate group: "evacuable" with its relocations, or why not (the design's
-    compression; the caller picks the group with the most free resources)."""
+    compression; the caller picks the group with the most free resources). Past `deadline`
+    (perf_counter) the groups not done say GreedyOutOfTime's words instead."""
     wanted = set(only) if only is not None else None
     out: dict[str, tuple[list[Relocation], str | None]] = {}
     for g in compression_candidates(state, storage):
         if wanted is not None and g not in wanted:
             continue
-        peers = [
-            p
-            for p in storage.peers(g)
-            if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
-        ]
-        cur = state
-        moves: list[Relocation] = []
-        why = None
-        for name in hosts(state, group_nodes(state, g)):
-            got = allocate_elsewhere(cur, storage, name, peers)
-            if got.relocation is None:
-                why = f"{name}: {got.why}"
-                break
-            moves.append(got.relocation)
-            cur = got.state
-        out[g] = (moves, why)
+        try:
+            out[g] = _compress_group(state, storage, g, deadline)
+        except GreedyOutOfTime as cut:
+            out[g] = ([], str(cut))
     return out
+
+
+def _compress_group(
+    state: ClusterState, storage: Storage, g: str, deadline: float | None
+) -> tuple[list[Relocation], str | None]:
+    """One candidate group emptied instance by instance into its healthy peers."""
+    peers = [
+        p
+        for p in storage.peers(g)
+        if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p, deadline)
+    ]
+    cur = state
+    moves: list[Relocation] = []
+    why = None
+    for name in hosts(state, group_nodes(state, g)):
+        _in_time(deadline)
+        got = allocate_elsewhere(cur, storage, name, peers)
+        if got.relocation is None:
+            why = f"{name}: {got.why}"
+            break
+        moves.append(got.relocation)
+        cur = got.state
+    return moves, why
 
 
 def free_resources(state: ClusterState, group: str) -> Resources:

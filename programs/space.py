@@ -23,87 +23,6 @@ NO_ARGUMENTS = "This program doesn't take any arguments."
 TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
 
 
-def _htools_int(name: str):  # noqa: ANN202
-    """An Int option as htools reads it (`tryRead name`: Haskell's `reads`, its messages)."""
-
-    def parse(text: str) -> int:
-        from model.backends.text import read_int
-        from programs.parser import HtoolsValueError
-
-        try:
-            return read_int(text, name)
-        except ValueError as e:
-            raise HtoolsValueError(str(e)) from None
-
-    return parse
-
-
-def spec_type(descr: str):  # noqa: ANN201
-    """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
-    sizes with htools' units; a bad one refused in hspace's words (exit 1)."""
-
-    def parse(text: str) -> Spec:
-        from model.backends.simu import parse_unit
-        from model.space import Spec
-        from programs.parser import HtoolsValueError
-
-        parts = text.split(",")
-        if not 3 <= len(parts) <= 4:
-            raise HtoolsValueError(
-                f"Invalid {descr} specification: '{text}', expected disk,ram,cpu"
-            )
-        sizes = []
-        for name, part in (("disk", parts[0]), ("memory", parts[1])):  # hspace's order
-            try:
-                sizes.append(parse_unit(part))
-            except ValueError as e:
-                raise HtoolsValueError(f"{descr} specs {name}: {e}") from None
-        disk, ram = sizes
-        cpu = _htools_int(f"{descr} specs cpus")(parts[2])
-        spn = _htools_int(f"{descr} specs spindles")(parts[3]) if len(parts) == 4 else 1
-        return Spec(ram, disk, cpu, spn)
-
-    return parse
-
-
-def _yes_no(text: str) -> bool:
-    """CLI.parseYesNo."""
-    from programs.parser import HtoolsValueError
-
-    if text in ("yes", "no"):
-        return text == "yes"
-    raise HtoolsValueError(f"Invalid choice '{text}', pass one of 'yes' or 'no'")
-
-
-def _positive(text: str) -> float:
-    """--max-cpu (oMaxCpu: `tryRead "parsing max-cpu"`, then > 0). hspace takes Infinity and
-    NaN too; exalloc's capacities need a finite ratio, so those get a one-line error."""
-    import math
-
-    from model.backends.text import read_double
-    from programs.parser import HtoolsValueError
-
-    try:
-        v = read_double(text, "parsing max-cpu")
-    except ValueError as e:
-        raise HtoolsValueError(str(e)) from None
-    if math.isinf(v):
-        raise HtoolsValueError(f"--max-cpu {text}: exalloc needs a finite ratio")
-    if not v > 0:
-        raise HtoolsValueError("Invalid value of the max-cpu ratio, expected >0")
-    return v
-
-
-def _spindle_use(text: str) -> int:
-    """--spindle-use (oSpindleUse: `tryRead "parsing spindle-use"`, then >= 0)."""
-    from programs.parser import HtoolsValueError
-
-    v = _htools_int("parsing spindle-use")(text)
-    if v < 0:
-        raise HtoolsValueError("Invalid value of the spindle-use (expected >= 0)")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hspace 3.0.2's options, exalloc's `--greedy`, `--compare`, `--json` and solver
     options."""
@@ -121,13 +40,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         verbosity_options,
     )
     from programs.parser import standard_options
+    from programs.space_options import (
+        htools_int,
+        max_cpu_ratio,
+        spec_type,
+        spindle_use,
+        yes_no,
+    )
 
     print_nodes_option(
         p, text="print the node list before and after each phase on stderr (-pFIELDS: these)"
     )
     htools_source_options(p)
     kvm = p._option_string_actions["--static-kvm-node-memory"]  # noqa: SLF001 - no argparse API
-    kvm.type = _htools_int("static node memory")
+    kvm.type = htools_int("static node memory")
     p.add_argument(
         "--simulate",
         dest="simulate",
@@ -140,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--spindle-use",
         dest="spindle_use",
-        type=_spindle_use,
+        type=spindle_use,
         metavar="SPINDLES",
         help="spindles a new instance uses (default: the cluster's std spec)",
     )
@@ -170,15 +96,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const=True,
         default=False,
-        type=_yes_no,
+        type=yes_no,
         metavar="CHOICE",
         help="HTS_* lines for the shell (=yes or =no)",
     )
     p.add_argument(
-        "--max-cpu", dest="max_cpu", type=_positive, metavar="RATIO", help="vCPU ratio of nodes"
+        "--max-cpu", dest="max_cpu", type=max_cpu_ratio, metavar="RATIO", help="vCPU ratio of nodes"
     )
     max_length_option(
-        p, "place at most N instances in each phase", _htools_int("max solution length")
+        p, "place at most N instances in each phase", htools_int("max solution length")
     )
     p.add_argument(
         "--min-disk",

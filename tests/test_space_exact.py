@@ -481,3 +481,25 @@ def test_tiered_under_global_n1_keeps_the_memory_hspace_keeps(htools) -> None:  
     ours = [(s.memory_mib, s.disk_mib, s.vcpus, s.spindles, k) for s, k in result.spec_counts()]
     assert ours == _tspec(tspec.group(1)) == [(32704, 1048576, 8, 12, 2), (32704, 953600, 8, 12, 1)]
     assert all(s.status == "optimal" for s in result.stages)
+
+
+def test_tier_spec_above_the_policy_shrinks_into_it(htools) -> None:  # noqa: ANN001
+    """`--tiered-alloc` above the policy's max (40,000 MiB against the simulated groups'
+    32,768): hspace's tryAlloc fails on the policy and shrinks memory into it; the ladder
+    does the same (it stopped at once, 0 instances, where hspace hands out 9)."""
+    from model.backends.simu import simulated_cluster
+    from model.space import Spec
+    from solvers.strategies.space import tiered
+
+    cluster = simulated_cluster(["p,4,2T,96g,24"])
+    options = default_options(cluster, disk_template="plain")
+    result = tiered(node_states(cluster), [Spec(40000, 300000, 6, 1)], options)
+    argv = ["hspace", "--simulate=p,4,2T,96g,24", "--disk-template=plain", "--machine-readable"]
+    real = subprocess.run(
+        [*argv, "--tiered-alloc=300000,40000,6"], capture_output=True, text=True, check=True
+    )
+    tspec = re.search(r"^HTS_TSPEC='?([^'\n]*)'?$", real.stdout, re.M)
+    assert tspec is not None
+    ours = [(s.memory_mib, s.disk_mib, s.vcpus, s.spindles, k) for s, k in result.spec_counts()]
+    assert ours == _tspec(tspec.group(1)) == [(32768, 300000, 6, 1, 6), (32704, 300000, 6, 1, 3)]
+    assert all(s.status == "optimal" for s in result.stages)

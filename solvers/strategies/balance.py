@@ -35,18 +35,17 @@ from model.balance import (
     _sd_values,
     balance_data,
     locality_bound,
-    offered_steps,
     order_steps,
 )
 from model.balance_bound import n1_floor, plane_at, plane_bound, restricted
 from model.check import check_balance
 from model.errors import CheckFailedError
-from model.resources import FailMode
 from model.state import ClusterState
 from solvers import Status, Stopwatch
 from solvers.highs_arrays import ArraySession
 from solvers.lexicographic import open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.strategies.balance_enumerate import exhaustive
 
 #: Seconds per model variable to build the model and copy it into HiGHS (measured on
 #: benchmarks/bench_balance.py's 40-node groups at a load average of 11-14: 65,864 variables
@@ -123,14 +122,6 @@ LEAN_PRICED_SHARE = 0.7
 #: (HiGHS's dual feasibility tolerance is 1e-7)
 PRICE_TOL = 1e-6
 MAX_ROUNDS = 500
-#: Steps tried at most by the enumeration of a group the model does not score exactly
-#: (location tags, migration tags, desired locations): every placement at most K of hbal's
-#: steps away, each passing htools' checks where it is made, scored by model/score.py, a
-#: proof by enumeration when it ends. K = 1 is hbal's own first round (it tries every single
-#: move: 15-81 steps on tests/hbal_cases.py's 3-6-node groups, 53,000 on a 40-node one);
-#: a level whose estimate (the last level's steps per state) would pass it is not started.
-#: On Ganeti's hbal-migration-1.data, K = 4: 71,820 steps, proven in 11 s (load 6)
-EXHAUSTIVE_MOVES = 100_000
 
 
 @dataclass(frozen=True)
@@ -246,7 +237,7 @@ def balance(
         depth = problem.max_steps
         if fewest_to is not None and reached:
             depth = max(len(best_steps) - 1, 0)  # is there a shorter one?
-        steps_e, score_e, scores_e, tried, complete = _exhaustive(
+        steps_e, score_e, scores_e, tried, complete = exhaustive(
             problem, depth, deadline, fewest_to
         )
         spent = time.perf_counter() - began_e
@@ -493,74 +484,6 @@ def balance(
         notes.append("no plan found reaching the target score")
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
-
-
-def _exhaustive(
-    problem: BalanceProblem, k: int, deadline: float | None, fewest_to: float | None = None
-) -> tuple[tuple[Step, ...], float, tuple[float, ...], int, bool]:
-    """Every state at most `k` of hbal's steps away (`offered_steps` where each is made, each
-    passing htools' checks, `ClusterState.move`), breadth first, each placement once (a state
-    is its instances' placement, so one first reached in d steps offers all a later visit
-    would), scored by model/score.py: the steps to the one of least score (ties: fewer steps,
-    then the first found), or with `fewest_to` the fewest steps reaching it (ties: the least
-    score); their scores after each step; the steps tried; and whether the search was
-    complete (False once EXHAUSTIVE_MOVES steps were tried or the deadline passed: the best
-    found so far is then a plan, not a proof)."""
-    from model.score import cluster_score
-
-    force = problem.rules.ignore_soft_errors
-    group = problem.group_uuid
-    names = sorted(problem.movable)
-    before = cluster_score(problem.state, group)
-
-    def rank(steps: tuple[Step, ...], score: float) -> tuple:
-        if fewest_to is None:
-            return (score, len(steps))
-        return (0 if score <= fewest_to + 1e-12 else 1, len(steps), score)
-
-    def placement(state: ClusterState) -> tuple:
-        return tuple(state.locations[n] for n in names)
-
-    best: tuple[tuple, tuple[Step, ...], tuple[float, ...]] = (rank((), before), (), ())
-    frontier: list[tuple[ClusterState, tuple[Step, ...], tuple[float, ...]]] = [
-        (problem.state, (), ())
-    ]
-    seen = {placement(problem.state)}
-    tried = 0
-    per_state = None  # steps offered per state expanded, on the last level
-
-    def stopped() -> tuple[tuple[Step, ...], float, tuple[float, ...], int, bool]:
-        return best[1], (best[2][-1] if best[2] else before), best[2], tried, False
-
-    for _ in range(k):
-        if per_state is not None and tried + per_state * len(frontier) > EXHAUSTIVE_MOVES:
-            return stopped()  # the next level would not end within the budget
-        following = []
-        level_began = tried
-        for state, steps, scores in frontier:
-            for st in offered_steps(problem, state):
-                tried += 1
-                if tried > EXHAUSTIVE_MOVES or (
-                    deadline is not None and tried % 64 == 0 and time.perf_counter() > deadline
-                ):
-                    return stopped()
-                after = state.move(st.instance, st.kind, st.target, force=force)
-                if isinstance(after, FailMode):  # htools refuses the step here
-                    continue
-                where = placement(after)
-                if where in seen:
-                    continue
-                seen.add(where)
-                score = cluster_score(after, group)
-                seq, sc = (*steps, st), (*scores, score)
-                if rank(seq, score) < best[0]:
-                    best = (rank(seq, score), seq, sc)
-                following.append((after, seq, sc))
-        per_state = (tried - level_began) / max(len(frontier), 1)
-        frontier = following
-        if not frontier or (fewest_to is not None and best[0][0] == 0):
-            break  # nothing new, or the fewest steps to the target found at this depth
-    return best[1], (best[2][-1] if best[2] else before), best[2], tried, True
 
 
 @dataclass(frozen=True)

@@ -747,6 +747,8 @@ def _walk(
     current = spec
     problem = base
     fits, blocking = _probe(problem)
+    if not any(r.primary_ok for r in problem.rooms):
+        blocking = _over_policy(problem)  # the tier spec above the policy's max: shrink into it
     for _ in range(steps):
         if deadline is not None and time.perf_counter() > deadline:
             return None  # the time limit holds for the walk too: 4,096 steps with an N+1
@@ -764,7 +766,10 @@ def _walk(
         current = shrunk
         problem = _light(base, current)
         if not any(r.primary_ok for r in problem.rooms):
-            return None
+            blocking = _over_policy(problem)
+            if not blocking:  # below every policy's min (or its templates): smaller is no use
+                return None
+            continue  # above a max: hspace's tryAlloc fails on the policy and shrinks that field
         fits, blocking = _probe(problem)
         if fits:
             if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline):
@@ -774,6 +779,37 @@ def _walk(
                 return _first_admitted(spec, current, base, pose, solver, only, steps, deadline)
             return _largest_admitted(spec, current, base, pose, solver, steps, deadline)
     return None
+
+
+def _over_policy(problem: SpaceProblem) -> list[str]:
+    """The fields (hspace's order) in which the problem's spec is above the max of a min/max
+    pair whose min it meets, in some candidate's policy that allows its template: shrinking
+    those can bring it into the policy (a tier spec above the max: `--tiered-alloc` larger
+    than the policy, which hspace shrinks into it); empty when no policy admits a smaller
+    instance either."""
+    from model.policy import spec_shortfall
+
+    d, state = problem.demand, problem.state
+    fields = ("memory_mib", "disk_mib", "vcpus", "spindles")
+    over: set[str] = set()
+    seen: set[tuple[str, bool]] = set()
+    for r in problem.rooms:
+        excl = state.nodes[r.name].exclusive_storage
+        if (r.group, excl) in seen:
+            continue
+        seen.add((r.group, excl))
+        ipolicy = state.ipolicy_of(r.name)
+        if d.disk_template not in ipolicy.disk_templates:
+            continue
+        for mm in ipolicy.minmax:
+            if spec_shortfall(d, mm.min, above=True, exclusive_storage=excl) is not None:
+                continue
+            limits = (mm.max.memory_size, mm.max.disk_size, mm.max.cpu_count, mm.max.spindle_use)
+            values = (d.memory_mib, max(d.disk_sizes_mib, default=0), d.vcpus, d.spindle_use)
+            if excl:
+                values = (*values[:3], d.disk_spindles or 0)
+            over.update(f for f, v, m in zip(fields, values, limits, strict=True) if v > m)
+    return [f for f in fields if f in over]
 
 
 def _largest_admitted(

@@ -28,6 +28,12 @@ from solvers.strategies.partition import solve_layout
 
 def instance(n_disks: int, n_spaces: int, seed: int = 0) -> PartitionProblem:
     """A reproducible server: disks and a dynamic schema of n_spaces spaces."""
+    return problem_from_data(*instance_data(n_disks, n_spaces, seed))
+
+
+def instance_data(n_disks: int, n_spaces: int, seed: int = 0) -> tuple[list[dict], dict]:
+    """`instance`'s dynamic schema and hardware information, as the files `exalloc partition
+    --schema --hw-info` reads (benchmarks/time_limits.py writes them)."""
     rng = random.Random(seed)
     disks = []
     for i in range(n_disks):
@@ -60,7 +66,7 @@ def instance(n_disks: int, n_spaces: int, seed: int = 0) -> PartitionProblem:
             space["weight"] = rng.choice([0.5, 2, 3])
         schema.append(space)
     schema += [{"id": vg, "type": "vg", "contains": lvs} for vg, lvs in vgs.items() if lvs]
-    return problem_from_data(schema, {"ram": 65536, "disks": disks})
+    return schema, {"ram": 65536, "disks": disks}
 
 
 def main(argv: list[str] | None = None) -> int:

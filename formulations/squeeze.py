@@ -43,6 +43,7 @@ from typing import Any
 
 import pyomo.core as pyo
 
+from formulations.deadline import build_families
 from formulations.objective import Objective
 from model.squeeze import (
     SHRINK,
@@ -255,6 +256,17 @@ def define_n1(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
     )
 
 
+def n1_terms(problem: SqueezeProblem) -> int:
+    """The terms of `define_n1`'s rows, counted before any is built: with DRBD pairs, most of
+    the model (about a million on 64 nodes with 62 pairs), whose build and copy into the
+    solver cost about the same per term; the strategy weighs it against its time limit."""
+    shapes = len(problem.shapes)
+    return sum(
+        shapes + len(problem.choices_as_primary.get(n, ())) + len(terms)
+        for (n, _), terms in problem.choices_by_pair.items()
+    )
+
+
 def define_storage(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
     """Σ_{(i,k) touching n} disk[i]·x[i,k] ≤ room_disk[n]·on[n], and the same for spindle use:
     the disks of DRBD instances that move fit on both nodes of their pair."""
@@ -387,24 +399,33 @@ def define_symmetry(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
     m.symmetry = pyo.Constraint(m.SYM, rule=lambda m, a, b: m.on[a] >= m.on[b])
 
 
-def build(problem: SqueezeProblem) -> pyo.ConcreteModel:
+def build(problem: SqueezeProblem, deadline: float | None = None) -> pyo.ConcreteModel:
     """The per-node model with aggregated instance counts (see the module docstring).
 
     The families are added in this order because the solvers number rows and columns as they
-    meet them: another order is the same model, but may break ties differently.
+    meet them: another order is the same model, but may break ties differently. Past
+    `deadline` (perf_counter) the build stops between two families with
+    formulations.deadline.OutOfTime (the N+1 rows of 64 nodes with 62 drbd pairs took 5-10 s
+    of a 10 s limit, loaded).
     """
     m = pyo.ConcreteModel(name=f"squeeze_{problem.mode}")
-    define_sets(m, problem)
-    define_placement(m, problem)
-    define_pairs(m, problem)
-    define_capacity(m, problem)
-    define_n1(m, problem)
-    define_storage(m, problem)
-    define_still_failing(m, problem)
-    define_moves(m, problem)
-    define_exclusion(m, problem)
-    define_evenness(m, problem)
-    define_symmetry(m, problem)
+    families = (
+        define_sets,
+        define_placement,
+        define_pairs,
+        define_capacity,
+        define_n1,
+        define_storage,
+        define_still_failing,
+        define_moves,
+        define_exclusion,
+        define_evenness,
+        define_symmetry,
+    )
+    build_families(
+        [(f.__name__.removeprefix("define_"), lambda f=f: f(m, problem)) for f in families],
+        deadline,
+    )
     return m
 
 

@@ -53,7 +53,9 @@ FA = "fa"
 
 @dataclass(frozen=True)
 class BalanceRules:
-    """hbal's flags that restrict the moves (Hbal.hs, `possibleMoves`)."""
+    """hbal's flags that restrict the moves (Hbal.hs, `possibleMoves`), and those that stop
+    its search (`-g`, `--min-gain-limit`, `-e`): they decide hbal's own answer, hence K when
+    `-l` is not given, never which plans the exact answer may take."""
 
     no_disk_moves: bool = False
     no_instance_moves: bool = False
@@ -62,6 +64,9 @@ class BalanceRules:
     ignore_soft_errors: bool = False
     select_instances: frozenset[str] | None = None
     exclude_instances: frozenset[str] = frozenset()
+    min_gain: float = 0.01  # -g / --min-gain
+    min_gain_limit: float = 0.1  # --min-gain-limit
+    min_score: float = 1e-9  # -e / --min-score: hbal stops this far above optimalCVScore
 
     def search(self):  # noqa: ANN201
         """hbal's own options for these flags (model/htools/hbal.py `BalanceOptions`)."""
@@ -73,6 +78,8 @@ class BalanceRules:
             restricted_migration=self.restricted_migration,
             ignore_soft_errors=self.ignore_soft_errors,
             evac_mode=self.evac_mode,
+            min_gain=self.min_gain,
+            min_gain_limit=self.min_gain_limit,
         )
 
 
@@ -358,6 +365,23 @@ def allowed_step(problem: BalanceProblem, state: ClusterState, step: Step) -> st
     if Move(step.kind, step.target) not in offered:
         return f"hbal offers no {step.code} for it here"
     return None
+
+
+def offered_steps(problem: BalanceProblem, state: ClusterState) -> list[Step]:
+    """Every step hbal offers in `state`, in its order: each instance it may move there
+    (`movable_now`) with each move `checkInstanceMove` tries for it (`instance_moves`), the
+    steps `allowed_step` allows. Whether a step passes htools' checks is `state.move`'s."""
+    from model.htools.hbal import Table, instance_moves, movable_instances, movable_now, scope_of
+
+    rules = problem.rules
+    pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
+    scope = scope_of(state, problem.group_uuid, pool)
+    options = rules.search()
+    return [
+        Step(name, move.kind, move.target)
+        for name in movable_now(options, scope, Table(state, 0.0))
+        for move in instance_moves(state, scope, name, options)
+    ]
 
 
 # --- the formulation's data --------------------------------------------------------------------

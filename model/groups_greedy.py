@@ -20,6 +20,7 @@ N+1 check consulted in score order) places each instance in a group, and hail's 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -44,13 +45,25 @@ from model.state import ClusterState
 GREEDY_N1 = AllocOptions(capacity=GreedyGlobalN1())
 
 
-def failing_nodes(state: ClusterState, group: str) -> list[str]:
+class GreedyOutOfTime(Exception):
+    """The deadline passed in the greedy walk (htools' global N+1 of a group, node by node,
+    for each instance the walk removes: minutes on 500 nodes, benchmarks/time_limits.py)."""
+
+
+def _in_time(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() >= deadline:
+        raise GreedyOutOfTime("the time limit ran out in the greedy walk")
+
+
+def failing_nodes(state: ClusterState, group: str, deadline: float | None = None) -> list[str]:
     """Nodes of the group htools' greedy walk cannot evacuate (GlobalN1.canEvacuateNode on the
-    group's node list, as hcheck runs it; offline nodes are targets there, as in htools)."""
+    group's node list, as hcheck runs it; offline nodes are targets there, as in htools).
+    Past `deadline` (perf_counter; None: none) GreedyOutOfTime, looked at before each node."""
     scope = group_nodes(state, group)
     cache = RowCache()
     out = []
     for n in scope:
+        _in_time(deadline)
         try:
             why = can_evacuate(state, n, scope, cache, shortcut=False)
         except KeyError:  # a drbd secondary outside the group: hcheck crashes (IntMap.!)
@@ -60,10 +73,10 @@ def failing_nodes(state: ClusterState, group: str) -> list[str]:
     return out
 
 
-def healthy(state: ClusterState, group: str) -> bool:
+def healthy(state: ClusterState, group: str, deadline: float | None = None) -> bool:
     """The design's health: no offline node hosting instances, no node failing N+1."""
     nodes = group_nodes(state, group)
-    return not offline_hosts(state, nodes) and not failing_nodes(state, group)
+    return not offline_hosts(state, nodes) and not failing_nodes(state, group, deadline)
 
 
 @dataclass(frozen=True)
@@ -116,18 +129,19 @@ class GreedyResult:
     state: ClusterState | None = None
     groups: dict[str, str] = field(default_factory=dict)  # uuid -> "repaired", "failed: ..."
     failed: list[tuple[str, str]] = field(default_factory=list)  # instance, why
+    stopped: str | None = None  # why the walk stopped short (the time limit), else None
 
     @property
     def moves(self) -> int:
         return len(self.relocations)
 
 
-def problem_instances(state: ClusterState, group: str) -> list[str]:
+def problem_instances(state: ClusterState, group: str, deadline: float | None = None) -> list[str]:
     """The design's order: instances on offline nodes, secondaries of N+1 failing nodes,
     primaries of N+1 failing nodes (each once, in the cluster's order within a class)."""
     nodes = group_nodes(state, group)
     offline = [n for n in nodes if state.nodes[n].offline]
-    failing = failing_nodes(state, group)
+    failing = failing_nodes(state, group, deadline)
     out: list[str] = []
     for name in hosts(state, offline):
         out.append(name)
@@ -138,35 +152,49 @@ def problem_instances(state: ClusterState, group: str) -> list[str]:
     return out
 
 
-def redistribute(state: ClusterState, storage: Storage) -> GreedyResult:
-    """The design's redistribution (module docstring)."""
+def redistribute(
+    state: ClusterState, storage: Storage, deadline: float | None = None
+) -> GreedyResult:
+    """The design's redistribution (module docstring). Past `deadline` (perf_counter) the
+    walk stops: the groups repaired so far and their relocations, `stopped` saying why."""
     result = GreedyResult(state=state)
+    try:
+        _redistribute(state, storage, deadline, result)
+    except GreedyOutOfTime as cut:
+        result.stopped = str(cut)
+    return result
+
+
+def _redistribute(
+    state: ClusterState, storage: Storage, deadline: float | None, result: GreedyResult
+) -> None:
     groups = [g.uuid for g in state.cluster.groups if group_nodes(state, g.uuid)]
     connected = [g for g in groups if not storage.alone(g)]
-    good = [g for g in connected if healthy(state, g)]
+    good = [g for g in connected if healthy(state, g, deadline)]
     bad = [g for g in connected if g not in good]
     for g in groups:
-        if g not in connected and not healthy(state, g):
+        if g not in connected and not healthy(state, g, deadline):
             result.groups[g] = "failed: alone in its partitions"
     if not good or not bad:
-        return result
+        return
     cur = state
     for g in bad:
         peers = [p for p in storage.peers(g) if p in good]
         trial = cur
         removed: list[str] = []
-        for name in problem_instances(cur, g):
-            if healthy(trial, g):
+        for name in problem_instances(cur, g, deadline):
+            if healthy(trial, g, deadline):
                 break
             trial = trial.remove(name)
             removed.append(name)
-        if not healthy(trial, g):
+        if not healthy(trial, g, deadline):
             result.groups[g] = "failed: still unhealthy with every problem instance removed"
             continue
         placed_state = cur
         moves: list[Relocation] = []
         why = None
         for name in removed:
+            _in_time(deadline)
             got = allocate_elsewhere(placed_state, storage, name, peers)
             if got.relocation is None:
                 why = f"{name}: {got.why}"
@@ -180,8 +208,8 @@ def redistribute(state: ClusterState, storage: Storage) -> GreedyResult:
         cur = placed_state
         result.relocations += moves
         result.groups[g] = "repaired"
+        result.state = cur
     result.state = cur
-    return result
 
 
 def compression_candidates(state: ClusterState, storage: Storage) -> list[str]:
@@ -195,60 +223,88 @@ def compression_candidates(state: ClusterState, storage: Storage) -> list[str]:
     ]
 
 
-def compress(state: ClusterState, storage: Storage, only: Iterable[str] | None = None) -> dict:
+def compress(
+    state: ClusterState,
+    storage: Storage,
+    only: Iterable[str] | None = None,
+    deadline: float | None = None,
+) -> dict:
     """Per candidate group: "evacuable" with its relocations, or why not (the design's
-    compression; the caller picks the group with the most free resources)."""
+    compression; the caller picks the group with the most free resources). Past `deadline`
+    (perf_counter) the groups not done say GreedyOutOfTime's words instead."""
     wanted = set(only) if only is not None else None
     out: dict[str, tuple[list[Relocation], str | None]] = {}
     for g in compression_candidates(state, storage):
         if wanted is not None and g not in wanted:
             continue
-        peers = [
-            p
-            for p in storage.peers(g)
-            if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
-        ]
-        cur = state
-        moves: list[Relocation] = []
-        why = None
-        for name in hosts(state, group_nodes(state, g)):
-            got = allocate_elsewhere(cur, storage, name, peers)
-            if got.relocation is None:
-                why = f"{name}: {got.why}"
-                break
-            moves.append(got.relocation)
-            cur = got.state
-        out[g] = (moves, why)
+        try:
+            out[g] = _compress_group(state, storage, g, deadline)
+        except GreedyOutOfTime as cut:
+            out[g] = ([], str(cut))
     return out
+
+
+def _compress_group(
+    state: ClusterState, storage: Storage, g: str, deadline: float | None
+) -> tuple[list[Relocation], str | None]:
+    """One candidate group emptied instance by instance into its healthy peers."""
+    peers = [
+        p
+        for p in storage.peers(g)
+        if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p, deadline)
+    ]
+    cur = state
+    moves: list[Relocation] = []
+    why = None
+    for name in hosts(state, group_nodes(state, g)):
+        _in_time(deadline)
+        got = allocate_elsewhere(cur, storage, name, peers)
+        if got.relocation is None:
+            why = f"{name}: {got.why}"
+            break
+        moves.append(got.relocation)
+        cur = got.state
+    return moves, why
 
 
 def free_resources(state: ClusterState, group: str) -> Resources:
     return used_and_free(state, group)[1]
 
 
-def evacuate(state: ClusterState, storage: Storage, nodes: Sequence[str]) -> GreedyResult:
+def evacuate(
+    state: ClusterState, storage: Storage, nodes: Sequence[str], deadline: float | None = None
+) -> GreedyResult:
     """hail's node-evacuate (mode all) inside each group, then the design's inter-group step
-    for what it could not place."""
+    for what it could not place; past `deadline` (perf_counter) the inter-group step stops,
+    keeping what it placed, `stopped` saying why."""
     names = hosts(state, nodes)
-    sol = try_node_evac(state, CHANGE_ALL, names)
+    sol = try_node_evac(state, CHANGE_ALL, names, deadline=deadline)
     result = GreedyResult(state=state)
+    if sol is None:  # hail's node-evacuate ran past the deadline
+        result.stopped = "the time limit ran out in hail's node-evacuate"
+        return result
     cur = sol.state or state
     for name, (new_p, new_s) in ((n, cur.locations[n]) for n, _, _ in sol.moved):
         old_p, old_s = state.locations[name]
         result.relocations.append(Relocation(name, new_p, new_s, old_p, old_s))
-    for name, why_local in sol.failed:
-        own = cur.nodes[cur.locations[name][0]].group_uuid
-        peers = [
-            p
-            for p in storage.peers(own)
-            if cur.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p)
-        ]
-        got = allocate_elsewhere(cur, storage, name, peers)
-        if got.relocation is None:
-            result.failed.append((name, f"in its group: {why_local}; elsewhere: {got.why}"))
-            continue
-        result.relocations.append(got.relocation)
-        cur = got.state
+    try:
+        for name, why_local in sol.failed:
+            own = cur.nodes[cur.locations[name][0]].group_uuid
+            peers = [
+                p
+                for p in storage.peers(own)
+                if cur.cluster.group(p).alloc_policy != "unallocable"
+                and healthy(state, p, deadline)
+            ]
+            _in_time(deadline)
+            got = allocate_elsewhere(cur, storage, name, peers)
+            if got.relocation is None:
+                result.failed.append((name, f"in its group: {why_local}; elsewhere: {got.why}"))
+                continue
+            result.relocations.append(got.relocation)
+            cur = got.state
+    except GreedyOutOfTime as cut:
+        result.stopped = str(cut)
     result.state = cur
     return result
 

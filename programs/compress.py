@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ class CompressReport:
     hail: dict | None  # uuid -> (moved, failed) from the real hail's change-group
     print_commands: bool
     verbose: bool
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per stage (--json)
 
     def _evacuable(self, g: str) -> bool | None:
         o = self.result.groups[g]
@@ -140,7 +141,8 @@ class CompressReport:
                     "failed": [{"instance": i, "reason": w} for i, w in failed],
                 }
             groups.append(item)
-        return {"groups": groups, "best": None if r.best is None else shared.group_name(st, r.best)}
+        best = None if r.best is None else shared.group_name(st, r.best)
+        return {"groups": groups, "best": best, "timing": dict(self.timing)}
 
 
 def _yes(x: bool | None) -> str:
@@ -170,20 +172,24 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> CompressReport:
     state, storage = shared.load(where, options, "exalloc compress")
     kw = options.strategy_kwargs()
     only = list(options.groups) or None
-    result = strategy.compress(state, storage, only=only, **kw)
+    clock = shared.Stages()
+    result = strategy.compress(state, storage, only=only, **options.exact_kwargs())
+    clock.stage("exact_s")
     for o in result.groups.values():
         if isinstance(o, Outcome):
             shared.verify(state, storage, o, options.mode)
+    clock.stage("check_s")
     greedy = None
     if options.greedy:
         uuids = [state.cluster.group(g).uuid for g in only] if only else None
-        greedy = groups_greedy.compress(state, storage, uuids)
+        end = options.greedy_deadline()
+        greedy = groups_greedy.compress(state, storage, uuids, end)
         evacuable = result.health.evacuable()
         for g, (moves, why) in list(greedy.items()):
             if why is None:
                 peers = strategy.receiving_peers(state, result.health, g)
                 required = [n for p in peers for n in group_nodes(state, p) if n in evacuable]
-                bad = strategy.judge(state, storage, moves, required, **kw)
+                bad = strategy.judge(state, storage, moves, required, **kw, deadline=end)
                 if bad:
                     greedy[g] = (moves, "by exact checks: " + bad[0])
     hail = None
@@ -193,8 +199,9 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> CompressReport:
             for g in result.groups
             if hosts(state, group_nodes(state, g))
         }
+    clock.stage("greedy_s")
     return CompressReport(
-        label, state, result, greedy, hail, options.print_commands, options.verbose
+        label, state, result, greedy, hail, options.print_commands, options.verbose, clock.seconds
     )
 
 

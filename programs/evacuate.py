@@ -29,6 +29,7 @@ class EvacuateReport:
     greedy: Any
     print_commands: bool
     notes: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per stage (--json)
 
     @property
     def relocations(self) -> tuple[Relocation, ...]:
@@ -86,7 +87,9 @@ class EvacuateReport:
                 "evacuated": gm,
                 "cross_group": gc,
                 "problems": self.notes[:20],
+                "stopped": self.greedy.stopped,
             }
+        out["timing"] = dict(self.timing)
         return out
 
 
@@ -109,17 +112,27 @@ def answer(
         raise InputError("--nodes: give at least one node")
     state, storage = shared.load(where, options, "exalloc evacuate")
     kw = options.strategy_kwargs()
-    result = strategy.evacuate(state, storage, list(nodes), **kw)
+    clock = shared.Stages()
+    result = strategy.evacuate(state, storage, list(nodes), **options.exact_kwargs())
+    clock.stage("exact_s")
     shared.verify(state, storage, result.outcome, options.mode)
-    greedy = groups_greedy.evacuate(state, storage, list(nodes)) if options.greedy else None
+    clock.stage("check_s")
+    end = options.greedy_deadline()
+    greedy = groups_greedy.evacuate(state, storage, list(nodes), end) if options.greedy else None
+    clock.stage("greedy_s")
     notes: list[str] = []
-    if greedy is not None:
+    if greedy is not None and greedy.stopped:
+        notes = [f"greedy baseline: not judged: {greedy.stopped}"]
+    elif greedy is not None:
         evacuable = result.health.evacuable() - set(nodes)
         groups = {state.nodes[n].group_uuid for r in greedy.relocations for n in r.nodes()}
         required = [n for g in groups for n in group_nodes(state, g) if n in evacuable]
-        notes = strategy.judge(state, storage, greedy.relocations, required, **kw)
+        notes = strategy.judge(state, storage, greedy.relocations, required, **kw, deadline=end)
+    clock.stage("judge_s")
     label = shared.as_source(where).label
-    return EvacuateReport(label, state, result, greedy, options.print_commands, notes)
+    return EvacuateReport(
+        label, state, result, greedy, options.print_commands, notes, clock.seconds
+    )
 
 
 def run(args: Any) -> EvacuateReport | Executed:

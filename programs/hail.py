@@ -214,7 +214,7 @@ def options_of(args: Any) -> IAllocatorOptions:
 
     solver = args.solver_options
     if solver.time_limit is None:
-        solver = solver.within(DEFAULT_TIME_LIMIT_S)
+        solver = solver.limited(DEFAULT_TIME_LIMIT_S)
     return IAllocatorOptions(
         solver=solver,
         capacity_checks=args.capacity_checks,
@@ -310,8 +310,10 @@ def run(args: Any) -> HailReport:
         said += hail_dump(read, inp.cluster, args.verbose + 1, simulated=bool(args.simulate))
     loaded = time.perf_counter()
     # the time limit bounds the whole call, reading included (issue 40, item 4)
-    limit = opts.solver.time_limit
-    if limit is not None:
+    if opts.solver.deadline_at is not None:  # what the start-up and the reading left
+        opts = replace(opts, solver=opts.solver.left(least_s=0.1))
+    elif opts.solver.time_limit is not None:  # an answer begun without a deadline
+        limit = opts.solver.time_limit
         opts = replace(opts, solver=opts.solver.within(max(limit - (loaded - start), 0.1)))
     with about("<stdin>" if args.request == "-" else args.request):
         report = HailReport(answer(inp, opts))

@@ -117,19 +117,21 @@ def solver_options(
     )
 
 
-def settle_solver_options(args: argparse.Namespace) -> None:
+def settle_solver_options(args: argparse.Namespace, started_at: float | None = None) -> None:
     """Fill the solver options a command line left out and, unless the program solves nothing
     (`no_solver`), put the typed `solvers.options.SolverOptions` programs pass on in
-    `args.solver_options`."""
+    `args.solver_options`, its deadline counted from `started_at` (a perf_counter value: the
+    process's start for a command line, `solvers.options.process_started`; None: now)."""
     solver_given = hasattr(args, "solver")
     for key, default in SOLVER_DEFAULTS.items():
         if not hasattr(args, key):
             setattr(args, key, default)
     if not getattr(args, "no_solver", False):  # the service's clients solve nothing
-        from solvers.options import SolverOptions
+        from solvers.options import SolverOptions, answer_options
 
-        args.solver_options = SolverOptions(
-            args.solver, args.time_limit, args.gap, args.threads, solver_given
+        args.solver_options = answer_options(
+            SolverOptions(args.solver, args.time_limit, args.gap, args.threads, solver_given),
+            started_at,
         )
 
 
@@ -304,12 +306,16 @@ def print_nodes_option(
     )
 
 
-def max_length_option(parser: argparse.ArgumentParser, text: str) -> None:
+def max_length_option(
+    parser: argparse.ArgumentParser, text: str, value_type: Callable[[str], int] = int
+) -> None:
     """htools' -l N (`oMaxSolLength`): -1, the default, is no limit; what N counts (moves,
-    instances) is the program's, said in `text`."""
+    instances) is the program's, said in `text`; `value_type` reads N (a stand-in's may
+    refuse it in htools' words)."""
     parser.add_argument(
-        "-l", "--max-length", dest="max_length", type=int, default=-1, metavar="N", help=text
-    )
+        "-l", "--max-length", dest="max_length", type=value_type, default=-1, metavar="N",
+        help=text,
+    )  # fmt: skip
 
 
 def greedy_option(parser: argparse.ArgumentParser, text: str) -> None:

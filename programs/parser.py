@@ -17,11 +17,26 @@ from typing import Any
 #: The exit code of a usage error (argparse's).
 EXIT_USAGE = 2
 
+#: The exit code of an option value htools refuses in its own words (CLI.parseOpts: exitErr).
+EXIT_OPTION_VALUE = 1
+
+
+class HtoolsValueError(argparse.ArgumentTypeError):
+    """An option's value refused as htools refuses it: `Error while parsing command line
+    arguments:` and htools' message on stderr, exit 1 (Ganeti's `parseOpts` on a `Bad` from an
+    option's parser), not argparse's usage and exit 2 (which htools keeps for an unknown
+    option). A program standing in for an htools one raises it from its option types."""
+
 
 class Parser(argparse.ArgumentParser):
-    """argparse that prints usage errors as 'exalloc: error: ...' and exits 2."""
+    """argparse that prints usage errors as 'exalloc: error: ...' and exits 2, and an
+    HtoolsValueError as htools prints it, exit 1."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse wraps the type's error in an ArgumentError and calls error() in its handler
+        cause = getattr(sys.exc_info()[1], "__context__", None)
+        if isinstance(cause, HtoolsValueError):
+            self.exit(EXIT_OPTION_VALUE, f"Error while parsing command line arguments:\n{cause}\n")
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message}\n")
 

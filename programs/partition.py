@@ -135,6 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     json_option(parser)
 
 
+#: The seconds --time-limit keeps for the documents and the output after the layout's solve.
+OUTPUT_RESERVE_S = 0.3
+
+
 def run(args: Any) -> PartitionReport:
     """The `partition` command: read, solve and check, write the documents."""
     from solvers.strategies.partition import lp_floor_baseline, solve_layout
@@ -149,7 +153,8 @@ def run(args: Any) -> PartitionReport:
             problem,
             overheads,
             leave_preferred_empty=args.leave_preferred_empty,
-            options=args.solver_options,
+            # what the start-up and the reading (yaql) left, less the documents' making
+            options=args.solver_options.left(OUTPUT_RESERVE_S),
         )
     layout = solved.layout
     if output_format == "allocator":

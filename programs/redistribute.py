@@ -29,6 +29,7 @@ class RedistributeReport:
     greedy: Any  # model.groups_greedy.GreedyResult or None
     print_commands: bool
     greedy_problems: list[str] = field(default_factory=list)  # its result by exact checks
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per stage (--json)
 
     @property
     def relocations(self) -> tuple[Relocation, ...]:
@@ -56,9 +57,10 @@ class RedistributeReport:
                 ", ".join(f"{shared.group_name(self.state, k)} {v}" for k, v in g.groups.items())
                 or "nothing to do"
             )
+            stopped = f"; stopped: {g.stopped}" if g.stopped else ""
             lines.append(
                 f"Greedy (the design's algorithm, htools' allocation): {g.moves} "
-                f"relocation(s); {done}"
+                f"relocation(s); {done}{stopped}"
             )
             lines.append("  judged by exact checks: " + shared.judged(self.greedy_problems))
         if self.print_commands and self.relocations:
@@ -79,7 +81,12 @@ class RedistributeReport:
         }
         if r.outcome is None:
             out["status"] = (
-                "infeasible" if r.reason and r.reason.startswith("no plan") else "optimal"
+                "infeasible"
+                if r.reason and r.reason.startswith("no plan")
+                # an undecided node: a solve the time limit stopped, or a node it never reached
+                else "time_limit"
+                if r.reason and r.reason.startswith("N+1 undecided")
+                else "optimal"
             )
             out["reason"] = r.reason
         if self.greedy is not None:
@@ -87,7 +94,9 @@ class RedistributeReport:
                 **shared.greedy_json(self.state, self.greedy),
                 "healthy_after": not self.greedy_problems,
                 "problems": self.greedy_problems[:20],
+                "stopped": self.greedy.stopped,
             }
+        out["timing"] = dict(self.timing)
         return out
 
 
@@ -103,16 +112,28 @@ def answer(where: ClusterSource | str, options: GroupOptions) -> RedistributeRep
 
     state, storage = shared.load(where, options, "exalloc redistribute")
     kw = options.strategy_kwargs()
-    result = strategy.redistribute(state, storage, **kw)
+    clock = shared.Stages()
+    result = strategy.redistribute(state, storage, **options.exact_kwargs())
+    clock.stage("exact_s")
     shared.verify(state, storage, result.outcome, options.mode)
-    greedy = groups_greedy.redistribute(state, storage) if options.greedy else None
+    clock.stage("check_s")
+    end = options.greedy_deadline()
+    greedy = groups_greedy.redistribute(state, storage, end) if options.greedy else None
+    clock.stage("greedy_s")
     problems: list[str] = []
-    if greedy is not None:
+    if greedy is not None and greedy.stopped:
+        problems = [f"not judged: {greedy.stopped}"]
+    elif greedy is not None:
         groups = list(result.health.groups)
         everyone = [n for g in groups for n in group_nodes(state, g)]
-        problems = strategy.judge(state, storage, greedy.relocations, everyone, groups, **kw)
+        problems = strategy.judge(
+            state, storage, greedy.relocations, everyone, groups, **kw, deadline=end
+        )
+    clock.stage("judge_s")
     label = shared.as_source(where).label
-    return RedistributeReport(label, state, result, greedy, options.print_commands, problems)
+    return RedistributeReport(
+        label, state, result, greedy, options.print_commands, problems, clock.seconds
+    )
 
 
 def run(args: Any) -> RedistributeReport | Executed:

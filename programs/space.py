@@ -23,56 +23,6 @@ NO_ARGUMENTS = "This program doesn't take any arguments."
 TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
 
 
-def spec_type(descr: str):  # noqa: ANN201
-    """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
-    sizes with htools' units."""
-
-    def parse(text: str) -> Spec:
-        from model.backends.simu import parse_unit
-        from model.space import Spec
-
-        parts = text.split(",")
-        bad = f"Invalid {descr} specification: '{text}', expected disk,ram,cpu"
-        if not 3 <= len(parts) <= 4:
-            raise argparse.ArgumentTypeError(bad)
-        try:
-            disk, ram = parse_unit(parts[0]), parse_unit(parts[1])
-            cpu = int(parts[2])
-            spn = int(parts[3]) if len(parts) == 4 else 1
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"{bad} ({e})") from None
-        return Spec(ram, disk, cpu, spn)
-
-    return parse
-
-
-def _yes_no(text: str) -> bool:
-    """CLI.parseYesNo."""
-    if text in ("yes", "no"):
-        return text == "yes"
-    raise argparse.ArgumentTypeError(f"Invalid choice '{text}', pass one of 'yes' or 'no'")
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot parse max-cpu '{text}'") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError("Invalid value of the max-cpu ratio, expected >0")
-    return v
-
-
-def _spindle_use(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot parse spindle-use '{text}'") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError("Invalid value of the spindle-use (expected >= 0)")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hspace 3.0.2's options, exalloc's `--greedy`, `--compare`, `--json` and solver
     options."""
@@ -90,11 +40,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         verbosity_options,
     )
     from programs.parser import standard_options
+    from programs.space_options import (
+        htools_int,
+        max_cpu_ratio,
+        spec_type,
+        spindle_use,
+        yes_no,
+    )
 
     print_nodes_option(
         p, text="print the node list before and after each phase on stderr (-pFIELDS: these)"
     )
     htools_source_options(p)
+    kvm = p._option_string_actions["--static-kvm-node-memory"]  # noqa: SLF001 - no argparse API
+    kvm.type = htools_int("static node memory")
     p.add_argument(
         "--simulate",
         dest="simulate",
@@ -107,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--spindle-use",
         dest="spindle_use",
-        type=_spindle_use,
+        type=spindle_use,
         metavar="SPINDLES",
         help="spindles a new instance uses (default: the cluster's std spec)",
     )
@@ -137,14 +96,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const=True,
         default=False,
-        type=_yes_no,
+        type=yes_no,
         metavar="CHOICE",
         help="HTS_* lines for the shell (=yes or =no)",
     )
     p.add_argument(
-        "--max-cpu", dest="max_cpu", type=_positive, metavar="RATIO", help="vCPU ratio of nodes"
+        "--max-cpu", dest="max_cpu", type=max_cpu_ratio, metavar="RATIO", help="vCPU ratio of nodes"
     )
-    max_length_option(p, "place at most N instances in each phase")
+    max_length_option(
+        p, "place at most N instances in each phase", htools_int("max solution length")
+    )
     p.add_argument(
         "--min-disk",
         dest="min_disk",
@@ -225,8 +186,14 @@ def _load(args: argparse.Namespace) -> tuple[Cluster | None, str]:
         return load_text(args.text_data, static_kvm_node_memory=kvm), args.text_data
     if args.ialloc_src is not None:
         from model.backends.iallocator import load_request
+        from model.errors import InputError
 
-        return load_request(args.ialloc_src).cluster, args.ialloc_src
+        try:
+            return load_request(args.ialloc_src).cluster, args.ialloc_src
+        except InputError as e:
+            if not args.greedy or not hasattr(e, "htools_message"):
+                raise
+            return None, e.htools_message  # as hspace says it (exitErr, exit 1)
     return None, "failed to load data, aborting: No backend selected! Exiting."
 
 
@@ -248,7 +215,18 @@ def run(args: argparse.Namespace) -> SpaceReport:
     cluster, source = _load(args)
     if cluster is None:
         return _fail(source)
-    warning = loading_warning(cluster) if args.verbose > 0 else ""
+    # htools' -I merges the request twice (IAlloc.parseData, then ExtLoader): every instance
+    # on its nodes twice (docs/htools-facts.md §5); hspace's port reads it so, the exact
+    # answer reads the request as it is
+    merged = cluster
+    if args.greedy and args.ialloc_src is not None:
+        from dataclasses import replace
+
+        merged = replace(cluster, instances=cluster.instances * 2)
+    warning = ""
+    if args.verbose > 0:  # each merge says what it finds inconsistent
+        merges = (cluster,) if merged is cluster else (cluster, merged)
+        warning = "".join(loading_warning(c) for c in merges)
     names = [n.name for n in cluster.nodes]
     offline, wrong = offline_names(names, args.offline)
     if wrong:
@@ -261,7 +239,7 @@ def run(args: argparse.Namespace) -> SpaceReport:
     if su is None:
         su = cluster.cluster_policy.std.spindle_use
     with about(source):
-        state = with_node_status(node_states(cluster), sorted(offline), args.max_cpu, args.min_disk)
+        state = with_node_status(node_states(merged), sorted(offline), args.max_cpu, args.min_disk)
         if args.greedy:
             if args.compare:
                 from model.errors import InputError
@@ -299,7 +277,13 @@ def _specs(cluster: Cluster, args: argparse.Namespace) -> tuple[list[Spec], Spec
 def _display(args: argparse.Namespace):  # noqa: ANN202
     from model.htools.hspace_output import Display
 
-    return Display(args.machine_readable, args.verbose, args.print_nodes, args.save)
+    return Display(
+        args.machine_readable,
+        args.verbose,
+        args.print_nodes,
+        args.save,
+        merged_twice=args.greedy and args.ialloc_src is not None,
+    )
 
 
 def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202
@@ -401,6 +385,8 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
     if "standard" in results:
         r = results["standard"]
         data["standard"] = r.to_json()
+        if (share := run.share("standard")) is not None:  # how --time-limit was spent
+            data["standard"]["time_share"] = share.to_json()
         per_group = ""
         if len(r.by_group) > 1:  # the answer per node group (beyond hspace's one count)
             per_group = " (" + ", ".join(f"{g} {k}" for g, k in r.by_group.items()) + ")"
@@ -415,6 +401,8 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
     if "tiered" in results:
         t = results["tiered"]
         data["tiered"] = t.to_json()
+        if (share := run.share("tiered")) is not None:
+            data["tiered"]["time_share"] = share.to_json()
         stopped = f", stopped by {t.stopped}" if t.stopped else ""
         notes.append(f"tiered: {t.count} instances in {len(t.stages)} exact stages{stopped}")
     if out.exit_code:

@@ -144,9 +144,12 @@ def greedy_flags(c: Case, variant: int) -> list[str]:
     return flags + variants[variant % len(variants)]
 
 
-def run_both(path: Path, flags: list[str], work: Path, timeout: float = 300) -> tuple[Run, Run]:
-    """The real hspace and `exalloc space --greedy` on the same command, each in its own
-    directory (the -S paths they print are the same)."""
+def run_both(
+    path: Path, flags: list[str], work: Path, timeout: float = 300, option: str = "-t"
+) -> tuple[Run, Run]:
+    """The real hspace and `exalloc space --greedy` on the same command (`option` names how
+    `path` is read: -t, or -I for a request), each in its own directory (the -S paths they
+    print are the same)."""
     from shelltests import exalloc_scripts
 
     exalloc = str(exalloc_scripts()["exalloc"])
@@ -155,7 +158,7 @@ def run_both(path: Path, flags: list[str], work: Path, timeout: float = 300) -> 
         where = work / name
         where.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(
-            [*argv, "-t", str(path), *flags],
+            [*argv, option, str(path), *flags],
             capture_output=True,
             text=True,
             timeout=timeout,

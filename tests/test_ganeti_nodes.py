@@ -337,3 +337,55 @@ def test_balance_migrates_instances_to_the_empty_node(cluster, mode):
         assert "No solution found" in after.stdout or "Nothing to do" in after.stdout
     finally:
         remove(*names)
+
+
+# -- rolling reboots ------------------------------------------------------------------------------
+
+#: hroller's option sets compared: the default (node1's non-redundant instances must move to
+#: node2 first), with the moves printed, the instances ignored, the first round alone.
+ROLL_OPTIONS = {
+    "default": (),
+    "print-moves": ("--print-moves",),
+    "ignore-non-redundant": ("--ignore-non-redundant",),
+    "one-step-only": ("--one-step-only", "--print-moves"),
+}
+
+
+@pytest.mark.parametrize("kind", ["luxi", "rapi"])
+def test_roll_answers_the_live_cluster_as_its_snapshot_and_as_hroller(cluster, tmp_path, kind):
+    """Two diskless instances on node1 (non-redundant: hroller moves them before node1 may
+    reboot). For each option set, `exalloc roll --greedy` on the live cluster prints what the
+    real `hroller` prints reading it the same way, with its exit code, and the exact `roll`
+    on the live cluster prints what it prints on the snapshot `exalloc info` writes from the
+    same source; the exact plan is never longer than hroller's."""
+    source = "-L" if kind == "luxi" else f"-m{cluster.rapi}"
+    names = [f"exl-roll-{kind}-{i}" for i in range(2)]
+    try:
+        for name in names:
+            assert add(cluster, name, "-n", "node1", memory="256M").returncode == 0
+        snapshot = tmp_path / "snapshot.data"
+        done = run(str(BIN / "exalloc"), "info", source, "-S", str(snapshot))
+        assert done.returncode == 0, done.stderr
+        for label, options in ROLL_OPTIONS.items():
+            greedy = run(str(BIN / "exalloc"), "roll", "--greedy", source, *options)
+            hroller = run("hroller", source, *options)
+            assert (greedy.returncode, greedy.stdout) == (hroller.returncode, hroller.stdout), (
+                label, greedy.stderr, hroller.stderr)  # fmt: skip
+            assert hroller.returncode == 0, (label, hroller.stderr)
+            live = run(str(BIN / "exalloc"), "roll", source, *options)
+            offline = run(str(BIN / "exalloc"), "roll", "-t", str(snapshot), *options)
+            assert live.returncode == offline.returncode == 0, (label, live.stderr)
+            assert live.stdout == offline.stdout, label
+            if label != "one-step-only":
+                rounds = [line for line in live.stdout.splitlines()[1:] if "," in line
+                          or line.startswith("node")]  # fmt: skip
+                greedy_rounds = [line for line in hroller.stdout.splitlines()[1:] if "," in line
+                                 or line.startswith("node")]  # fmt: skip
+                assert 1 <= len(rounds) <= len(greedy_rounds), (label, live.stdout)
+        as_json = run(str(BIN / "exalloc"), "roll", source, "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        answer = json.loads(as_json.stdout)
+        assert answer["status"] == "optimal"
+        assert sorted(n for group in answer["groups"] for n in group) == ["node1", "node2"]
+    finally:
+        remove(*names)

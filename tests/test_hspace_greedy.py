@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import CI_ONLY
 from space_cases import case, greedy_flags, run_both
 
 from model.backends.text import dump_text
@@ -47,3 +48,93 @@ def test_saved_files_load_in_hinfo(ganeti, tmp_path: Path) -> None:  # noqa: ANN
     proc = subprocess.run(["hinfo", "-t", str(saved)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "new-68|" in port.files["saved.standard"]
+
+
+#: Bad option values (BAD_VALUES) and `-l` at or below 0, each as the real hspace answers it: its
+#: `Error while parsing command line arguments:` message and exit 1 (the first bad value on
+#: the command line; Haskell's `reads` for the numbers: hex, parentheses, leftovers), and
+#: `-l 0` / `-l -2`, where hspace's human output dies in `head []` after the tiered block
+#: (`hspace: Prelude.head: empty list`, exit 1, the tiered -S file written).
+ACCEPTED = [  # the first two exit 0, the others die in head []
+    ["--standard-alloc=0x10g,(1)g,1"],  # 16 GiB, 1 GiB: Haskell reads hex and parentheses
+    ["-l", "-2", "--machine-readable"],
+    ["-l", "0"],
+    ["-l", "-2", "-S", "saved"],
+]
+BAD_VALUES = [
+    ["--standard-alloc=1,2"],
+    ["--standard-alloc=a,1,1"],
+    ["--standard-alloc=1,a,1"],
+    ["--standard-alloc=1,1,1.5"],
+    ["--standard-alloc=1,1,1,"],
+    ["--standard-alloc=1x,1,1"],
+    ["--standard-alloc=1e3,1,1"],
+    ["--tiered-alloc=1,1,b"],
+    ["--max-cpu=1x"],
+    ["--max-cpu=0"],
+    ["--spindle-use=x"],
+    ["--spindle-use=-1"],
+    ["--machine-readable=maybe"],
+    ["-l", "1.5"],
+    ["--static-kvm-node-memory=x"],
+    ["--max-cpu=x", "--standard-alloc=1,2"],
+    ["--standard-alloc=1,2", "--max-cpu=x"],
+]
+
+
+@pytest.mark.parametrize("flags", BAD_VALUES + ACCEPTED, ids=" ".join)
+def test_bad_values_and_short_limits_as_hspace(ganeti, tmp_path: Path, flags) -> None:  # noqa: ANN001
+    path = ganeti.data_dir / "hspace-tiered.data"
+    real, port = run_both(path, flags, tmp_path)
+    assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
+    assert port.files == real.files
+    refused = real.stderr.startswith("Error while parsing command line arguments:\n")
+    assert refused == (flags not in ACCEPTED)  # the list holds what it says it holds
+    assert real.code == (0 if flags in ACCEPTED[:2] else 1)
+
+
+#: Ganeti's IAllocator requests as hspace's `-I` input (hspace merges them twice: every
+#: instance on its nodes twice, each merge's inconsistency warning, the instance list once in
+#: `-S`), with the outputs that show it: human, machine-readable (hspace's "internal
+#: inconsistency" on hail-alloc-drbd.json), -S with -v -v (the allocation maps, the metrics
+#: table: its header alone when no node is online, hail-alloc-ext.json).
+REQUESTS = [
+    "hail-alloc-drbd.json",
+    "hail-alloc-ext.json",
+    "hail-invalid-reloc.json",  # hspace's own words for a bad request
+    "hail-node-evac.json",
+    "hail-alloc-dedicated-1.json",
+    "hail-alloc-secondary.json",
+    "hail-change-group.json",
+    "hail-multialloc-dedicated.json",
+]
+OUTPUTS = [[], ["--machine-readable"], ["-S", "saved", "-pname,pcnt", "-v", "-v", "-v", "-v"]]
+#: The default run's cases (2-6 s each, loaded); the others (up to 33 s: the port's tiered
+#: phase on hail-change-group.json) run in CI
+DEFAULT = {
+    ("hail-alloc-drbd.json", 1),
+    ("hail-alloc-drbd.json", 2),
+    ("hail-alloc-ext.json", 2),
+    ("hail-invalid-reloc.json", 0),
+    ("hail-alloc-secondary.json", 0),
+}
+
+
+def _request_params() -> list:
+    return [
+        pytest.param(r, f, marks=() if (r, k) in DEFAULT else CI_ONLY)
+        for r in REQUESTS
+        for k, f in enumerate(OUTPUTS)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("request_file", "flags"),
+    _request_params(),
+    ids=lambda v: v if isinstance(v, str) else " ".join(v) or "human",
+)
+def test_iallocator_input_as_hspace(ganeti, tmp_path: Path, request_file: str, flags) -> None:  # noqa: ANN001
+    path = ganeti.data_dir / request_file
+    real, port = run_both(path, flags, tmp_path, option="-I")
+    assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
+    assert port.files == real.files

@@ -368,10 +368,11 @@ def test_tiered_hands_out_what_hspace_does(data, flags, tspec, ganeti) -> None: 
 def _unit_walk(spec, base, pose):  # noqa: ANN001, ANN202
     """The tiered walk one unit at a time with an exact solve at each unit (the search's
     reference): the blocking field's units until the node checks pass, then memory and disk
-    in proportion until global N+1 admits one instance."""
+    in proportion until global N+1 admits one instance; the first spec global N+1 refused
+    and the spec admitted."""
     from solvers.strategies import space as strategy
 
-    current, problem, refused = spec, base, False
+    current, problem, refused = spec, base, None
     _, blocking = strategy._probe(problem)
     while True:
         fields = strategy._in_proportion(spec, current, base) if refused else blocking
@@ -384,8 +385,8 @@ def _unit_walk(spec, base, pose):  # noqa: ANN001, ANN202
         fits, blocking = strategy._probe(problem)
         if fits:
             if strategy._n1_admits_one(pose(current), strategy.DEFAULT_OPTIONS):
-                return current
-            refused = True
+                return refused, current
+            refused = refused or current
 
 
 @pytest.mark.slow
@@ -405,9 +406,14 @@ def test_tiered_walk_search_finds_the_unit_walks_spec() -> None:
 
     base = pose(spec)
     assert base.global_n1
+    refused, admitted = _unit_walk(spec, base, pose)
+    searched = strategy._first_admitted(
+        spec, refused, base, pose, strategy.DEFAULT_OPTIONS, None, 4096, None
+    )
+    assert searched == admitted and admitted.memory_mib < spec.memory_mib - 100 * 64
+    # the walk takes the best of that search and the memory-only and disk-only ones
     found = strategy._walk(spec, base, pose, strategy.DEFAULT_OPTIONS, None)
-    assert found is not None and found.memory_mib < spec.memory_mib - 100 * 64
-    assert found == _unit_walk(spec, base, pose)
+    assert found is not None and found.memory_mib >= admitted.memory_mib
 
 
 # --- time limit (issue 40, item 4) -----------------------------------------------------------
@@ -451,3 +457,49 @@ def test_space_program_says_time_limit(ganeti) -> None:  # noqa: ANN001
     assert "time limit ran out" in doc["standard"]["binding"]
     assert doc["tiered"]["stopped"] == "time limit"
     assert "stopped by time limit" in done.stderr
+
+
+def test_tiered_under_global_n1_keeps_the_memory_hspace_keeps(htools) -> None:  # noqa: ANN001
+    """Where global N+1 refuses a tier the node checks pass, the next tier is the largest of
+    the walks in proportion, along memory and along disk: on two simulated plain groups the
+    disk walk keeps hspace's 32,704 MiB at 953,600 MiB disk (the proportional walk alone gave
+    29,696 MiB: 3,008 MiB less handed out than hspace), the same ladder as the real hspace."""
+    from model.backends.simu import simulated_cluster
+    from model.space import tier_specs
+    from solvers.strategies.space import tiered
+
+    groups = ["p,2,1T,64g,16", "a,3,2T,32g,8"]
+    cluster = simulated_cluster(groups[::-1])  # hspace's --simulate order, as programs/space.py
+    result = tiered(
+        node_states(cluster), tier_specs(cluster), default_options(cluster, disk_template="plain")
+    )
+    argv = ["hspace", "--disk-template=plain", "--machine-readable"]
+    argv += [f"--simulate={g}" for g in groups]
+    real = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    tspec = re.search(r"^HTS_TSPEC='?([^'\n]*)'?$", real.stdout, re.M)
+    assert tspec is not None
+    ours = [(s.memory_mib, s.disk_mib, s.vcpus, s.spindles, k) for s, k in result.spec_counts()]
+    assert ours == _tspec(tspec.group(1)) == [(32704, 1048576, 8, 12, 2), (32704, 953600, 8, 12, 1)]
+    assert all(s.status == "optimal" for s in result.stages)
+
+
+def test_tier_spec_above_the_policy_shrinks_into_it(htools) -> None:  # noqa: ANN001
+    """`--tiered-alloc` above the policy's max (40,000 MiB against the simulated groups'
+    32,768): hspace's tryAlloc fails on the policy and shrinks memory into it; the ladder
+    does the same (it stopped at once, 0 instances, where hspace hands out 9)."""
+    from model.backends.simu import simulated_cluster
+    from model.space import Spec
+    from solvers.strategies.space import tiered
+
+    cluster = simulated_cluster(["p,4,2T,96g,24"])
+    options = default_options(cluster, disk_template="plain")
+    result = tiered(node_states(cluster), [Spec(40000, 300000, 6, 1)], options)
+    argv = ["hspace", "--simulate=p,4,2T,96g,24", "--disk-template=plain", "--machine-readable"]
+    real = subprocess.run(
+        [*argv, "--tiered-alloc=300000,40000,6"], capture_output=True, text=True, check=True
+    )
+    tspec = re.search(r"^HTS_TSPEC='?([^'\n]*)'?$", real.stdout, re.M)
+    assert tspec is not None
+    ours = [(s.memory_mib, s.disk_mib, s.vcpus, s.spindles, k) for s, k in result.spec_counts()]
+    assert ours == _tspec(tspec.group(1)) == [(32768, 300000, 6, 1, 6), (32704, 300000, 6, 1, 3)]
+    assert all(s.status == "optimal" for s in result.stages)

@@ -154,3 +154,103 @@ def test_group_options_count_as_hspace_and_say_why(ganeti, data, flags, groups) 
         assert groups in note
     why = "no more fit because: " if count != "0" else "FailN1: a node fails N+1 already"
     assert why in note
+
+
+# --- bad input (issue 36: hspace's message where it has one, a one-line error otherwise) ------
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--standard-alloc=1,2"],
+        ["--standard-alloc=1,a,1"],
+        ["--tiered-alloc=1,1,1.5"],
+        ["--max-cpu=1x"],
+        ["--spindle-use=-1"],
+        ["-l", "x"],
+    ],
+    ids=" ".join,
+)
+def test_exact_refuses_bad_values_in_hspaces_words(ganeti, flags) -> None:  # noqa: ANN001
+    """A malformed spec or option value: the exact mode prints the real hspace's message
+    (`Error while parsing command line arguments:` and its line), exit 1, nothing on stdout."""
+    args = ["-t", str(ganeti.data_dir / "hspace-tiered.data"), *flags]
+    exalloc = str(exalloc_scripts()["exalloc"])
+    mine = subprocess.run([exalloc, "space", *args], capture_output=True, text=True, timeout=300)
+    real = subprocess.run(["hspace", *args], capture_output=True, text=True)
+    assert (mine.returncode, mine.stdout, mine.stderr) == (1, "", real.stderr)
+    assert real.returncode == 1 and real.stderr.startswith("Error while parsing command line")
+
+
+def test_exact_limits_and_unplaceable_specs(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """`-l` below -1 (hspace takes it as no limit for the standard phase and dies in the
+    tiered one): a one-line error, exit 1. `-l 0`: nothing placed, the limit named (hspace
+    dies printing it). A spec below the policy's minimum, and a template the cluster does not
+    enable: hspace has no error for either (0 instances); neither has exalloc, whose note
+    names the instance policy as what binds."""
+    data = ganeti.data_dir / "hspace-tiered.data"
+    exalloc = str(exalloc_scripts()["exalloc"])
+
+    def run(path: Path, *flags: str) -> subprocess.CompletedProcess:
+        argv = [exalloc, "space", "-t", str(path), *flags]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    low = run(data, "-l", "-2")
+    assert low.returncode == 1 and low.stdout == ""
+    assert (
+        low.stderr.count("\n") == 1 and "-l -2: the limit is -1 (none) or at least 0" in low.stderr
+    )
+    zero = run(data, "-l", "0")
+    assert zero.returncode == 0, zero.stderr
+    assert "  -   0 instances allocated" in zero.stdout
+    assert "the -l limit" in zero.stderr and "stopped by -l" in zero.stderr
+    drbd_only = tmp_path / "drbd-only.data"
+    text = data.read_text().replace(
+        "|plain,diskless,file,sharedfile,blockdev,drbd,rbd,ext|", "|drbd|"
+    )
+    drbd_only.write_text(text)
+    for path, flags in (
+        (data, ["--standard-alloc=10,10,1"]),
+        (drbd_only, ["--disk-template=plain"]),
+    ):
+        mine = run(path, *flags)
+        real = subprocess.run(["hspace", "-t", str(path), *flags], capture_output=True, text=True)
+        assert mine.returncode == real.returncode == 0, mine.stderr
+        assert "  -   0 instances allocated" in mine.stdout
+        assert "  -   0 instances allocated" in real.stdout
+        note = next(ln for ln in mine.stderr.splitlines() if "note: standard:" in ln)
+        assert "0 instances, optimal" in note and "the instance policy on" in note
+
+
+def test_json_has_the_issues_shape(ganeti, capsys) -> None:  # noqa: ANN001
+    """`--json --compare` as issue 36 gives it: `{"standard": {"spec", "instances", "status",
+    "bound", "gap", "by_group", "binding"}, "tiered": {...}, "hspace": {...}}`, the numbers
+    those of the text: the proof (optimal, bound = count, gap 0), the groups summing to the
+    count, the binding constraint the note's, hspace's counts the real hspace's."""
+    import json
+
+    import cli
+
+    path = ganeti.data_dir / "hspace-groups-two.data"
+    code = cli.main(["--json", "space", "-t", str(path), "--independent-groups", "--compare"])
+    assert code == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    std = doc["standard"]
+    assert {"spec", "instances", "status", "bound", "gap", "by_group", "binding"} <= set(std)
+    assert set(std["spec"]) >= {"memory_mib", "disk_mib", "vcpus", "spindles", "disk_template"}
+    assert (std["status"], std["bound"], std["gap"]) == ("optimal", std["instances"], 0)
+    assert sum(std["by_group"].values()) == std["instances"] and len(std["by_group"]) == 2
+    assert std["binding"].startswith("no more fit because: ")
+    assert len(std["placements"]) == std["instances"]
+    tiered = doc["tiered"]
+    assert {"instances", "specs", "handed_out", "stages", "status"} <= set(tiered)
+    assert tiered["instances"] == sum(s["count"] for s in tiered["specs"])
+    hspace = doc["hspace"]
+    assert {"program", "exit_code", "standard", "tiered", "tspec"} <= set(hspace)
+    real = subprocess.run(
+        ["hspace", "-t", str(path), "--independent-groups", "--machine-readable"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert hspace["standard"] == int(_hts(real.stdout)["HTS_ALLOC_INSTANCES"])
+    assert std["instances"] >= hspace["standard"]

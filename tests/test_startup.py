@@ -15,16 +15,13 @@ REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("pyomo.core", "highspy", "ortools")
 
 PROBE = f"""
-import json, sys
+import atexit, json, sys
+def report():  # at exit: a command line's process ends in os._exit after the atexit handlers
+    print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)), file=sys.stderr)
+atexit.register(report)
 sys.argv = ["exalloc-hail", *sys.argv[1:]]
 from cli import hail_console
-try:
-    hail_console()
-except SystemExit:
-    pass
-sys.stdout.flush()
-loaded = sorted(m for m in {HEAVY!r} if m in sys.modules)
-print(json.dumps(loaded), file=sys.stderr)
+hail_console()
 """
 
 

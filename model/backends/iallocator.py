@@ -904,7 +904,9 @@ def parse_request(
         return _parse(decoded, static_kvm_node_memory)
     except _Bad as exc:
         where = f" (at {exc.path})" if exc.path else ""
-        raise InputError(exc.message + where, source=source) from None
+        err = InputError(exc.message + where, source=source)
+        err.htools_message = exc.message  # type: ignore[attr-defined]  # htools' own words
+        raise err from None
 
 
 def _parse(top: dict, static_kvm_node_memory: int) -> IAllocatorInput:

@@ -9,11 +9,10 @@ binary, M/G/T and MB/GB/TB decimal, truncated to whole MiB). Group k is `group-0
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from fractions import Fraction
 
-from model.backends.text import read_int
+from model.backends.text import read_int, reads_int
 from model.cluster import ALLOC_POLICIES, DEFAULT_IPOLICY, Cluster, Node, NodeGroup
 from model.errors import InputError
 
@@ -25,11 +24,12 @@ _DECIMAL_MB = Fraction(1000, 1024) ** 2
 
 
 def parse_unit(text: str) -> int:
-    """Utils.parseUnit: a whole number, optional spaces, an optional unit; MiB, truncated."""
-    match = re.fullmatch(r"\s*(-?\d+)(.*)", text, re.DOTALL)
-    if match is None:
+    """Utils.parseUnit: a whole number as Haskell reads an Int, optional spaces, an optional
+    unit; MiB, truncated."""
+    parsed = reads_int(text)
+    if parsed is None:
         raise ValueError(f"Can't parse string '{text}'")
-    value, unit = int(match.group(1)), match.group(2).lstrip(" ")
+    value, unit = parsed[0], parsed[1].lstrip(" ")
     upper = unit.upper()
     if unit in ("m", "g", "t") or upper in _BINARY:
         scale = _BINARY[{"m": "MIB", "g": "GIB", "t": "TIB"}.get(unit, upper)]

@@ -131,6 +131,17 @@ def _read_number(name: str, text: str, want_int: bool, *, wrap: bool = True) -> 
     raise ValueError(f"{name}: cannot parse string '{text}'")
 
 
+def reads_int(text: str) -> tuple[int, str] | None:
+    """Haskell `reads :: ReadS Int` where it gives exactly one parse (how Utils.parseUnit
+    reads the number before a unit: `0x10g`, `(1)`, `- 1` are numbers, `1e3` and `1.5` are
+    not): the value, wrapped as `fromInteger` wraps, and the text after it; None otherwise."""
+    parses = _read_at(text, 0, True)
+    if len(parses) != 1:
+        return None
+    value, end = parses[0]
+    return _wrap_int(int(value)), text[end:]
+
+
 def read_int(text: str, name: str = "") -> int:
     """Haskell `read :: Int` with Ganeti's `tryRead` messages; raises ValueError."""
     return int(_read_number(name, text, True))

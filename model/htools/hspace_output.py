@@ -313,7 +313,21 @@ def print_tiered(
         out += "  - no instances allocated\n"
     for spec, n in spec_map:
         out += f"  - {n:3d} instances of spec {format_resources(_spec_fields(spec, spn))}\n"
+    if not reasons:
+        raise EmptyHead(out)
     return out + fr_scores(ini, trl, reasons)
+
+
+class EmptyHead(Exception):
+    """GHC's `head []` in hspace's printing: printFRScores takes the first failure reason,
+    and a tiered phase ended by `-l` before any tryAlloc (`-l 0`; `-l` below -1, which
+    combineTiered compares with the count as it is) has none. The real hspace has printed
+    `printed` of the block by then, then `hspace: Prelude.head: empty list` on stderr, exit 1
+    (the `-S` file of the phase is written already)."""
+
+    def __init__(self, printed: str) -> None:
+        super().__init__("Prelude.head: empty list")
+        self.printed = printed
 
 
 class InternalInconsistency(Exception):
@@ -356,11 +370,12 @@ def print_results(
 
 
 def print_stats(prefix: str, states: Sequence[NodeState]) -> str:
-    """Metrics.printStats: every metric's value and weight."""
+    """Metrics.printStats: every metric's value and weight; the header alone when no node is
+    online (compDetailedCV of none: [], as hbal's, model/htools/hbal.py)."""
     stats = list_stats([node_row(s) for s in states], [not s.offline for s in states])
     rows = [["Field", "Value", "Weight"]]
-    for k in range(N_METRICS):
-        value = stat_value(k, stats.values[k]) if not stats.empty else 0.0
+    for k in () if stats.empty else range(N_METRICS):
+        value = stat_value(k, stats.values[k])
         rows.append(
             [METRICS[k].name, printf_fixed(value, 8), "x" + printf_fixed(METRICS[k].weight, 2)]
         )
@@ -404,6 +419,9 @@ class Display:
     verbose: int = 1
     print_nodes: str | None = None  # -p[FIELDS]
     save: str | None = None  # -S FILE
+    # the cluster was merged twice (-I: every instance on its nodes twice, the instance list
+    # once, docs/htools-facts.md §5): -S writes each existing instance once
+    merged_twice: bool = False
 
 
 def _node_list(
@@ -417,11 +435,17 @@ def _node_list(
     out.stderr.append(f"\n{msg} status:\n{text}\n")
 
 
-def saved_cluster(state: ClusterState) -> Cluster:
+def saved_cluster(state: ClusterState, *, merged_twice: bool = False) -> Cluster:
     """What Text.serializeCluster writes of the cluster after a phase: htools never updates
     a node's reported free memory (f_mem) when it adds an instance, and its free spindles
-    follow calcNewFreeSpindles (0 on a node without exclusive storage once it took one)."""
+    follow calcNewFreeSpindles (0 on a node without exclusive storage once it took one);
+    `merged_twice`: a state loaded with every instance twice (-I), whose instance list
+    htools holds once."""
     snap = state.snapshot()
+    if merged_twice:
+        seen: set[str] = set()
+        once = [i for i in snap.instances if not (i.name in seen or seen.add(i.name))]
+        snap = replace(snap, instances=tuple(once))
     nodes = tuple(
         replace(
             n,
@@ -438,7 +462,7 @@ def _save(out: Output, display: Display, ext: str, msg: str, state: ClusterState
     if display.save is None:
         return
     path = f"{display.save}.{ext}"
-    out.files[path] = dump_text(saved_cluster(state))
+    out.files[path] = dump_text(saved_cluster(state, merged_twice=display.merged_twice))
     out.stderr.append(f"The cluster state {msg} has been written to file '{path}'\n")
 
 
@@ -508,9 +532,15 @@ def hspace_text(
     trl = tiered()
     if not run_phase(out, display, cluster, trl, tier_spec, template, "tiered"):
         return out
-    out.stdout.append(
-        print_tiered(display.machine_readable, trl.spec_map(), ini, trl.state, trl.reasons)
-    )
+    try:
+        out.stdout.append(
+            print_tiered(display.machine_readable, trl.spec_map(), ini, trl.state, trl.reasons)
+        )
+    except EmptyHead as e:  # hspace's crash, reproduced (issue 495's -l, docs/space.md)
+        out.stdout.append(e.printed)
+        out.stderr.append(f"hspace: {e}\n")
+        out.exit_code = 1
+        return out
     fin = standard()
     if not run_phase(out, display, cluster, fin, standard_spec, template, "normal"):
         return out

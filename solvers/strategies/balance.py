@@ -45,6 +45,7 @@ from solvers import Status, Stopwatch
 from solvers.highs_arrays import ArraySession
 from solvers.lexicographic import open_session
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.strategies.balance_enumerate import exhaustive
 
 #: Seconds per model variable to build the model and copy it into HiGHS (measured on
 #: benchmarks/bench_balance.py's 40-node groups at a load average of 11-14: 65,864 variables
@@ -71,6 +72,20 @@ HBAL_SHARE = 0.3
 #: and no model built (the planes prune nothing from so weak an incumbent)
 RESUME_MIN_S = 1.0
 RESUME_MARGIN_S = 1.0
+#: hbal's port cut at HBAL_SHARE is resumed at once, before the model, when the rounds it has
+#: left are estimated (from the whole rounds it took) to fit in HBAL_EARLY_SHARE of the limit,
+#: and given at most that share: the model's pruning and lean relaxation need the whole
+#: incumbent. On the eight 40-node groups of benchmarks/bench_balance.py under `exalloc
+#: balance -l 5 --time-limit 30` at a load of 4.3-5.6 the port was cut after 3-4 of 5 steps
+#: on seven; from those weak incumbents the planes left 100,000+ finals on three, no lean
+#: relaxation or model was built, and five runs ended above 1 % in 14-20 s (the late resume
+#: then found hbal's steps in 0.7-1.9 s, but the bound was the weak incumbent's)
+HBAL_EARLY_SHARE = 0.2
+#: Seconds that must be left after the late resume improved the incumbent for the model to run
+#: again from it (the data and the planes take 2-5 s on a 40-node group, loaded): under
+#: `exalloc balance -l 5 --time-limit 30` at a load of about 6 the port was cut after 1-3
+#: steps, no early resume fitted, the late resume found hbal's 5 steps and 9-11 s were left
+RERUN_MIN_S = 5.0
 #: relative gap at which the score counts as proven (the score is a float sum of 20 terms)
 SCORE_GAP = 1e-6
 #: The lean relaxation (formulations/balance_lean.py): its share of the time when the full
@@ -216,7 +231,46 @@ def balance(
                       notes=(f"time limit: {stopped}; no model, the incumbent stands with "
                              "the locality bound",))  # fmt: skip
     if data.unmodelled:
-        return answer(proven_by(floor), floor, build_s=sw.seconds, notes=data.unmodelled)
+        # the model would not score the group exactly: every placement K of hbal's steps
+        # away, when there are few enough (K = 1 is hbal's own first round)
+        began_e = time.perf_counter()
+        depth = problem.max_steps
+        if fewest_to is not None and reached:
+            depth = max(len(best_steps) - 1, 0)  # is there a shorter one?
+        steps_e, score_e, scores_e, tried, complete = exhaustive(
+            problem, depth, deadline, fewest_to
+        )
+        spent = time.perf_counter() - began_e
+        if fewest_to is None:
+            take = score_e < best_score - 1e-12
+        else:
+            take = score_e <= fewest_to + 1e-12 and (not reached or len(steps_e) < len(best_steps))
+        if take:
+            best_steps, best_score, best_scores = steps_e, score_e, scores_e
+            reached = True
+        what = "the least score" if fewest_to is None else "the fewest steps to the target"
+        if not complete:
+            timed_out_e = deadline is not None and time.perf_counter() > deadline
+            why = (
+                f"enumeration of hbal's steps stopped after {tried} steps tried "
+                + ("(the time limit)" if timed_out_e else "(too many for its budget)")
+                + "; the best plan found stands"
+            )
+            status = str(Status.TIME_LIMIT) if timed_out_e else proven_by(floor)
+            return answer(status, floor if fewest_to is None else None, build_s=sw.seconds,
+                          solve_s=spent, notes=(*data.unmodelled, why))  # fmt: skip
+        notes_e = [
+            *data.unmodelled,
+            f"{what} by enumeration: every placement at most {depth} of hbal's steps away "
+            f"({tried} steps tried), as the model would not score the group exactly",
+        ]
+        if not reached:
+            notes_e.append("no plan found reaching the target score")
+            return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, solve_s=spent,
+                          notes=tuple(notes_e))  # fmt: skip
+        bound = best_score if fewest_to is None else float(len(best_steps))
+        return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds, solve_s=spent,
+                      notes=tuple(notes_e))  # fmt: skip
     if not data.instances or problem.max_steps < 1:
         bound = (best_score if fewest_to is None else float(len(best_steps))) if reached else None
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds,
@@ -650,8 +704,21 @@ class HbalStart:
     cut: bool = False
     partial: str = ""  # when the round cut short gave the last step: how
     #: when cut: hbal's search continued from its last whole round (its moves' results kept)
-    #: until a perf_counter time, at most `max_rounds` steps in all: the steps it reaches
-    resume: Callable[[float | None], tuple[Step, ...]] | None = None
+    #: until a perf_counter time, at most `max_rounds` steps in all: the steps it reaches,
+    #: and whether its search ended (no round cut). A later call goes on from the last whole
+    #: round the earlier one reached
+    resume: Callable[[float | None], tuple[tuple[Step, ...], bool]] | None = None
+    #: seconds each whole round took (the first holds the search's set-up)
+    round_s: tuple[float, ...] = ()
+
+    def rounds_left_s(self, max_rounds: int) -> float | None:
+        """The seconds the port's rounds left to `max_rounds` steps should take, from the
+        rounds it took (those after the first, which is the dearest, when there are some);
+        None when no round was whole."""
+        if not self.round_s:
+            return None
+        later = self.round_s[1:] or self.round_s
+        return max(max_rounds - len(self.round_s), 0) * sum(later) / len(later)
 
 
 def hbal_start(
@@ -682,13 +749,14 @@ def hbal_start(
     pool = movable_instances(problem.state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(problem.state, problem.group_uuid, pool)
     options = rules.search()
-    stop = optimal_score(problem.state, scope) + 1e-9
+    stop = optimal_score(problem.state, scope) + rules.min_score  # hbal's -e
     table = initial_table(problem.state, scope)
     cache = SearchCache()
     answer_len = None
     cut = False
     partial = ""
     whole = table  # the table after the last whole round
+    round_s: list[float] = []
     while do_next_balance(table, -1, stop):
         if max_rounds >= 0 and len(table.placements) >= max_rounds:
             if answer_len is None:
@@ -696,6 +764,7 @@ def hbal_start(
             if more_until is None or time.perf_counter() > more_until:
                 break
         last = until if answer_len is None else _earliest(until, more_until)
+        round_began = time.perf_counter()
         try:
             nxt = try_balance(options, scope, table, cache, last)
         except SearchOutOfTime as out:
@@ -708,28 +777,30 @@ def hbal_start(
             break
         if nxt is None:
             break
+        if answer_len is None:
+            round_s.append(time.perf_counter() - round_began)
         table = whole = nxt
 
     def steps_of(t: object) -> tuple[Step, ...]:
         return tuple(Step(p.instance, p.move.kind, p.move.target) for p in t.placements)  # type: ignore[attr-defined]
 
-    def resume(until_again: float | None) -> tuple[Step, ...]:
+    def resume(until_again: float | None) -> tuple[tuple[Step, ...], bool]:
+        nonlocal whole
         t = whole
         while do_next_balance(t, max_rounds, stop):
             try:
                 nxt = try_balance(options, scope, t, cache, until_again)
             except SearchOutOfTime as out:
-                t = out.table if out.table is not None else t
-                break
+                return steps_of(out.table if out.table is not None else t), False
             if nxt is None:
                 break
-            t = nxt
-        return steps_of(t)
+            t = whole = nxt
+        return steps_of(t), True
 
     steps = steps_of(table)
     k = len(steps) if answer_len is None else answer_len
     again = resume if cut and max_rounds >= 0 else None
-    return HbalStart(steps[:k], steps, cut, partial, again)
+    return HbalStart(steps[:k], steps, cut, partial, again, tuple(round_s))
 
 
 def _resumed(
@@ -745,7 +816,7 @@ def _resumed(
     began = time.perf_counter()
     if stop_at - began < RESUME_MIN_S or ans.status == str(Status.OPTIMAL):
         return ans
-    steps = resume(stop_at)
+    steps, _ = resume(stop_at)
     if not steps or len(steps) > problem.max_steps:
         return ans
     score, scores = _checked(problem, steps)
@@ -756,6 +827,37 @@ def _resumed(
         f"{len(steps)} step(s) to {score:.6f}, below the model's best {ans.score:.6f}"
     )
     return replace(ans, steps=steps, score=score, scores=scores, notes=(*ans.notes, note))
+
+
+def resume_at_once(start: HbalStart, max_rounds: int, limit: float) -> bool:
+    """Whether hbal's port, cut at HBAL_SHARE of the time limit, is resumed before the model:
+    when the rounds it has left (to `max_rounds` steps) are estimated to take at most
+    HBAL_EARLY_SHARE of `limit` seconds. A port cut in its first round has no estimate (on
+    200 nodes one round takes 20 s or more): it is resumed after the model only."""
+    left_s = start.rounds_left_s(max_rounds)
+    return start.cut and left_s is not None and left_s <= HBAL_EARLY_SHARE * limit
+
+
+def _combined(first: BalanceAnswer, again: BalanceAnswer) -> BalanceAnswer:
+    """Two answers to the same problem (the second started from the first's steps, so never
+    worse): the second's steps, the better of both bounds (each is a lower bound of the same
+    least score), the times and rounds summed, the notes of both."""
+    bounds = [b for b in (first.bound, again.bound) if b is not None]
+    bound = max(bounds) if bounds else None
+    best = again if again.score <= first.score else first
+    proven = bound is not None and best.score - bound <= SCORE_GAP * max(abs(best.score), 1)
+    status = str(Status.OPTIMAL) if proven else again.status
+    note = f"balanced again from the resumed port's {len(first.steps)} step(s) in the time left"
+    return replace(
+        best,
+        bound=bound,
+        status=status,
+        rounds=first.rounds + again.rounds,
+        build_s=first.build_s + again.build_s,
+        solve_s=first.solve_s + again.solve_s,
+        cuts=first.cuts + again.cuts,
+        notes=(*first.notes, note, *again.notes),
+    )
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -783,7 +885,8 @@ def answer(
     greedy, further = start.steps, start.further
     k = len(greedy) if max_steps is None else max_steps
     notes: tuple[str, ...] = ()
-    if start.cut:
+    cut = start.cut
+    if cut:
         notes = (
             f"time limit: hbal's port stopped after {len(greedy)} step(s), at "
             f"{HBAL_SHARE:.0%} of the {limit:g} s limit, a round unfinished"
@@ -791,6 +894,25 @@ def answer(
             + f"; its {len(greedy)} step(s) are the incumbent"
             + (f" and K = {k}, the length reached" if max_steps is None else ""),
         )
+    left_s = start.rounds_left_s(rounds)
+    resume = start.resume
+    if resume is not None and limit is not None and resume_at_once(start, rounds, limit):
+        # the rounds left should fit in HBAL_EARLY_SHARE: the model prunes from the whole
+        # port's answer rather than from the steps so far
+        resumed_at = time.perf_counter()
+        steps, ended = resume(began + (HBAL_SHARE + HBAL_EARLY_SHARE) * limit)
+        text = (
+            f"hbal's port cut after {len(greedy)} step(s) at {HBAL_SHARE:.0%} of the "
+            f"{limit:g} s limit (its {k - len(start.round_s)} round(s) left estimated at "
+            f"{left_s:.1f} s) and resumed at once for {time.perf_counter() - resumed_at:.1f} s: "
+        )
+        if len(steps) >= len(greedy):
+            greedy = further = steps
+        if ended:
+            notes = (text + f"its {len(greedy)} step(s) are hbal's answer",)
+            cut, resume = False, None
+        else:
+            notes = (*notes, text + f"cut again after {len(greedy)} step(s), the incumbent")
     problem = replace(problem, max_steps=k)
     points = []
     if further[len(greedy) :]:  # planes where hbal's search goes on to
@@ -803,9 +925,20 @@ def answer(
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
-    if start.resume is not None and limit is not None and not fewest:
-        ans = _resumed(problem, ans, start.resume, began + limit - RESUME_MARGIN_S)
+    if resume is not None and limit is not None and not fewest:
+        resumed = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        left_s = began + limit - time.perf_counter()
+        if resumed.steps != ans.steps and left_s >= RERUN_MIN_S:
+            # the model ran from the cut port's weak incumbent (its planes prune little from
+            # it): again from the resumed port's steps in the time left
+            again = balance(problem, resumed.steps, options=options.within(left_s),
+                            extra_points=points)  # fmt: skip
+            ans = _combined(resumed, again)
+        else:
+            ans = resumed
     if notes:
-        status = ans.status if ans.status == str(Status.OPTIMAL) else str(Status.TIME_LIMIT)
+        status = ans.status
+        if cut and status != str(Status.OPTIMAL):
+            status = str(Status.TIME_LIMIT)  # the port's answer was not reached
         ans = replace(ans, notes=(*notes, *ans.notes), status=status)
     return ans, greedy

@@ -455,17 +455,23 @@ def judge(
     mode: str = HARD,
     offline_targets: bool = False,
     options: SolverOptions = DEFAULT_OPTIONS,
+    deadline: float | None = None,
 ) -> list[str]:
     """What is wrong with a plan by exalloc's standards: broken strict checks, `required`
     nodes left without an exact evacuation plan, offline nodes of `groups` still hosting
-    instances (empty when the plan is good)."""
+    instances (empty when the plan is good). Past `deadline` (perf_counter) the nodes left
+    are not judged, and the list says so."""
     from model.groups import check_relocations
     from model.n1 import offline_hosts
     from solvers.strategies.n1 import decide
 
     after, broken = check_relocations(state, storage, relocations)
     out = [str(v) for v in broken]
-    for n in required:
+    required = list(required)
+    for k, n in enumerate(required):
+        if deadline is not None and time.perf_counter() >= deadline:
+            out.append(f"not judged: the time limit ran out before {len(required) - k} node(s)")
+            break
         v = decide(after, n, mode=mode, offline_targets=offline_targets, options=options)
         if v.evacuable is not True:
             out.append(f"{n} not evacuable: {v.reason}")

@@ -537,8 +537,7 @@ def solve_relocation(
 ) -> Outcome:
     """The lexicographic optimum of `stages` over plans that keep every required node
     evacuable (module docstring), or the proof that none exists."""
-    began = time.perf_counter()
-    deadline = None if options.time_limit is None else began + options.time_limit
+    deadline = options.deadline()  # the answer's, when the command line set one
     t0 = time.perf_counter()
     watch = watch or N1Watch(state, problem.required, mode, offline_targets, options)
     check_s = time.perf_counter() - t0

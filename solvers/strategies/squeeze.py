@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from formulations import squeeze as form
+from formulations.deadline import OutOfTime
 from formulations.objective import Objective
 from model.check import Move, check_squeeze
 from model.errors import CheckFailedError, SolverError
@@ -50,7 +51,7 @@ from model.squeeze import (
 )
 from model.state import ClusterState
 from solvers import LexResult, SolveResult, Status, Stopwatch, solve_lexicographic
-from solvers.options import DEFAULT_OPTIONS, SolverOptions
+from solvers.options import DEFAULT_OPTIONS, SolverOptions, answer_options
 from solvers.result import relative_gap
 
 #: Above this many nodes the single MIP is replaced by the node-type decomposition: one MIP
@@ -74,6 +75,7 @@ class Solution:
     solve_s: float
     method: str = "mip"
     solver: str = "highs"
+    note: str = ""  # why there is no plan, when the time limit left no room for the model
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,35 @@ def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> 
     cut valid for the later stages (same optimum, faster proof).
     """
     problem = built.problem
-    with Stopwatch() as sw:
-        model = form.build(problem)
-        objs = form.objectives(model, problem)
+    deadline = options.deadline()
+
+    def out_of_time(why: str, build_s: float) -> Solution:  # no model in time: no plan
+        return Solution(SqueezeAssignment(), "time_limit", (), (), (), (), build_s, 0.0,
+                        solver=options.solver, note=why)  # fmt: skip
+
+    need = form.n1_terms(problem) * SECONDS_PER_N1_TERM  # the build and the solver's copy
+    if deadline is not None and need > deadline - time.perf_counter():
+        left = max(deadline - time.perf_counter(), 0.0)
+        return out_of_time(
+            f"the model ({form.n1_terms(problem)} N+1 terms, about {need:.0f} s to build and "
+            f"hand to the solver) does not fit the {left:.1f} s left",
+            0.0,
+        )
+    try:
+        with Stopwatch() as sw:
+            model = form.build(problem, deadline)
+            objs = form.objectives(model, problem)
+    except OutOfTime as cut:
+        return out_of_time(str(cut), cut.built_s)
+    # the copy as the build went (a loaded machine builds and copies slower alike), and a
+    # little time to solve after it
+    copy = COPY_SHARE * need * max(sw.seconds / ((1 - COPY_SHARE) * need), 1.0) if need else 0
+    if deadline is not None and need and copy + LEAST_SOLVE_S > deadline - time.perf_counter():
+        return out_of_time(
+            f"the model was built in {sw.seconds:.1f} s, too late for the solver's copy of it "
+            f"(about {copy:.0f} s) and a solve",
+            sw.seconds,
+        )
     node_stage = bool(objs) and objs[0].name in ("nodes_freed", "nodes_powered_on")
     blend = node_stage and bool(problem.mirrored) and len(objs) > 1 and objs[1].name == "moves"
     stages = [_blended(problem, objs[0], objs[1]), *objs[2:]] if blend else objs
@@ -173,7 +201,8 @@ def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> 
     res = solve_lexicographic(
         model,
         stages,
-        **options.kwargs(),
+        # what the build left of the answer's deadline, less the ordering and the check after
+        **options.left(AFTER_SOLVE_S).kwargs(),
         build_s=sw.seconds,
         stage_rows=evenness_after_node_stage,
     )
@@ -399,6 +428,18 @@ def _pack_type(
 #: proved 39 nodes freed where HiGHS had 21 (bound 46) at 120 s; equal at 16 nodes.
 MIRRORED_SOLVER = "cpsat"
 
+#: The build of the model and its copy into the solver per term of its N+1 rows (most of a
+#: model with DRBD pairs): 12.9 s of build and 8.2 s of CP-SAT's copy for 1,012,376 terms on
+#: bench_squeeze's 64 nodes with 62 drbd pairs at load 5.4, 2.1e-5 s a term; COPY_SHARE of
+#: it is the copy, weighed again once the model is built.
+SECONDS_PER_N1_TERM = 2e-5
+COPY_SHARE = 0.4
+LEAST_SOLVE_S = 2.0  # a solve given less than this after the copy finds no plan at that size
+
+#: The seconds a solve leaves for the ordering of the moves and the independent check after
+#: it (0.1-0.3 s on 64 nodes with 62 drbd pairs; benchmarks/time_limits.py).
+AFTER_SOLVE_S = 0.5
+
 
 def _solve(built: BuiltProblem, options: SolverOptions) -> Solution:
     if len(built.node_names) > DECOMPOSE_NODES and not built.problem.mirrored:
@@ -418,7 +459,11 @@ def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
 def plan(
     state: ClusterState, request: SqueezeRequest, options: SolverOptions = DEFAULT_OPTIONS
 ) -> SqueezePlan:
-    """Decide the mode, solve, order and check: hsqueeze's answer for the cluster `state`."""
+    """Decide the mode, solve, order and check: hsqueeze's answer for the cluster `state`.
+    The time limit is one deadline for all of it (the command line's, from the process's
+    start; else from now): the model's build, each solve, the ordering and the check."""
+    if options.deadline_at is None and options.time_limit is not None:
+        options = answer_options(options, None)
     cluster = state.cluster
     std = cluster.cluster_policy.std
     min_probe = probe_demand(std, request.minimal_resources)
@@ -455,7 +500,10 @@ def plan(
             sol = replace(sol, assignment=SqueezeAssignment())
         elif sol.status not in ("infeasible", "optimal", "feasible"):
             # optimal or feasible without power states: a cluster without nodes, nothing to do
-            raise SolverError(f"no plan found ({sol.status}); allow more time with --time-limit")
+            why = f": {sol.note}" if sol.note else ""
+            raise SolverError(
+                f"no plan found ({sol.status}{why}); allow more time with --time-limit"
+            )
 
     names = built.node_names
     power = sol.assignment.on

@@ -17,6 +17,7 @@ import numpy as np
 from formulations.balance_lean import ArrayModel, Rows
 from model.errors import SolverError
 from solvers.result import Status
+from solvers.silenced_fds import silenced_fds
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ class ArraySession:
         self._stop_at = math.inf if time_limit is None else now + time_limit + INTERRUPT_GRACE_S
         self._interrupted = False
         self._reduced = None
-        h.run()
+        with silenced_fds():  # HiGHS's C++ prints to stdout by itself now and then
+            h.run()
         took = time.perf_counter() - began
         model_status = h.getModelStatus()
         info = h.getInfo()

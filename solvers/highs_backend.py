@@ -12,8 +12,6 @@ import json
 import logging
 import math
 import os
-import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +36,7 @@ from solvers.result import (
     classify,
     finite_or_none,
 )
+from solvers.silenced_fds import silenced_fds
 
 # Pyomo's output lock, not shared with forked processes (solvers/output_lock.py)
 one_per_process()
@@ -46,7 +45,7 @@ one_per_process()
 # solve asking for another count only logs an error and is ignored. This is one of two pieces of
 # module state: the count the scheduler was last set to by us, so it is reset only when it must
 # change (and once at our first solve, in case other code in the process ran HiGHS before).
-# The other is `_silenced_fds`: file descriptors belong to the process too.
+# The other is `silenced_fds` (solvers/silenced_fds.py): file descriptors belong to the process too.
 _highs_scheduler_threads: int | None = None
 
 #: HiGHS presolve rules switched off (option presolve_rule_off, a bitmask): rule 12, the
@@ -132,46 +131,6 @@ def _clean_value(var: Any, x: float) -> float:
     return float(x)
 
 
-class _SilencedFds:
-    """Point file descriptors 1 and 2 at /dev/null while HiGHS runs: its C++ code prints a
-    few lines by itself (e.g. from its MIP heuristics) even with its log off, and an
-    iallocator's stdout must hold nothing but the answer. Descriptors belong to the process,
-    so solves in several threads share one redirection (the first in sets it up, the last out
-    restores it)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._saved: list[int] = []
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                self._saved = [os.dup(1), os.dup(2)]
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, 1)
-                os.dup2(null, 2)
-                os.close(null)
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    os.dup2(self._saved[0], 1)
-                    os.dup2(self._saved[1], 2)
-                    for fd in self._saved:
-                        os.close(fd)
-                    self._saved = []
-
-
-_silenced_fds = _SilencedFds()
-
-
 class UncapturedHighs(PyomoHighs):
     """Pyomo's persistent HiGHS without the output capture it wraps around every solve.
 
@@ -199,7 +158,7 @@ class UncapturedHighs(PyomoHighs):
         guard = _deadline_guard(highs, config.time_limit)
         config.timer.start("optimize")
         try:
-            with _silenced_fds():
+            with silenced_fds():
                 highs.run()
         finally:
             if watch is not None:

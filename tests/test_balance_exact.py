@@ -851,3 +851,42 @@ def test_an_answer_balanced_again_keeps_the_better_bound_and_plan() -> None:
     low = replace(again, bound=again.score - 1.0, status="feasible")
     both = strategy._combined(first, low)
     assert both.bound == max(first.bound, low.bound) < both.score and both.status == "feasible"
+
+
+def test_highs_prints_nothing_on_stdout_from_an_array_session() -> None:
+    """HiGHS's C++ code prints to the process's stdout by itself (a MIP heuristic's line came
+    before `exalloc balance --json`'s JSON, which no script could then read). Here its log is
+    switched on at the console, so that it surely prints: the lean model's solve, run in a
+    child process, must leave that child's stdout (descriptor 1) empty and still answer."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = """
+import numpy as np
+from formulations.balance_lean import ArrayModel, Rows
+from solvers.highs_arrays import ArraySession
+rng = np.random.default_rng(1)
+n = 40
+a = rng.integers(1, 100, n).astype(float)
+model = ArrayModel(cost=-rng.integers(1, 100, n).astype(float), lower=np.zeros(n),
+                   upper=np.ones(n), integer=np.arange(n, dtype=np.int32),
+                   rows=Rows.of([(-np.inf, a.sum() / 3, list(range(n)), list(a))]), offset=0.0)
+session = ArraySession(model)
+session._h.setOptionValue("output_flag", True)
+session._h.setOptionValue("log_to_console", True)
+res = session.solve(integral=True, time_limit=60.0)
+import sys
+print(res.status.value, file=sys.stderr)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1] == "optimal"

@@ -169,7 +169,7 @@ def greedy(problem: str, path: str, o: Any) -> dict[str, Any]:
             "value": bad,
             "wall_s": round(time.perf_counter() - start, 6),
         }
-    opts = {"options": _options(o)}
+    opts = {"options": o.solver}  # the strategies take the solver's options, not a program's
     h = strategy.health(state, storage, **opts)
     if problem == "redistribute":
         g = groups_greedy.redistribute(state, storage)

@@ -190,17 +190,7 @@ def _redistribute(
         if not healthy(trial, g, deadline):
             result.groups[g] = "failed: still unhealthy with every problem instance removed"
             continue
-        placed_state = cur
-        moves: list[Relocation] = []
-        why = None
-        for name in removed:
-            _in_time(deadline)
-            got = allocate_elsewhere(placed_state, storage, name, peers)
-            if got.relocation is None:
-                why = f"{name}: {got.why}"
-                break
-            moves.append(got.relocation)
-            placed_state = got.state
+        moves, placed_state, why = _relocate_each(cur, storage, removed, peers, deadline)
         if why is not None:
             result.groups[g] = f"failed: {why}"
             result.failed.append((removed[0], why))
@@ -253,18 +243,32 @@ def _compress_group(
         for p in storage.peers(g)
         if state.cluster.group(p).alloc_policy != "unallocable" and healthy(state, p, deadline)
     ]
+    moves, _, why = _relocate_each(state, storage, hosts(state, group_nodes(state, g)), peers,
+                                   deadline)  # fmt: skip
+    return moves, why
+
+
+def _relocate_each(
+    state: ClusterState,
+    storage: Storage,
+    names: Iterable[str],
+    peers: list[str],
+    deadline: float | None,
+) -> tuple[list[Relocation], ClusterState, str | None]:
+    """The instances allocated into the peers one after the other, each on the state the
+    ones before left (the design's greedy never goes back): the moves, the state after them
+    and, at the first that fits nowhere, why (the moves up to it). GreedyOutOfTime past
+    `deadline`, looked at before each instance."""
     cur = state
     moves: list[Relocation] = []
-    why = None
-    for name in hosts(state, group_nodes(state, g)):
+    for name in names:
         _in_time(deadline)
         got = allocate_elsewhere(cur, storage, name, peers)
         if got.relocation is None:
-            why = f"{name}: {got.why}"
-            break
+            return moves, cur, f"{name}: {got.why}"
         moves.append(got.relocation)
         cur = got.state
-    return moves, why
+    return moves, cur, None
 
 
 def free_resources(state: ClusterState, group: str) -> Resources:

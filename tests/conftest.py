@@ -138,3 +138,14 @@ def _aside_failures_fail(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         return value
 
     monkeypatch.setattr(Aside, "result", checked)
+
+
+class Ticks:
+    """An injected clock for model/htools/hbal.py: each look at it is one second later."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import CI_ONLY, sampled
+from conftest import CI_ONLY, Ticks, sampled
 
 from model.backends.iallocator import parse_request
 from model.backends.text import dump_text
@@ -695,7 +695,7 @@ def test_hbals_port_cut_in_its_second_round_resumes_where_it_stopped(monkeypatch
     pool = hbal.movable_instances(problem.state, (), rules.exclude_instances)
     scope = hbal.scope_of(problem.state, problem.group_uuid, pool)
     victims = len(hbal.movable_now(rules.search(), scope, hbal.initial_table(state, scope)))
-    clock = _Ticks()
+    clock = Ticks()
     monkeypatch.setattr(hbal, "time", clock)
     cut = strategy.hbal_start(problem, 3, until=victims + 2.5)
     assert cut.cut and len(cut.round_s) == 1 and cut.steps[0] == whole.steps[0]
@@ -709,17 +709,6 @@ def test_hbals_port_cut_in_its_second_round_resumes_where_it_stopped(monkeypatch
     steps, ended = cut.resume(None)
     assert ended and steps == whole.steps
     assert not check_balance(problem, steps).violations
-
-
-class _Ticks:
-    """An injected clock for model/htools/hbal.py: each look at it is one second later."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 #: tests/hbal_cases.py's unbalanced groups (one group each, 3-6 nodes): (seed, family), each

@@ -10,6 +10,7 @@ import random
 import time
 
 import dedicated_gen as gen
+from conftest import Ticks
 
 import cli
 from model.backends.iallocator import parse_request
@@ -184,17 +185,6 @@ def test_balance_answer_says_hbals_port_was_cut_and_the_k_it_reached():
     assert "K = 0, the length reached" in ans.notes[0]
 
 
-class _Ticks:
-    """An injected clock for model/htools/hbal.py: each look at it is one second later."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
 def test_hbals_port_cut_mid_round_keeps_the_best_move_among_the_instances_tried(monkeypatch):
     """The clock passes `until` after 5 instances of the first round: the step kept is the
     best accepted move of those 5 (the same as hbal's check_move over them alone), it passes
@@ -212,7 +202,7 @@ def test_hbals_port_cut_mid_round_keeps_the_best_move_among_the_instances_tried(
     table = hbal.initial_table(problem.state, scope)
     first5 = hbal.movable_now(rules.search(), scope, table)[:5]
     alone = hbal.check_move(rules.search(), scope, table, first5)
-    monkeypatch.setattr(hbal, "time", _Ticks())
+    monkeypatch.setattr(hbal, "time", Ticks())
     cut = hbal_start(problem, 2, until=5.5)
     assert cut.cut and cut.partial == f"its last step the best of 5 of {len(pool)} instances tried"
     assert len(cut.steps) == 1 and len(alone.placements) == 1

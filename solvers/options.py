@@ -99,10 +99,6 @@ class SolverOptions:
         # the stage's own deadline, which its parts (`deadline()`) keep to
         return replace(self, time_limit=seconds, deadline_at=min(self.deadline_at, now + seconds))
 
-    def elapsed(self) -> float:
-        """Seconds since the answer began (0 when nobody said when)."""
-        return 0.0 if self.started_at is None else time.perf_counter() - self.started_at
-
     def limited(self, seconds: float) -> SolverOptions:
         """A command's own default limit (hail's 60 s) where the user gave none: `seconds` for
         the whole answer, from its start."""

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as evolve
 from typing import Any
 
 from formulations import space as form
@@ -160,8 +161,48 @@ def problem_of(
     return space_problem(state, spec, options, non_redundant)
 
 
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+#: What comes after a solve under global N+1 (the final state built, its N+1 decided, the
+#: check's replay of every placement and plan), as a multiple of the input's own N+1
+#: decisions: 4.4 s after 0.85 s on bench_space's 1,000 nodes (load 1.7), so 5.
+AFTER_SOLVE_PER_INPUT_N1 = 5.0
+
+
+def _left(deadline: float | None, reserve_s: float = 0.0) -> float | None:
+    return None if deadline is None else max(deadline - reserve_s - time.perf_counter(), 0.01)
+
+
+def _until(solver: SolverOptions, deadline: float | None) -> SolverOptions:
+    """The options of one N+1 decision: a packing that needs a MIP solves at most until
+    `deadline` (the stage's, less what it keeps for the check), not the whole answer's."""
+    if deadline is None:
+        return solver
+    return evolve(solver, deadline_at=deadline)
+
+
+#: The independent check's cost against the strategy's own final state (`final_state`, timed on
+#: this machine at its present load), per add and per move of its plans' replay: on bench_space's
+#: 1,000 nodes (load 1.7) the final state took 0.75 s for 23,680 adds, the check 2.62 s (its adds
+#: with the policy checks 1.2 times the final state's, 34,682 moves 1.6 times an add each), so
+#: 1.25 and 1.75.
+CHECK_ADD_PER_ADD = 1.25
+CHECK_MOVE_PER_ADD = 1.75
+
+
+def check_estimate(
+    problem: SpaceProblem, final: ClusterState, answer: SpaceAnswer, placed_s: float
+) -> float:
+    """Seconds the independent check (`check_space`) will take on this answer, from what
+    building its final state took (`placed_s`): the check adds the same placements again, then
+    replays each plan, about one move per primary of the groups that received instances. Kept
+    out of the final state's N+1 decisions so that the checked answer ends by the deadline
+    rather than the check running past it (issue 40, item 4: 0.8-1.3 s past each phase's
+    share on 1,000 nodes under a 10 s limit)."""
+    per_add = placed_s / max(answer.count, 1)
+    if not problem.global_n1:
+        return CHECK_ADD_PER_ADD * placed_s
+    touched = {final.nodes[p.primary].group_uuid for p in answer.placements}
+    moves = sum(len(final.nodes[n].primaries) for g in touched for n in problem.n1_scope.get(g, ()))
+    return CHECK_ADD_PER_ADD * placed_s + CHECK_MOVE_PER_ADD * per_add * moves
 
 
 def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS) -> SpaceResult:
@@ -183,6 +224,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     # the input's failures share their group's bins (one Packings for the input state): the
     # gate below and the failures added to the model later
     inputs = Packings(problem.state, offline_targets=targets)
+    input_n1 = Stopwatch()  # the input's N+1 decisions: what the final state's will cost
     if problem.global_n1:
         asked = 0
         for g, nodes in problem.n1_scope.items():
@@ -195,10 +237,11 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                         f"{sum(map(len, problem.n1_scope.values()))} node failures decided)",
                     )  # fmt: skip
                 asked += 1
-                pk = inputs.of(n)
                 # not replayed: a wrong plan here would leave the group open, and the final
                 # state's plans, which check_space replays, would then fail (load only adds)
-                v = decide_packing(problem.state, pk, solver, replayed=False)
+                with input_n1:
+                    pk = inputs.of(n)
+                    v = decide_packing(problem.state, pk, _until(solver, deadline), replayed=False)
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
@@ -239,10 +282,12 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             return _out_of_time(
                 problem, best, start, closed, f"after {solves} solves", build_s, solve_s, solves
             )
+        # the final state's N+1 decisions and the check's replay come after the solve
+        after_s = AFTER_SOLVE_PER_INPUT_N1 * input_n1.seconds if problem.global_n1 else 0.0
         lex = solve_lexicographic(
             m,
             form.objectives(m, problem),
-            **solver.within(_left(deadline)).kwargs(),
+            **solver.within(_left(deadline, after_s)).kwargs(),
             build_s=0.0,
         )
         solves += 1
@@ -268,13 +313,18 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
         answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order, first_index))
         plans: dict[str, EvacuationPlan] = {}
         if problem.global_n1:
-            final = final_state(problem, answer)
+            with Stopwatch() as placed:
+                final = final_state(problem, answer)
             if isinstance(final, str):
                 raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
-            failing = _failures(problem, final, answer, plans, solver, deadline)
+            check_s = check_estimate(problem, final, answer, placed.seconds)
+            decide_by = None if deadline is None else deadline - check_s
+            failing = _failures(problem, final, answer, plans, solver, decide_by)
             if failing is None:  # undecided: the answer is not proven, the best so far is
                 return _out_of_time(
-                    problem, best, start, closed, "deciding the final state's global N+1",
+                    problem, best, start, closed,
+                    f"deciding the final state's global N+1 (about {check_s:.2f} s kept for "
+                    "the check's replay)",
                     build_s, solve_s, solves,
                 )  # fmt: skip
             new = [f for f in failing if f not in failures_in]
@@ -326,8 +376,6 @@ def _out_of_time(
         problem, answer, {}, str(Status.TIME_LIMIT), bound, gap,
         build_s, solve_s, start, solves, 0, 0, closed,
     )  # fmt: skip
-    from dataclasses import replace as evolve
-
     why = f"the time limit ran out {stage}: {answer.count} instances proven, bound {bound}"
     return evolve(result, ran_out=why)
 
@@ -484,7 +532,7 @@ def _failures(
             if _late(deadline):
                 return None
             # not replayed: check_space replays every plan of the answer
-            v = decide_packing(final, packings.of(n), solver, replayed=False)
+            v = decide_packing(final, packings.of(n), _until(solver, deadline), replayed=False)
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:
@@ -625,8 +673,6 @@ def _probe(problem: SpaceProblem) -> tuple[bool, list[str]]:
 
 def _shrunk(spec: Spec, field_name: str, units: int) -> Spec | None:
     """The spec with one field `units` shrink units smaller; None below hspace's floors."""
-    from dataclasses import replace as evolve
-
     value = getattr(spec, field_name) - units * SHRINK[field_name]
     if value < SHRINK[field_name]:
         return None
@@ -706,8 +752,6 @@ def _next_spec(
 def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
     """The stage's problem for another spec, as far as the node-check probes read it: the
     demand and which candidates the policy admits as primaries (rows are not recomputed)."""
-    from dataclasses import replace as evolve
-
     from model.policy import policy_shortfall
     from model.space import demand_of_spec
 
@@ -929,15 +973,11 @@ def _n1_admits_one(
     are all there is."""
     if not problem.global_n1:
         return True
-    from dataclasses import replace as evolve
-
     one = evolve(problem, options=evolve(problem.options, limit=1))
     return solve_problem(one, solver.within(_left(deadline))).count >= 1
 
 
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
-    from dataclasses import replace as evolve
-
     return evolve(options, limit=max(left, 0))
 
 
@@ -945,8 +985,6 @@ def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
     """A stage's final state as the next stage's input: node status (-O, --max-cpu,
     --min-disk) is applied again by `space_problem`, so the loaded values come back; the
     load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
-    from dataclasses import replace as evolve
-
     nodes = {}
     for n, st in final.nodes.items():
         was = loaded.nodes[n]

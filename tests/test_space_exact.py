@@ -464,10 +464,49 @@ def test_the_checks_replay_is_kept_out_of_the_final_states_n1(
     assert check_space(problem, cut.answer, cut.n1_plans).ok
 
 
+def test_solves_on_one_state_decide_its_input_failures_once(
+    ganeti, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """The tiered ladder's probes and the standard phase pose solves on the same state: with
+    one InputFailures the second solve asks no input failure again (only the final state's),
+    and answers what a solve of its own answers; another state is decided afresh."""
+    import solvers.strategies.space as strategy
+
+    cluster = load_text(ganeti.data_dir / "hbal-evac.data")
+    state = node_states(cluster)
+    problem = problem_of(state, standard_spec(cluster), default_options(cluster))
+    assert problem.global_n1 and not problem.stopped
+    asked: list[object] = []
+    real = strategy.decide_packing
+
+    def counting(st, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        asked.append(st)
+        return real(st, *a, **kw)
+
+    import solvers.strategies.space_n1 as space_n1
+
+    monkeypatch.setattr(strategy, "decide_packing", counting)  # the final state's
+    monkeypatch.setattr(space_n1, "decide_packing", counting)  # the input's
+    alone = solve_problem(problem)
+    on_input = sum(1 for st in asked if st is state)
+    assert on_input == sum(map(len, problem.n1_scope.values())) > 0
+    decided = strategy.InputFailures()
+    first = solve_problem(problem, decided=decided)
+    asked.clear()
+    again = solve_problem(problem, decided=decided)
+    assert not any(st is state for st in asked) and asked  # the final state's are asked
+    assert (first.count, first.status) == (again.count, again.status) == (alone.count, "optimal")
+    assert check_space(problem, again.answer, again.n1_plans).ok
+    other = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    asked.clear()
+    solve_problem(other, decided=decided)
+    assert sum(1 for st in asked if st is other.state) == on_input
+
+
 def test_check_estimate_counts_the_replays_moves(ganeti) -> None:  # noqa: ANN001
     """The check's estimate grows with the primaries its plans move, not only with the
     placements: on hbal-evac.data's answer, the adds' share plus the moves' share."""
-    from solvers.strategies.space import (
+    from solvers.strategies.space_n1 import (
         CHECK_ADD_PER_ADD,
         CHECK_MOVE_PER_ADD,
         check_estimate,

@@ -52,6 +52,12 @@ from model.state import ClusterState
 from solvers import Status, Stopwatch, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies.n1 import decide_packing
+from solvers.strategies.space_n1 import (
+    AFTER_SOLVE_PER_INPUT_N1,
+    InputFailures,
+    check_estimate,
+    until,
+)
 
 
 @dataclass(frozen=True)
@@ -161,53 +167,20 @@ def problem_of(
     return space_problem(state, spec, options, non_redundant)
 
 
-#: What comes after a solve under global N+1 (the final state built, its N+1 decided, the
-#: check's replay of every placement and plan), as a multiple of the input's own N+1
-#: decisions: 4.4 s after 0.85 s on bench_space's 1,000 nodes (load 1.7), so 5.
-AFTER_SOLVE_PER_INPUT_N1 = 5.0
-
-
 def _left(deadline: float | None, reserve_s: float = 0.0) -> float | None:
     return None if deadline is None else max(deadline - reserve_s - time.perf_counter(), 0.01)
 
 
-def _until(solver: SolverOptions, deadline: float | None) -> SolverOptions:
-    """The options of one N+1 decision: a packing that needs a MIP solves at most until
-    `deadline` (the stage's, less what it keeps for the check), not the whole answer's."""
-    if deadline is None:
-        return solver
-    return evolve(solver, deadline_at=deadline)
-
-
-#: The independent check's cost against the strategy's own final state (`final_state`, timed on
-#: this machine at its present load), per add and per move of its plans' replay: on bench_space's
-#: 1,000 nodes (load 1.7) the final state took 0.75 s for 23,680 adds, the check 2.62 s (its adds
-#: with the policy checks 1.2 times the final state's, 34,682 moves 1.6 times an add each), so
-#: 1.25 and 1.75.
-CHECK_ADD_PER_ADD = 1.25
-CHECK_MOVE_PER_ADD = 1.75
-
-
-def check_estimate(
-    problem: SpaceProblem, final: ClusterState, answer: SpaceAnswer, placed_s: float
-) -> float:
-    """Seconds the independent check (`check_space`) will take on this answer, from what
-    building its final state took (`placed_s`): the check adds the same placements again, then
-    replays each plan, about one move per primary of the groups that received instances. Kept
-    out of the final state's N+1 decisions so that the checked answer ends by the deadline
-    rather than the check running past it (issue 40, item 4: 0.8-1.3 s past each phase's
-    share on 1,000 nodes under a 10 s limit)."""
-    per_add = placed_s / max(answer.count, 1)
-    if not problem.global_n1:
-        return CHECK_ADD_PER_ADD * placed_s
-    touched = {final.nodes[p.primary].group_uuid for p in answer.placements}
-    moves = sum(len(final.nodes[n].primaries) for g in touched for n in problem.n1_scope.get(g, ()))
-    return CHECK_ADD_PER_ADD * placed_s + CHECK_MOVE_PER_ADD * per_add * moves
-
-
-def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS) -> SpaceResult:
+def solve_problem(
+    problem: SpaceProblem,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    decided: InputFailures | None = None,
+) -> SpaceResult:
     """The largest count of new instances the problem admits, proven (or the bound and gap at
-    the time limit), checked; instances are named new-`problem.first_index` onwards."""
+    the time limit), checked; instances are named new-`problem.first_index` onwards. The
+    input's N+1 verdicts are read from `decided` where an earlier solve on the same state
+    decided them."""
     first_index = problem.first_index
     start = time.perf_counter()
     deadline = solver.deadline()
@@ -223,8 +196,8 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     packings: list[Packing] = []
     # the input's failures share their group's bins (one Packings for the input state): the
     # gate below and the failures added to the model later
-    inputs = Packings(problem.state, offline_targets=targets)
-    input_n1 = Stopwatch()  # the input's N+1 decisions: what the final state's will cost
+    inputs = (decided or InputFailures()).of(problem.state, targets)
+    input_n1_s = 0.0  # the input's N+1 decisions: what the final state's will cost
     if problem.global_n1:
         asked = 0
         for g, nodes in problem.n1_scope.items():
@@ -239,9 +212,8 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 asked += 1
                 # not replayed: a wrong plan here would leave the group open, and the final
                 # state's plans, which check_space replays, would then fail (load only adds)
-                with input_n1:
-                    pk = inputs.of(n)
-                    v = decide_packing(problem.state, pk, _until(solver, deadline), replayed=False)
+                pk, v, seconds = inputs.decide(n, until(solver, deadline))
+                input_n1_s += seconds
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
@@ -283,7 +255,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                 problem, best, start, closed, f"after {solves} solves", build_s, solve_s, solves
             )
         # the final state's N+1 decisions and the check's replay come after the solve
-        after_s = AFTER_SOLVE_PER_INPUT_N1 * input_n1.seconds if problem.global_n1 else 0.0
+        after_s = AFTER_SOLVE_PER_INPUT_N1 * input_n1_s if problem.global_n1 else 0.0
         lex = solve_lexicographic(
             m,
             form.objectives(m, problem),
@@ -331,7 +303,7 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             if new:
                 with sw:
                     for f in new:
-                        form.add_failure(m, problem, inputs.of(f))
+                        form.add_failure(m, problem, inputs.packings.of(f))
                 build_s = sw.seconds
                 failures_in.update(new)
                 added += len(new)
@@ -532,7 +504,7 @@ def _failures(
             if _late(deadline):
                 return None
             # not replayed: check_space replays every plan of the answer
-            v = decide_packing(final, packings.of(n), _until(solver, deadline), replayed=False)
+            v = decide_packing(final, packings.of(n), until(solver, deadline), replayed=False)
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:
@@ -545,9 +517,11 @@ def standard(
     spec: Spec,
     options: SpaceOptions,
     solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    decided: InputFailures | None = None,
 ) -> SpaceResult:
     """hspace's standard allocation, exactly: the program's one call for it."""
-    return solve_problem(problem_of(state, spec, options, solver), solver)
+    return solve_problem(problem_of(state, spec, options, solver), solver, decided=decided)
 
 
 # --- tiered allocation ---------------------------------------------------------------------
@@ -686,6 +660,7 @@ def tiered(
     solver: SolverOptions = DEFAULT_OPTIONS,
     *,
     max_tiers: int = MAX_TIERS,
+    decided: InputFailures | None = None,
 ) -> TieredResult:
     """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
     spec in order, the largest count of it on top of what earlier tiers placed (proven); then
@@ -696,6 +671,7 @@ def tiered(
     said in `stopped`. Each stage is checked like a standard answer."""
     start = time.perf_counter()
     deadline = solver.deadline()
+    decided = InputFailures() if decided is None else decided
     first = problem_of(state, specs[0], options, solver)
     stages: list[SpaceResult] = []
     current = state
@@ -719,12 +695,12 @@ def tiered(
             if stopped is not None:
                 break
             problem = stage_problem(spec)
-            result = solve_problem(problem, solver.within(_left(deadline)))
+            result = solve_problem(problem, solver.within(_left(deadline)), decided=decided)
             stages.append(result)
             placed += result.count
             if result.count:
                 current = _without_status(result.final, state)
-            spec = _next_spec(spec, result, stage_problem, solver, deadline)
+            spec = _next_spec(spec, result, stage_problem, solver, deadline, decided=decided)
             if spec is None and deadline is not None and time.perf_counter() > deadline:
                 stopped = "time limit"  # the walk to the next tier ran out of time
     return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
@@ -736,6 +712,8 @@ def _next_spec(
     pose: Any,
     solver: SolverOptions,
     deadline: float | None = None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
@@ -743,7 +721,7 @@ def _next_spec(
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
     base = pose(spec)
     for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, base, pose, solver, only, deadline=deadline)
+        walk = _walk(spec, base, pose, solver, only, deadline=deadline, decided=decided)
         if walk is not None:
             return walk
     return None
@@ -783,6 +761,8 @@ def _walk(
     only: str | None,
     steps: int = 4096,
     deadline: float | None = None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
@@ -816,12 +796,16 @@ def _walk(
             continue  # above a max: hspace's tryAlloc fails on the policy and shrinks that field
         fits, blocking = _probe(problem)
         if fits:
-            if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline):
+            if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline, decided):
                 return current
             # from here each step is fixed (`only`, or memory and disk in proportion): search
             if only is not None:
-                return _first_admitted(spec, current, base, pose, solver, only, steps, deadline)
-            return _largest_admitted(spec, current, base, pose, solver, steps, deadline)
+                return _first_admitted(
+                    spec, current, base, pose, solver, only, steps, deadline, decided=decided
+                )
+            return _largest_admitted(
+                spec, current, base, pose, solver, steps, deadline, decided=decided
+            )
     return None
 
 
@@ -864,6 +848,8 @@ def _largest_admitted(
     solver: SolverOptions,
     steps: int,
     deadline: float | None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """Where global N+1 refuses a spec the node checks pass: the first admitted spec of the
     walks from it in proportion, along memory alone and along disk alone, the one handing out
@@ -872,7 +858,7 @@ def _largest_admitted(
     --disk-template plain` it gave 29,696 MiB where hspace's tier (and the disk walk) keeps
     32,704 at the same disk."""
     found = [
-        _first_admitted(tier, refused, base, pose, solver, only, steps, deadline)
+        _first_admitted(tier, refused, base, pose, solver, only, steps, deadline, decided=decided)
         for only in (None, "memory_mib", "disk_mib")
     ]
     admitted = [f for f in found if f is not None]
@@ -890,6 +876,8 @@ def _first_admitted(
     only: str | None,
     steps: int,
     deadline: float | None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """The first spec of the walk below `refused` (one unit of `only` a step, or memory and
     disk in proportion to their room, `_in_proportion`) at which the node checks pass and
@@ -919,7 +907,7 @@ def _first_admitted(
     def admitted(i: int) -> bool:
         if i not in verdicts:
             verdicts[i] = _probe(_light(base, walk[i]))[0] and _n1_admits_one(
-                pose(walk[i]), solver, deadline
+                pose(walk[i]), solver, deadline, decided
             )
         return verdicts[i]
 
@@ -965,7 +953,10 @@ def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str
 
 
 def _n1_admits_one(
-    problem: SpaceProblem, solver: SolverOptions, deadline: float | None = None
+    problem: SpaceProblem,
+    solver: SolverOptions,
+    deadline: float | None = None,
+    decided: InputFailures | None = None,
 ) -> bool:
     """Under global N+1, whether one instance is placeable at all (an exact solve capped at
     one, within what is left until the ladder's `deadline`: with the ladder's whole limit, a
@@ -974,7 +965,7 @@ def _n1_admits_one(
     if not problem.global_n1:
         return True
     one = evolve(problem, options=evolve(problem.options, limit=1))
-    return solve_problem(one, solver.within(_left(deadline))).count >= 1
+    return solve_problem(one, solver.within(_left(deadline)), decided=decided).count >= 1
 
 
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:

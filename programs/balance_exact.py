@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -201,12 +202,14 @@ def run_exact(
     )
     k = len(greedy) if max_steps is None else max_steps
     problem = BalanceProblem(state, uuid, k, rules)
+    checked_at = time.perf_counter()
     report = check_balance(problem, ans.steps)
     if report.violations:
         raise CheckFailedError(
             "balance: the answer fails the checker: " + "; ".join(str(v) for v in report.violations)
         )
     placements, final = _placements(problem, ans.steps)
+    check_s = time.perf_counter() - checked_at
     pool = movable_instances(state, rules.select_instances or (), rules.exclude_instances)
     scope = scope_of(state, uuid, pool)
     naming = naming_of(state, scope)
@@ -250,6 +253,7 @@ def run_exact(
     )
     notes = "".join(f"note: {n}\n" for n in ans.notes)
     data = _json(ans, placements, job_sets, k)
+    data["timing"] = {**dict(ans.stages_s), "check_s": round(check_s, 4)}
     if args.compare:
         data["hbal"] = _real_hbal(args, k)
     plan = tuple(placement_job_sets(state, placements, sets)) if placements else ()

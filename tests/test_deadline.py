@@ -138,6 +138,11 @@ def test_balance_answers_within_what_the_start_up_left_less_the_checkers_reserve
     (at, limit) = handed[0]
     assert limit is not None and at + limit <= began + 8.0 - CHECK_RESERVE_S + 1e-3
     assert doc["timing"]["startup_s"] >= 3.0
+    # where the answer's time went, stage by stage (a run past its limit says which overran)
+    stages = {k: v for k, v in doc["timing"].items() if k.endswith("_s")}
+    assert {"hbal_port_s", "exact_s", "check_s"} <= set(stages)
+    inner = sum(v for k, v in stages.items() if k not in ("startup_s", "run_s", "total_s"))
+    assert 0 < inner <= doc["timing"]["run_s"] + 1e-3
 
 
 def test_hails_default_limit_counts_the_start_up(tmp_path, capsys, monkeypatch):

@@ -440,6 +440,88 @@ def test_time_limit_answers_the_best_proven_with_a_valid_bound(data: str, ganeti
     assert check_space(problem, cut.answer, cut.n1_plans).ok
 
 
+@pytest.mark.parametrize("data", ["hspace-tiered.data", "hbal-evac.data"])
+def test_the_checks_replay_is_kept_out_of_the_final_states_n1(
+    data: str, ganeti, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """The final state's N+1 decisions stop where what is left of the deadline no longer
+    holds the check's replay after them (`check_estimate`): with a replay estimated past the
+    deadline, the answer is the best proven before (none), time_limit, said so, checked;
+    without, the same problem is optimal. (Before, the check ran after the deadline: 0.8-1.3
+    s past each phase's share on 1,000 nodes, docs/reliability.md.)"""
+    import solvers.strategies.space as strategy
+    from solvers.options import SolverOptions
+
+    cluster = load_text(ganeti.data_dir / data)
+    problem = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    assert problem.global_n1 and not problem.stopped
+    exact = solve_problem(problem, SolverOptions(time_limit=600))
+    assert exact.status == "optimal" and exact.count > 0
+    monkeypatch.setattr(strategy, "check_estimate", lambda *_: 3600.0)
+    cut = solve_problem(problem, SolverOptions(time_limit=600))
+    assert cut.status == "time_limit" and cut.count == 0 and cut.solves == 1
+    assert "deciding the final state's global N+1 (about 3600.00 s kept" in cut.binding_text()
+    assert check_space(problem, cut.answer, cut.n1_plans).ok
+
+
+def test_solves_on_one_state_decide_its_input_failures_once(
+    ganeti, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """The tiered ladder's probes and the standard phase pose solves on the same state: with
+    one InputFailures the second solve asks no input failure again (only the final state's),
+    and answers what a solve of its own answers; another state is decided afresh."""
+    import solvers.strategies.space as strategy
+
+    cluster = load_text(ganeti.data_dir / "hbal-evac.data")
+    state = node_states(cluster)
+    problem = problem_of(state, standard_spec(cluster), default_options(cluster))
+    assert problem.global_n1 and not problem.stopped
+    asked: list[object] = []
+    real = strategy.decide_packing
+
+    def counting(st, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        asked.append(st)
+        return real(st, *a, **kw)
+
+    import solvers.strategies.space_n1 as space_n1
+
+    monkeypatch.setattr(strategy, "decide_packing", counting)  # the final state's
+    monkeypatch.setattr(space_n1, "decide_packing", counting)  # the input's
+    alone = solve_problem(problem)
+    on_input = sum(1 for st in asked if st is state)
+    assert on_input == sum(map(len, problem.n1_scope.values())) > 0
+    decided = strategy.InputFailures()
+    first = solve_problem(problem, decided=decided)
+    asked.clear()
+    again = solve_problem(problem, decided=decided)
+    assert not any(st is state for st in asked) and asked  # the final state's are asked
+    assert (first.count, first.status) == (again.count, again.status) == (alone.count, "optimal")
+    assert check_space(problem, again.answer, again.n1_plans).ok
+    other = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    asked.clear()
+    solve_problem(other, decided=decided)
+    assert sum(1 for st in asked if st is other.state) == on_input
+
+
+def test_check_estimate_counts_the_replays_moves(ganeti) -> None:  # noqa: ANN001
+    """The check's estimate grows with the primaries its plans move, not only with the
+    placements: on hbal-evac.data's answer, the adds' share plus the moves' share."""
+    from solvers.strategies.space_n1 import (
+        CHECK_ADD_PER_ADD,
+        CHECK_MOVE_PER_ADD,
+        check_estimate,
+    )
+
+    cluster = load_text(ganeti.data_dir / "hbal-evac.data")
+    problem = problem_of(node_states(cluster), standard_spec(cluster), default_options(cluster))
+    exact = solve_problem(problem)
+    final = exact.final
+    moves = sum(len(final.nodes[n].primaries) for n in problem.n1_scope[next(iter(problem.groups))])
+    assert moves > exact.count > 0  # the input's own primaries are moved too
+    estimate = check_estimate(problem, final, exact.answer, 1.0)
+    assert estimate == pytest.approx(CHECK_ADD_PER_ADD + CHECK_MOVE_PER_ADD * moves / exact.count)
+
+
 def test_space_program_says_time_limit(ganeti) -> None:  # noqa: ANN001
     """`exalloc space --time-limit` shorter than anything: both phases end at the deadline and
     say so (the standard answer's status and note, the tiered ladder's stop), exit 0."""

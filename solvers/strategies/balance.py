@@ -140,6 +140,9 @@ class BalanceAnswer:
     cuts: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     objective: str = "score"  # or "steps" (--fewest-moves)
+    # where the answer's time went (`answer`: hbal's port, the exact search, the port resumed
+    # after it), in --json's timing, so that a run past its limit says which stage overran
+    stages_s: tuple[tuple[str, float], ...] = ()
 
     @property
     def value(self) -> float:
@@ -882,6 +885,7 @@ def answer(
     until = None if limit is None else began + HBAL_SHARE * limit
     rounds = -1 if max_steps is None else max_steps
     start = hbal_start(problem, rounds, more_until=more, until=until)
+    stages = [("hbal_port_s", time.perf_counter() - began)]
     greedy, further = start.steps, start.further
     k = len(greedy) if max_steps is None else max_steps
     notes: tuple[str, ...] = ()
@@ -906,6 +910,7 @@ def answer(
             f"{limit:g} s limit (its {k - len(start.round_s)} round(s) left estimated at "
             f"{left_s:.1f} s) and resumed at once for {time.perf_counter() - resumed_at:.1f} s: "
         )
+        stages.append(("hbal_resumed_s", time.perf_counter() - resumed_at))
         if len(steps) >= len(greedy):
             greedy = further = steps
         if ended:
@@ -924,15 +929,21 @@ def answer(
         target = target_score
         if target is None:
             target = check_balance(problem, greedy).objectives["score"]
+    exact_at = time.perf_counter()
     ans = balance(problem, greedy, options=options, fewest_to=target, extra_points=points)
+    stages.append(("exact_s", time.perf_counter() - exact_at))
     if resume is not None and limit is not None and not fewest:
+        resumed_at = time.perf_counter()
         resumed = _resumed(problem, ans, resume, began + limit - RESUME_MARGIN_S)
+        stages.append(("resume_s", time.perf_counter() - resumed_at))
         left_s = began + limit - time.perf_counter()
         if resumed.steps != ans.steps and left_s >= RERUN_MIN_S:
             # the model ran from the cut port's weak incumbent (its planes prune little from
             # it): again from the resumed port's steps in the time left
+            again_at = time.perf_counter()
             again = balance(problem, resumed.steps, options=options.within(left_s),
                             extra_points=points)  # fmt: skip
+            stages.append(("exact_again_s", time.perf_counter() - again_at))
             ans = _combined(resumed, again)
         else:
             ans = resumed
@@ -941,4 +952,4 @@ def answer(
         if cut and status != str(Status.OPTIMAL):
             status = str(Status.TIME_LIMIT)  # the port's answer was not reached
         ans = replace(ans, notes=(*notes, *ans.notes), status=status)
-    return ans, greedy
+    return replace(ans, stages_s=tuple((k, round(v, 4)) for k, v in stages)), greedy

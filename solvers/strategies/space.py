@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as evolve
 from typing import Any
 
 from formulations import space as form
@@ -51,6 +52,12 @@ from model.state import ClusterState
 from solvers import Status, Stopwatch, solve_lexicographic
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
 from solvers.strategies.n1 import decide_packing
+from solvers.strategies.space_n1 import (
+    AFTER_SOLVE_PER_INPUT_N1,
+    InputFailures,
+    check_estimate,
+    until,
+)
 
 
 @dataclass(frozen=True)
@@ -160,13 +167,20 @@ def problem_of(
     return space_problem(state, spec, options, non_redundant)
 
 
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.perf_counter(), 0.01)
+def _left(deadline: float | None, reserve_s: float = 0.0) -> float | None:
+    return None if deadline is None else max(deadline - reserve_s - time.perf_counter(), 0.01)
 
 
-def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS) -> SpaceResult:
+def solve_problem(
+    problem: SpaceProblem,
+    solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    decided: InputFailures | None = None,
+) -> SpaceResult:
     """The largest count of new instances the problem admits, proven (or the bound and gap at
-    the time limit), checked; instances are named new-`problem.first_index` onwards."""
+    the time limit), checked; instances are named new-`problem.first_index` onwards. The
+    input's N+1 verdicts are read from `decided` where an earlier solve on the same state
+    decided them."""
     first_index = problem.first_index
     start = time.perf_counter()
     deadline = solver.deadline()
@@ -182,7 +196,8 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
     packings: list[Packing] = []
     # the input's failures share their group's bins (one Packings for the input state): the
     # gate below and the failures added to the model later
-    inputs = Packings(problem.state, offline_targets=targets)
+    inputs = (decided or InputFailures()).of(problem.state, targets)
+    input_n1_s = 0.0  # the input's N+1 decisions: what the final state's will cost
     if problem.global_n1:
         asked = 0
         for g, nodes in problem.n1_scope.items():
@@ -195,10 +210,10 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
                         f"{sum(map(len, problem.n1_scope.values()))} node failures decided)",
                     )  # fmt: skip
                 asked += 1
-                pk = inputs.of(n)
                 # not replayed: a wrong plan here would leave the group open, and the final
                 # state's plans, which check_space replays, would then fail (load only adds)
-                v = decide_packing(problem.state, pk, solver, replayed=False)
+                pk, v, seconds = inputs.decide(n, until(solver, deadline))
+                input_n1_s += seconds
                 if v.evacuable is not True:
                     closed[problem.group_name(g)] = f"node {n} cannot be evacuated: {v.reason}"
                     break
@@ -239,10 +254,12 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
             return _out_of_time(
                 problem, best, start, closed, f"after {solves} solves", build_s, solve_s, solves
             )
+        # the final state's N+1 decisions and the check's replay come after the solve
+        after_s = AFTER_SOLVE_PER_INPUT_N1 * input_n1_s if problem.global_n1 else 0.0
         lex = solve_lexicographic(
             m,
             form.objectives(m, problem),
-            **solver.within(_left(deadline)).kwargs(),
+            **solver.within(_left(deadline, after_s)).kwargs(),
             build_s=0.0,
         )
         solves += 1
@@ -268,20 +285,25 @@ def solve_problem(problem: SpaceProblem, solver: SolverOptions = DEFAULT_OPTIONS
         answer = SpaceAnswer(problem.spec, placements_of(x, pairs, order, first_index))
         plans: dict[str, EvacuationPlan] = {}
         if problem.global_n1:
-            final = final_state(problem, answer)
+            with Stopwatch() as placed:
+                final = final_state(problem, answer)
             if isinstance(final, str):
                 raise CheckFailedError(f"space: the model's answer fails htools' adds: {final}")
-            failing = _failures(problem, final, answer, plans, solver, deadline)
+            check_s = check_estimate(problem, final, answer, placed.seconds)
+            decide_by = None if deadline is None else deadline - check_s
+            failing = _failures(problem, final, answer, plans, solver, decide_by)
             if failing is None:  # undecided: the answer is not proven, the best so far is
                 return _out_of_time(
-                    problem, best, start, closed, "deciding the final state's global N+1",
+                    problem, best, start, closed,
+                    f"deciding the final state's global N+1 (about {check_s:.2f} s kept for "
+                    "the check's replay)",
                     build_s, solve_s, solves,
                 )  # fmt: skip
             new = [f for f in failing if f not in failures_in]
             if new:
                 with sw:
                     for f in new:
-                        form.add_failure(m, problem, inputs.of(f))
+                        form.add_failure(m, problem, inputs.packings.of(f))
                 build_s = sw.seconds
                 failures_in.update(new)
                 added += len(new)
@@ -326,8 +348,6 @@ def _out_of_time(
         problem, answer, {}, str(Status.TIME_LIMIT), bound, gap,
         build_s, solve_s, start, solves, 0, 0, closed,
     )  # fmt: skip
-    from dataclasses import replace as evolve
-
     why = f"the time limit ran out {stage}: {answer.count} instances proven, bound {bound}"
     return evolve(result, ran_out=why)
 
@@ -484,7 +504,7 @@ def _failures(
             if _late(deadline):
                 return None
             # not replayed: check_space replays every plan of the answer
-            v = decide_packing(final, packings.of(n), solver, replayed=False)
+            v = decide_packing(final, packings.of(n), until(solver, deadline), replayed=False)
             if v.evacuable is True and v.plan is not None:
                 plans[n] = v.plan
             else:
@@ -497,9 +517,11 @@ def standard(
     spec: Spec,
     options: SpaceOptions,
     solver: SolverOptions = DEFAULT_OPTIONS,
+    *,
+    decided: InputFailures | None = None,
 ) -> SpaceResult:
     """hspace's standard allocation, exactly: the program's one call for it."""
-    return solve_problem(problem_of(state, spec, options, solver), solver)
+    return solve_problem(problem_of(state, spec, options, solver), solver, decided=decided)
 
 
 # --- tiered allocation ---------------------------------------------------------------------
@@ -625,8 +647,6 @@ def _probe(problem: SpaceProblem) -> tuple[bool, list[str]]:
 
 def _shrunk(spec: Spec, field_name: str, units: int) -> Spec | None:
     """The spec with one field `units` shrink units smaller; None below hspace's floors."""
-    from dataclasses import replace as evolve
-
     value = getattr(spec, field_name) - units * SHRINK[field_name]
     if value < SHRINK[field_name]:
         return None
@@ -640,6 +660,7 @@ def tiered(
     solver: SolverOptions = DEFAULT_OPTIONS,
     *,
     max_tiers: int = MAX_TIERS,
+    decided: InputFailures | None = None,
 ) -> TieredResult:
     """hspace's tiered allocation as a ladder of exact standard allocations: for each tier
     spec in order, the largest count of it on top of what earlier tiers placed (proven); then
@@ -650,6 +671,7 @@ def tiered(
     said in `stopped`. Each stage is checked like a standard answer."""
     start = time.perf_counter()
     deadline = solver.deadline()
+    decided = InputFailures() if decided is None else decided
     first = problem_of(state, specs[0], options, solver)
     stages: list[SpaceResult] = []
     current = state
@@ -673,12 +695,12 @@ def tiered(
             if stopped is not None:
                 break
             problem = stage_problem(spec)
-            result = solve_problem(problem, solver.within(_left(deadline)))
+            result = solve_problem(problem, solver.within(_left(deadline)), decided=decided)
             stages.append(result)
             placed += result.count
             if result.count:
                 current = _without_status(result.final, state)
-            spec = _next_spec(spec, result, stage_problem, solver, deadline)
+            spec = _next_spec(spec, result, stage_problem, solver, deadline, decided=decided)
             if spec is None and deadline is not None and time.perf_counter() > deadline:
                 stopped = "time limit"  # the walk to the next tier ran out of time
     return TieredResult(tuple(stages), time.perf_counter() - start, stopped)
@@ -690,6 +712,8 @@ def _next_spec(
     pose: Any,
     solver: SolverOptions,
     deadline: float | None = None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """The next tier: the spec shrunk one of hspace's units at a time (`Instance.shrinkByType`:
     memory 64 MiB, disk 256 MiB, one vCPU, one spindle) until one more instance fits: first
@@ -697,7 +721,7 @@ def _next_spec(
     one field alone at a time; None when the policy or hspace's floors stop every walk."""
     base = pose(spec)
     for only in (None, "memory_mib", "disk_mib", "vcpus", "spindles"):
-        walk = _walk(spec, base, pose, solver, only, deadline=deadline)
+        walk = _walk(spec, base, pose, solver, only, deadline=deadline, decided=decided)
         if walk is not None:
             return walk
     return None
@@ -706,8 +730,6 @@ def _next_spec(
 def _light(base: SpaceProblem, spec: Spec) -> SpaceProblem:
     """The stage's problem for another spec, as far as the node-check probes read it: the
     demand and which candidates the policy admits as primaries (rows are not recomputed)."""
-    from dataclasses import replace as evolve
-
     from model.policy import policy_shortfall
     from model.space import demand_of_spec
 
@@ -739,6 +761,8 @@ def _walk(
     only: str | None,
     steps: int = 4096,
     deadline: float | None = None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """Shrink one unit at a time (along `only`, or the check most candidates fail first) until
     one more instance fits. Where the node checks pass and global N+1 refuses, memory and
@@ -772,12 +796,16 @@ def _walk(
             continue  # above a max: hspace's tryAlloc fails on the policy and shrinks that field
         fits, blocking = _probe(problem)
         if fits:
-            if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline):
+            if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline, decided):
                 return current
             # from here each step is fixed (`only`, or memory and disk in proportion): search
             if only is not None:
-                return _first_admitted(spec, current, base, pose, solver, only, steps, deadline)
-            return _largest_admitted(spec, current, base, pose, solver, steps, deadline)
+                return _first_admitted(
+                    spec, current, base, pose, solver, only, steps, deadline, decided=decided
+                )
+            return _largest_admitted(
+                spec, current, base, pose, solver, steps, deadline, decided=decided
+            )
     return None
 
 
@@ -820,6 +848,8 @@ def _largest_admitted(
     solver: SolverOptions,
     steps: int,
     deadline: float | None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """Where global N+1 refuses a spec the node checks pass: the first admitted spec of the
     walks from it in proportion, along memory alone and along disk alone, the one handing out
@@ -828,7 +858,7 @@ def _largest_admitted(
     --disk-template plain` it gave 29,696 MiB where hspace's tier (and the disk walk) keeps
     32,704 at the same disk."""
     found = [
-        _first_admitted(tier, refused, base, pose, solver, only, steps, deadline)
+        _first_admitted(tier, refused, base, pose, solver, only, steps, deadline, decided=decided)
         for only in (None, "memory_mib", "disk_mib")
     ]
     admitted = [f for f in found if f is not None]
@@ -846,6 +876,8 @@ def _first_admitted(
     only: str | None,
     steps: int,
     deadline: float | None,
+    *,
+    decided: InputFailures | None = None,
 ) -> Spec | None:
     """The first spec of the walk below `refused` (one unit of `only` a step, or memory and
     disk in proportion to their room, `_in_proportion`) at which the node checks pass and
@@ -875,7 +907,7 @@ def _first_admitted(
     def admitted(i: int) -> bool:
         if i not in verdicts:
             verdicts[i] = _probe(_light(base, walk[i]))[0] and _n1_admits_one(
-                pose(walk[i]), solver, deadline
+                pose(walk[i]), solver, deadline, decided
             )
         return verdicts[i]
 
@@ -921,7 +953,10 @@ def _in_proportion(tier: Spec, current: Spec, problem: SpaceProblem) -> list[str
 
 
 def _n1_admits_one(
-    problem: SpaceProblem, solver: SolverOptions, deadline: float | None = None
+    problem: SpaceProblem,
+    solver: SolverOptions,
+    deadline: float | None = None,
+    decided: InputFailures | None = None,
 ) -> bool:
     """Under global N+1, whether one instance is placeable at all (an exact solve capped at
     one, within what is left until the ladder's `deadline`: with the ladder's whole limit, a
@@ -929,15 +964,11 @@ def _n1_admits_one(
     are all there is."""
     if not problem.global_n1:
         return True
-    from dataclasses import replace as evolve
-
     one = evolve(problem, options=evolve(problem.options, limit=1))
-    return solve_problem(one, solver.within(_left(deadline))).count >= 1
+    return solve_problem(one, solver.within(_left(deadline)), decided=decided).count >= 1
 
 
 def _with_limit(options: SpaceOptions, left: int) -> SpaceOptions:
-    from dataclasses import replace as evolve
-
     return evolve(options, limit=max(left, 0))
 
 
@@ -945,8 +976,6 @@ def _without_status(final: ClusterState, loaded: ClusterState) -> ClusterState:
     """A stage's final state as the next stage's input: node status (-O, --max-cpu,
     --min-disk) is applied again by `space_problem`, so the loaded values come back; the
     load-time N+1 flags stay as loaded (hspace judges bad nodes once)."""
-    from dataclasses import replace as evolve
-
     nodes = {}
     for n, st in final.nodes.items():
         was = loaded.nodes[n]

@@ -14,7 +14,7 @@ from typing import Any
 from model.space import SpaceOptions, Spec
 from model.state import ClusterState
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.space import TieredResult, standard, tiered
+from solvers.strategies.space import InputFailures, TieredResult, standard, tiered
 from solvers.strategies.space_moves import moved_standard
 
 #: The share of what is left of the limit the tiered phase (which runs first) may use: the
@@ -86,6 +86,9 @@ def phases(
     1,000 nodes)."""
     start = time.perf_counter() if began is None else began
     shares: list[Share] = []
+    # the input's N+1 verdicts, decided once for both phases (the ladder's first state is the
+    # standard phase's state)
+    decided = InputFailures()
 
     def timed(phase: str, share: float, run: Callable[[SolverOptions], Any]) -> Any:
         started = time.perf_counter() - start
@@ -96,13 +99,17 @@ def phases(
         return result
 
     def run_tiered() -> TieredResult:
-        return timed("tiered", TIERED_SHARE, lambda s: tiered(state, tuple(tier_specs), options, s))
+        return timed(
+            "tiered",
+            TIERED_SHARE,
+            lambda s: tiered(state, tuple(tier_specs), options, s, decided=decided),
+        )
 
     def run_standard() -> Any:
         if move_existing or max_moves is not None:
             return timed(
                 "standard", 1.0, lambda s: moved_standard(state, spec, options, s, max_moves)
             )
-        return timed("standard", 1.0, lambda s: standard(state, spec, options, s))
+        return timed("standard", 1.0, lambda s: standard(state, spec, options, s, decided=decided))
 
     return Phases(run_tiered, run_standard, shares)

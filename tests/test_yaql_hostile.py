@@ -70,7 +70,8 @@ def test_hostile_expression_is_stopped_in_one_line(
     assert err.count("\n") == 1, err[:500]
     assert err.startswith(f"exalloc: error: {path}:{line}: yaql error in space 'b', key 'size'")
     assert message in err, (attempt, err[:300])
-    assert len(err) < 400  # the expression is quoted, a long one shortened
+    # the expression is quoted, a long one shortened (the path's length aside: longer under xdist)
+    assert len(err) - len(str(path)) < 400
     # stopped (the message says by what); the clock only catches a hang, with room for load
     assert took < LIMITS.time_limit_s + 30, (attempt, took)
 

@@ -483,19 +483,53 @@ def _highs_optimum(model: Path, **options: object) -> float:
 @pytest.mark.ci
 def test_highs_without_doubleton_equations_finds_the_true_optimum(tmp_path: Path) -> None:
     """The first score round of a 200-node evacuation of 40 (benchmarks/bench_joint.py seed 1,
-    written by HiGHS, xz-compressed in tests/data): with the presolve rules exalloc leaves on,
-    HiGHS proves the same optimum as without presolve (about a minute each). (With doubleton
-    equations on, HiGHS 1.12 proves 34.545663 optimal here, the true optimum being 34.545575:
-    its returned solution has the reserves' spread above every row that bounds it.)"""
+    written by HiGHS, xz-compressed in tests/data), reduced: a quarter of its integer columns
+    (2,550 of 10,283) fixed at the values of its optimum, the plan stored beside it
+    (highs-doubleton-plan.npz). The plan is feasible in the whole round at 34.545575, the
+    round's optimum (HiGHS without presolve, and with exalloc's options, prove it), so that is
+    the reduced round's optimum too: with the presolve rules exalloc leaves on HiGHS proves it.
+    With doubleton equations on, HiGHS 1.12 proves 34.545587 optimal on this reduced round
+    (34.545663 on the whole one), above the plan: `python benchmarks/highs_doubleton.py`
+    (docs/reliability.md, "Test run time"). About 35 s of CPU, the whole round's was 67 s."""
     import lzma
+
+    import highspy
 
     from solvers.highs_backend import PRESOLVE_RULES_OFF
 
     model = tmp_path / "round.mps"
     model.write_bytes(lzma.decompress((DATA / "highs-doubleton-wrong-bound.mps.xz").read_bytes()))
-    assert _highs_optimum(model, presolve_rule_off=PRESOLVE_RULES_OFF) == pytest.approx(
-        _highs_optimum(model, presolve="off"), abs=1e-6
-    )
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.readModel(str(model))
+    lp = h.getLp()
+    data = np.load(DATA / "highs-doubleton-plan.npz")
+    plan, fixed = data["plan"], data["fixed"]
+    start, index = np.array(lp.a_matrix_.start_), np.array(lp.a_matrix_.index_)
+    column = np.repeat(np.arange(lp.num_col_), np.diff(start))  # of each entry (column-wise)
+    rows = np.zeros(lp.num_row_)  # the plan is feasible in the whole round
+    np.add.at(rows, index, np.array(lp.a_matrix_.value_) * plan[column])
+    assert np.all(rows >= np.array(lp.row_lower_) - 1e-6)
+    assert np.all(rows <= np.array(lp.row_upper_) + 1e-6)
+    lower, upper = np.array(lp.col_lower_), np.array(lp.col_upper_)
+    assert np.all(plan >= lower) and np.all(plan <= upper)
+    whole = np.array([int(v) for v in lp.integrality_]) > 0
+    assert np.all(plan[whole] == np.round(plan[whole])) and np.all(whole[fixed])
+    assert len(fixed) == 2550
+    score = float(np.array(lp.col_cost_) @ plan + lp.offset_)
+    assert score == pytest.approx(34.545575, abs=1e-6)
+    lower[fixed] = upper[fixed] = plan[fixed]
+    lp.col_lower_, lp.col_upper_ = lower, upper
+    reduced = highspy.Highs()
+    reduced.setOptionValue("output_flag", False)
+    reduced.passModel(lp)
+    for key, value in {
+        "mip_rel_gap": 0.0, "random_seed": 0, "threads": 1, "presolve_rule_off": PRESOLVE_RULES_OFF,
+    }.items():  # fmt: skip
+        reduced.setOptionValue(key, value)
+    reduced.run()
+    assert reduced.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert reduced.getInfo().objective_function_value == pytest.approx(score, abs=1e-6)
 
 
 def _reserve_round(*, reserves_integer: bool, seconds: float) -> tuple[str, float]:

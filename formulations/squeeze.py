@@ -42,6 +42,7 @@ from collections.abc import Hashable
 from typing import Any
 
 import pyomo.core as pyo
+from pyomo.common.collections import ComponentMap
 
 from formulations.deadline import build_families
 from formulations.objective import Objective
@@ -236,19 +237,47 @@ def define_capacity(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
             m.add_component(row, pyo.Constraint(m.N, rule=fit))
 
 
-def define_n1(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
+def define_n1(m: pyo.ConcreteModel, problem: SqueezeProblem, shared_load: bool = True) -> None:
     """load[n] + fixed_peer[n,P] + Σ_{(i,k): pair (P,n)} reserve[i]·x[i,k] ≤ n1_room[n]·on[n]
     for every primary P that may lean on n: the probe still fits beside every failover onto n
-    (DRBD moves)."""
+    (DRBD moves).
+
+    With `shared_load`, load[n] is load_mem[n] = Σ_s mem[s]·y[s,n] + Σ_{(i,k): n primary of k}
+    mem[i]·x[i,k], one integer variable per node with its defining row, shared by the node's
+    rows: written out in each of them, node n's load (every shape and every DRBD choice with n
+    as primary) is most of the model, about a million terms on 64 nodes with 62 pairs whose
+    build and copy into CP-SAT take 21 s (docs/reliability.md, issue 40); shared, about
+    35,000, built in under a second. Integer because sizes are whole MiB (CP-SAT takes no
+    continuous variable); 0 ≤ load_mem[n] ≤ max(room[n], bare_room[n], 0), which the capacity
+    rows already impose on the load. The same rows either way, but CP-SAT proves less from
+    the shared form in a long solve (on those 64 nodes, 39 nodes freed with bound 41 at 120 s
+    where the written-out rows reach bound 39; docs/squeeze.md), so the strategy writes the
+    load out where its time allows."""
     nodes, mirrored = problem.nodes, problem.mirrored
     peer_terms = problem.choices_by_pair
     fixed_peer = {(n, pn): r for n in m.N for pn, r in nodes[n].fixed_peers}
     m.NP = pyo.Set(initialize=sorted(peer_terms), dimen=2)
+    if shared_load:
+        m.NL = pyo.Set(initialize=sorted({n for n, _ in peer_terms}), ordered=True)
+
+        def load_bounds(_m: pyo.ConcreteModel, n: int) -> tuple[int, int]:
+            node = nodes[n]
+            return (0, max(node.room_memory_mib, node.bare_room_memory_mib, 0))
+
+        m.load_mem = pyo.Var(m.NL, domain=pyo.NonNegativeIntegers, bounds=load_bounds)
+        # load_mem_def: load_mem[n] = Σ_s mem[s]·y[s,n] + Σ mem[i]·x[i,k] (n primary of k)
+        m.load_mem_def = pyo.Constraint(
+            m.NL, rule=lambda m, n: m.load_mem[n] == _load(m, problem, n, "memory_mib")
+        )
+
+    def load(n: int) -> Any:
+        return m.load_mem[n] if shared_load else _load(m, problem, n, "memory_mib")
+
     # n1: load[n] + fixed_peer[n,P] + Σ reserve[i]·x[i,k] ≤ n1_room[n] · on[n]
     m.n1 = pyo.Constraint(
         m.NP,
         rule=lambda m, n, pn: (
-            _load(m, problem, n, "memory_mib")
+            load(n)
             + fixed_peer.get((n, pn), 0)
             + sum(mirrored[i].reserve_mib * m.x[i, k] for i, k in peer_terms[n, pn])
             <= nodes[n].n1_room_memory_mib * m.on[n]
@@ -256,15 +285,21 @@ def define_n1(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
     )
 
 
-def n1_terms(problem: SqueezeProblem) -> int:
+def n1_terms(problem: SqueezeProblem, shared_load: bool = True) -> int:
     """The terms of `define_n1`'s rows, counted before any is built: with DRBD pairs, most of
-    the model (about a million on 64 nodes with 62 pairs), whose build and copy into the
-    solver cost about the same per term; the strategy weighs it against its time limit."""
+    the model (on 64 nodes with 62 pairs 35,536 shared, 1,014,752 written out), whose build
+    and copy into the solver cost about the same per term; the strategy weighs it against
+    its time limit."""
     shapes = len(problem.shapes)
-    return sum(
-        shapes + len(problem.choices_as_primary.get(n, ())) + len(terms)
-        for (n, _), terms in problem.choices_by_pair.items()
-    )
+    pairs = problem.choices_by_pair
+
+    def load_terms(n: int) -> int:
+        return shapes + len(problem.choices_as_primary.get(n, ()))
+
+    if not shared_load:
+        return sum(load_terms(n) + len(terms) for (n, _), terms in pairs.items())
+    defining = sum(1 + load_terms(n) for n in {n for n, _ in pairs})
+    return defining + sum(1 + len(terms) for terms in pairs.values())
 
 
 def define_storage(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
@@ -399,8 +434,11 @@ def define_symmetry(m: pyo.ConcreteModel, problem: SqueezeProblem) -> None:
     m.symmetry = pyo.Constraint(m.SYM, rule=lambda m, a, b: m.on[a] >= m.on[b])
 
 
-def build(problem: SqueezeProblem, deadline: float | None = None) -> pyo.ConcreteModel:
-    """The per-node model with aggregated instance counts (see the module docstring).
+def build(
+    problem: SqueezeProblem, deadline: float | None = None, *, shared_load: bool = True
+) -> pyo.ConcreteModel:
+    """The per-node model with aggregated instance counts (see the module docstring);
+    `shared_load`: as `define_n1`.
 
     The families are added in this order because the solvers number rows and columns as they
     meet them: another order is the same model, but may break ties differently. Past
@@ -422,11 +460,38 @@ def build(problem: SqueezeProblem, deadline: float | None = None) -> pyo.Concret
         define_evenness,
         define_symmetry,
     )
-    build_families(
-        [(f.__name__.removeprefix("define_"), lambda f=f: f(m, problem)) for f in families],
-        deadline,
-    )
+
+    def family(f: Any) -> Any:
+        if f is define_n1:
+            return lambda: define_n1(m, problem, shared_load)
+        return lambda: f(m, problem)
+
+    build_families([(f.__name__.removeprefix("define_"), family(f)) for f in families], deadline)
     return m
+
+
+def current_start(m: pyo.ConcreteModel, problem: SqueezeProblem) -> ComponentMap:
+    """The cluster as it is, as values of the per-node model's variables: every node on, each
+    shape's instances where they are, each DRBD instance on its current pair, no move. A hint
+    for CP-SAT's first solve (a start it repairs where the probe's rows break it): on 64 nodes
+    with 62 drbd pairs it found no plan at all in 7 s without one (docs/squeeze.md)."""
+    start = ComponentMap((m.on[n], 1) for n in m.N)  # Pyomo's variables are not hashable
+    for s in m.S:
+        for n in m.N:
+            start[m.y[s, n]] = problem.counts.get((s, n), 0)
+    for k in m.SN_now:
+        start[m.out[k]] = 0
+    for i, k in m.IC:
+        ch = problem.mirrored[i].choices[k]
+        start[m.x[i, k]] = int((ch.primary, ch.secondary) == problem.mirrored[i].current)
+    for n in getattr(m, "NL", ()):
+        load = sum(problem.shapes[s].memory_mib * problem.counts.get((s, n), 0) for s in m.S)
+        load += sum(
+            problem.mirrored[i].memory_mib * start[m.x[i, k]]
+            for i, k in problem.choices_as_primary.get(n, ())
+        )
+        start[m.load_mem[n]] = load
+    return start
 
 
 def objectives(m: pyo.ConcreteModel, problem: SqueezeProblem) -> list[Objective]:

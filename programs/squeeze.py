@@ -126,6 +126,24 @@ class SqueezeReport:
                 out.append(f"The commands have been written to file '{self.commands_file}'")
         return "\n".join(out) + "\n"
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """A line on stderr when the answer is not proven (hsqueeze's output has no place for
+        it): the status, why, and each stage's value beside its bound."""
+        p = self.plan
+        if p.status in ("optimal", "infeasible"):
+            return ()
+        stages = "; ".join(
+            f"{name} {_figure(v)}, bound {_figure(b)}"
+            for name, v, b in zip(p.stage_names, p.objective, p.bound, strict=False)
+        )
+        return (
+            f"squeeze: {p.status}"
+            + (f", {p.note}" if p.note else "")
+            + (f"; {stages}" if stages else "")
+            + "; allow more time with --time-limit",
+        )
+
     def to_json(self) -> dict[str, Any]:
         p = self.plan
         return {
@@ -146,7 +164,12 @@ class SqueezeReport:
             "online_candidates": list(p.online_candidates),
             "not_enough_capacity": p.not_enough_capacity,
             "checker": dict(p.checker),
+            "note": p.note or None,
         }
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def _move_json(m: Migration) -> dict[str, str]:

@@ -295,6 +295,10 @@ class CpSatSession:
         self._last: dict[int, int] = {}
         self._stage = 0
 
+    def hint(self, start: Mapping[Any, float]) -> None:
+        """The first solve's hint (Pyomo variable -> value), before any solution of its own."""
+        self._last = {id(v): int(round(x)) for v, x in start.items()}
+
     def set_objective(self, expr: Any, sense: str) -> None:
         self._stage += 1
         self._bridge.set_objective(expr, sense, f"objective of stage {self._stage}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import pyomo.core as pyo
@@ -106,6 +106,7 @@ def solve_lexicographic(
     build_s: float = 0.0,
     stage_rows: StageRows | None = None,
     presolve: bool = True,
+    hint: Mapping[Any, float] | None = None,
 ) -> LexResult:
     """Optimise `objectives` in order, each stage fixed as a row before the next.
 
@@ -113,6 +114,9 @@ def solve_lexicographic(
     incumbent, so later stages stay feasible; the run stops after a stage with no solution.
     stage_rows(k, value), called with stage k's solution loaded, returns further rows that
     the fixing makes valid (cuts that speed up the later proofs); they are added with it.
+    `hint` (Pyomo variable -> value) is a start for the first solve where the backend takes
+    one (CP-SAT: a point it starts its search from and repairs if it breaks a row; HiGHS
+    sessions ignore it).
     The model's own objectives are deactivated meanwhile; every added component is removed
     at the end and the objectives are re-activated. Variable values of the last solution stay.
     """
@@ -123,6 +127,8 @@ def solve_lexicographic(
     start = time.perf_counter()
     stages: list[SolveResult] = []
     session = open_session(solver, model, mip_gap, threads, seed, presolve)
+    if hint and hasattr(session, "hint"):
+        session.hint(hint)
     try:
         for k, obj in enumerate(objectives):
             left = None

@@ -200,6 +200,62 @@ def test_squeezes_build_stops_between_families_past_its_deadline():
     assert form.n1_terms(built.problem) > 0
 
 
+def test_squeezes_n1_terms_count_the_rows_built():
+    """The strategy weighs `n1_terms` against its time limit: it must count what the N+1 rows
+    and the shared loads' defining rows hold (each node's load once, not once a row: about
+    a million terms on 64 nodes with 62 drbd pairs before, 35,536 now)."""
+    from pyomo.repn import generate_standard_repn
+
+    from formulations import squeeze as form
+    from model.squeeze import SHRINK, offline_candidates
+    from solvers.strategies.squeeze import build_problem, probe_demand
+
+    state = _drbd_state(16, 48, 16)
+    probe = probe_demand(state.cluster.cluster_policy.std, 2.0)
+    built = build_problem(
+        state, SHRINK, probe, "drbd", decided=offline_candidates(state.cluster, "drbd")
+    )
+    m = form.build(built.problem, None)
+    rows = [*m.n1.values(), *m.load_mem_def.values()]
+    terms = sum(len(generate_standard_repn(c.body, compute_values=False).linear_vars) for c in rows)
+    # a term whose coefficient is zero (a DRBD instance of no memory) is left out of the repn
+    assert 0 < terms <= form.n1_terms(built.problem) <= terms + len(built.problem.choices)
+    # written out, each row holds its node's whole load
+    w = form.build(built.problem, None, shared_load=False)
+    assert not hasattr(w, "load_mem")
+    written = sum(
+        len(generate_standard_repn(c.body, compute_values=False).linear_vars) for c in w.n1.values()
+    )
+    # (a shape of no memory, or one a node cannot take, is no term of the solver's row)
+    assert written <= form.n1_terms(built.problem, shared_load=False)
+    assert form.n1_terms(built.problem) * 4 < written
+
+
+def test_squeeze_writes_the_load_out_only_where_its_time_allows(monkeypatch):
+    """The written-out N+1 rows prove more in a long solve, the shared ones build 25 times
+    faster on 64 nodes: without a limit (or a long one) the first, under a limit they would
+    not fit a quarter of, the second."""
+    from formulations import squeeze as form
+    from model.squeeze import SqueezeRequest
+    from solvers.strategies import squeeze
+
+    asked: list[bool] = []
+    real = form.build
+
+    def recording(problem, deadline=None, *, shared_load=True):  # noqa: ANN001, ANN202
+        asked.append(shared_load)
+        return real(problem, deadline, shared_load=shared_load)
+
+    monkeypatch.setattr(form, "build", recording)
+    state, request = _drbd_state(), SqueezeRequest(move="drbd")
+    squeeze.plan(state, request, SolverOptions(solver_given=False))
+    squeeze.plan(state, request, SolverOptions(time_limit=600, solver_given=False))
+    assert asked == [False, False]
+    monkeypatch.setattr(squeeze, "SECONDS_PER_N1_TERM", 1e-2)  # a machine 500 times slower
+    planned = squeeze.plan(state, request, SolverOptions(time_limit=20, solver_given=False))
+    assert asked[2:] == [True] and planned.checker["ok"]
+
+
 def test_squeeze_without_time_for_its_model_says_so_within_the_limit():
     """`squeeze --move drbd --time-limit 10` on 64 nodes answered after 18.5 s, "no plan
     found": the build and CP-SAT's copy (21 s) were outside the limit. A model whose build
@@ -210,14 +266,37 @@ def test_squeeze_without_time_for_its_model_says_so_within_the_limit():
 
     state = _drbd_state()
     request = SqueezeRequest(move="drbd")
-    with pytest.raises(SolverError, match="does not fit the"):
-        squeeze.plan(state, request, SolverOptions(time_limit=1e-6, solver_given=False))
+    cut = squeeze.plan(state, request, SolverOptions(time_limit=1e-6, solver_given=False))
+    # a shrink always has the cluster as it is: nothing powered off, not proven, said why
+    assert (cut.mode, cut.nodes, cut.moves, cut.status) == ("none", (), (), "time_limit")
+    assert "does not fit the" in cut.note and cut.checker["ok"]
+    assert cut.objective[:2] == (0.0, 0.0) and cut.stage_names[:2] == ("nodes_freed", "moves")
     began = time.perf_counter() - 100.0  # the answer's deadline long gone (a slow start)
     late = answer_options(SolverOptions(time_limit=60.0, solver_given=False), began)
-    with pytest.raises(SolverError, match="time_limit"):
-        squeeze.plan(state, request, late)
+    gone = squeeze.plan(state, request, late)
+    assert (gone.mode, gone.status) == ("none", "time_limit") and gone.note
     ok = squeeze.plan(state, request, SolverOptions(time_limit=60.0, solver_given=False))
-    assert ok.status in ("optimal", "feasible") and ok.checker["ok"]
+    assert ok.status in ("optimal", "feasible") and ok.checker["ok"] and ok.nodes
+    from test_squeeze_expand_brute import _case as expand_case
+
+    from model.state import node_states
+
+    cluster, factor, _ = expand_case(1)  # expand: one standby node must come on
+    with pytest.raises(SolverError, match="no plan found"):  # so "nothing" is no answer
+        squeeze.plan(node_states(cluster), SqueezeRequest(factor, factor, "drbd"), late)
+
+
+def test_squeeze_out_of_time_says_so_on_stderr(tmp_path, capsys):
+    """The text answer of a shrink cut by its limit is hsqueeze's 'No action', and a note on
+    stderr says it is not proven and why; exit 0."""
+    path = tmp_path / "drbd.data"
+    path.write_text(dump_text(_drbd_state().cluster))
+    argv = ["squeeze", "--move", "drbd", "-t", str(path), "--time-limit", "1e-6"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == "'No action'\n"
+    assert "exalloc: note: squeeze: time_limit, the model (" in err
+    assert "nothing powered off; nodes_freed 0" in err
 
 
 # --- redistribute and evacuate: the greedy baseline, its judging, the health check ----------

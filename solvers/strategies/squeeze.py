@@ -101,6 +101,7 @@ class SqueezePlan:
     solver: str = "highs"
     not_enough_capacity: bool = False
     checker: Mapping[str, Any] = field(default_factory=dict)  # "ok", "objectives"
+    note: str = ""  # why the answer is not the solve's (the time limit left no plan)
 
 
 # -- the single MIP ----------------------------------------------------------------------------
@@ -125,13 +126,16 @@ def _blended(problem: SqueezeProblem, nodes: Objective, moves: Objective) -> Obj
 def _unblend(
     problem: SqueezeProblem, res: LexResult, nodes: Objective, moves: Objective
 ) -> LexResult:
-    """Split a blended first stage back into its two stages (values read off the plan)."""
+    """Split a blended first stage back into its two stages (values read off the plan; none
+    without one, the bound on the node count still split off)."""
     stage = res.stages[0]
     cap = _moves_cap(problem)
     weight = cap + 1
-    n_val = float(round(form.stage_value(nodes)))
-    m_val = float(round(form.stage_value(moves)))
-    if stage.status is Status.OPTIMAL:
+    n_val = m_val = None
+    if res.has_solution:
+        n_val = float(round(form.stage_value(nodes)))
+        m_val = float(round(form.stage_value(moves)))
+    if stage.status is Status.OPTIMAL and res.has_solution:
         n_bound, m_bound = n_val, m_val
     elif stage.bound is None:
         n_bound, m_bound = None, None
@@ -161,17 +165,22 @@ def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> 
         return Solution(SqueezeAssignment(), "time_limit", (), (), (), (), build_s, 0.0,
                         solver=options.solver, note=why)  # fmt: skip
 
-    need = form.n1_terms(problem) * SECONDS_PER_N1_TERM  # the build and the solver's copy
+    # the N+1 rows with each node's load written out where the time allows (CP-SAT proves
+    # more from them in a long solve), shared by the node's rows where it does not
+    written = form.n1_terms(problem, shared_load=False) * SECONDS_PER_N1_TERM
+    shared = deadline is not None and written > WRITTEN_OUT_SHARE * (deadline - time.perf_counter())
+    terms = form.n1_terms(problem, shared_load=shared)
+    need = terms * SECONDS_PER_N1_TERM  # the build and the solver's copy
     if deadline is not None and need > deadline - time.perf_counter():
         left = max(deadline - time.perf_counter(), 0.0)
         return out_of_time(
-            f"the model ({form.n1_terms(problem)} N+1 terms, about {need:.0f} s to build and "
+            f"the model ({terms} N+1 terms, about {need:.1f} s to build and "
             f"hand to the solver) does not fit the {left:.1f} s left",
             0.0,
         )
     try:
         with Stopwatch() as sw:
-            model = form.build(problem, deadline)
+            model = form.build(problem, deadline, shared_load=shared)
             objs = form.objectives(model, problem)
     except OutOfTime as cut:
         return out_of_time(str(cut), cut.built_s)
@@ -205,8 +214,10 @@ def solve_mip(built: BuiltProblem, options: SolverOptions = DEFAULT_OPTIONS) -> 
         **options.left(AFTER_SOLVE_S).kwargs(),
         build_s=sw.seconds,
         stage_rows=evenness_after_node_stage,
+        # CP-SAT starts from the cluster as it is (it found no plan at all in 7 s without)
+        hint=form.current_start(model, problem) if problem.mirrored else None,
     )
-    if blend and res.has_solution:
+    if blend and res.stages:
         res = _unblend(problem, res, objs[0], objs[1])
     if not res.has_solution:
         return Solution(
@@ -430,9 +441,20 @@ MIRRORED_SOLVER = "cpsat"
 
 #: The build of the model and its copy into the solver per term of its N+1 rows (most of a
 #: model with DRBD pairs): 12.9 s of build and 8.2 s of CP-SAT's copy for 1,012,376 terms on
-#: bench_squeeze's 64 nodes with 62 drbd pairs at load 5.4, 2.1e-5 s a term; COPY_SHARE of
-#: it is the copy, weighed again once the model is built.
+#: bench_squeeze's 64 nodes with 62 drbd pairs at load 5.4, 2.1e-5 s a term, when each row
+#: held its node's whole load; COPY_SHARE of it is the copy, weighed again once the model is
+#: built. With the load shared (formulations/squeeze.py `define_n1`) the same cluster has
+#: 35,536 such terms and the whole model builds in 0.7-0.8 s at load 4, so the estimate
+#: (0.7 s) now errs on neither side by much.
 SECONDS_PER_N1_TERM = 2e-5
+
+#: The share of the time left that the N+1 rows written out (each node's load in each of its
+#: rows) may take to build and copy; past it they share each node's load (formulations/
+#: squeeze.py `define_n1`). On bench_squeeze's 64 nodes / 62 drbd pairs the written-out rows
+#: proved 39 nodes freed in 120 s (bound 39), the shared ones found 39 with bound 41; under 30
+#: s only the shared ones leave CP-SAT the time to find a plan at all. A quarter: written out
+#: from a limit of about 85 s there.
+WRITTEN_OUT_SHARE = 0.25
 COPY_SHARE = 0.4
 LEAST_SOLVE_S = 2.0  # a solve given less than this after the copy finds no plan at that size
 
@@ -498,6 +520,8 @@ def plan(
     if not sol.assignment.on:
         if sol.status == "infeasible" and not expand:
             sol = replace(sol, assignment=SqueezeAssignment())
+        elif sol.status == "time_limit" and not expand:
+            sol = _nothing_powered_off(sol)
         elif sol.status not in ("infeasible", "optimal", "feasible"):
             # optimal or feasible without power states: a cluster without nodes, nothing to do
             why = f": {sol.note}" if sol.note else ""
@@ -542,7 +566,7 @@ def plan(
     # nothing to power off or on: no stage answered a question, so none is reported, its
     # bound and gap no more than its objective (issue 40, item 10: "objective": [] beside
     # "bound": [0.0])
-    reported = mode != "none" or power
+    reported = mode != "none" or power or sol.status == "time_limit"
     objective = sol.objective if reported else ()
     return SqueezePlan(
         mode=mode,
@@ -562,4 +586,29 @@ def plan(
         solver=sol.solver,
         not_enough_capacity=not_enough,
         checker={"ok": not violations, "objectives": _plain(report.objectives)},
+        note=sol.note,
+    )
+
+
+def _nothing_powered_off(sol: Solution) -> Solution:
+    """A shrink whose solve found no plan before the time limit: the cluster as it is, the
+    answer that is always there (the minimal probe fits every node, else the mode would be
+    expand), with nothing freed and no move, status time_limit and the bound the solve
+    reached, rather than an error (issue 40: "no plan found" on 64 nodes with drbd moves
+    under 10 s, where the operator's question has an honest answer, "not in this time")."""
+    trivial = {"nodes_freed": 0.0, "moves": 0.0}
+    names, bound = sol.names, sol.bound
+    if not names:  # no model was built: the stages it would have had, no bound
+        names, bound = tuple(trivial), (None, None)
+    objective = tuple(trivial.get(n) for n in names)
+    gap = tuple(relative_gap(v, b) for v, b in zip(objective, bound, strict=True))
+    why = sol.note or "the solver found no plan"
+    return replace(
+        sol,
+        assignment=SqueezeAssignment(),
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        names=names,
+        note=f"{why} within the time limit: nothing powered off",
     )

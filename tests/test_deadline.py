@@ -428,3 +428,30 @@ def test_a_command_lines_process_ends_with_its_answer_whole_and_its_exit_code(tm
         check=False,
     )
     assert bad.returncode == 1 and "missing.data" in bad.stderr
+
+
+def test_the_greedy_walk_starts_no_step_the_longest_so_far_would_carry_past_its_deadline(
+    monkeypatch,
+):
+    """One step of the design's greedy (a node's htools evacuation, an instance's allocation)
+    is not cut inside (6-7 s on 500 nodes: compress ended 5 s past a 30 s limit). With steps
+    of 3 s and a deadline at 10 s the walk stops before the step that would end at 13 s."""
+    import model.groups_greedy as gg
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(gg, "time", clock)
+    paced = gg._Paced(10.0)  # noqa: SLF001 - the pacing itself
+    started = []
+    with pytest.raises(gg.GreedyOutOfTime):
+        for k in range(10):
+            paced.step()
+            started.append(k)
+            clock.now += 3.0
+    assert started == [0, 1, 2] and paced.longest_s == 3.0  # the 4th would end at 12 s
+    gg._Paced(None).step()  # no deadline: never out of time

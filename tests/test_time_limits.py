@@ -186,9 +186,10 @@ def test_balance_answer_says_hbals_port_was_cut_and_the_k_it_reached():
 
 
 def test_hbals_port_cut_mid_round_keeps_the_best_move_among_the_instances_tried(monkeypatch):
-    """The clock passes `until` after 5 instances of the first round: the step kept is the
-    best accepted move of those 5 (the same as hbal's check_move over them alone), it passes
-    the checker, and the note of the answer says how it was found."""
+    """The clock (a second an instance) would pass `until` during the 6th instance of the
+    first round, which is then not started (the longest instance so far would end past it):
+    the step kept is the best accepted move of those 5 (the same as hbal's check_move over
+    them alone), it passes the checker, and the note of the answer says how it was found."""
     from dataclasses import replace
 
     from model.check import check_balance
@@ -203,7 +204,7 @@ def test_hbals_port_cut_mid_round_keeps_the_best_move_among_the_instances_tried(
     first5 = hbal.movable_now(rules.search(), scope, table)[:5]
     alone = hbal.check_move(rules.search(), scope, table, first5)
     monkeypatch.setattr(hbal, "time", Ticks())
-    cut = hbal_start(problem, 2, until=5.5)
+    cut = hbal_start(problem, 2, until=6.5)
     assert cut.cut and cut.partial == f"its last step the best of 5 of {len(pool)} instances tried"
     assert len(cut.steps) == 1 and len(alone.placements) == 1
     assert cut.steps[0].instance == alone.placements[0].instance

@@ -330,6 +330,12 @@ class SearchCache(RowCache):
         self.instance_moves: dict[tuple, tuple[Move, ...]] = {}
 
 
+#: Seconds `_chosen` takes per move tried, to score them and keep hbal's first best: 0.96 s
+#: for 123,087 and 1.15 s for 162,854 on benchmarks/time_limits.py's 200-node group (load 1),
+#: 7-8e-6, so 1e-5; a round cut by its deadline keeps this for the choice after it.
+CHOOSE_S_PER_MOVE = 1e-5
+
+
 class SearchOutOfTime(Exception):
     """A round's deadline (time.perf_counter()) passed while its moves were tried: the round
     is not finished (one round of 200 nodes takes 20-77 s, issue 40 item 4). `table` is the
@@ -354,7 +360,7 @@ def _candidates(
 ) -> tuple[list[_Candidate], list[Change]]:
     """Every move of the victims that `applyMoveEx` accepts, in hbal's order, and the change
     each makes to the group's node list; SearchOutOfTime once `deadline` has passed (looked
-    at before each victim)."""
+    at before each victim, none started that the longest so far would carry past it)."""
     state = table.state
     nodes = state.nodes
     online = online_nodes(state, scope)
@@ -365,9 +371,17 @@ def _candidates(
     force = options.ignore_soft_errors
     ops: dict = {}  # apply_move's adds and removes shared by this round's moves
     out, changes = [], []
+    longest_s, last = 0.0, None  # a victim's moves are not cut inside: seconds on 200 nodes
     for k, name in enumerate(victims):
-        if deadline is not None and time.perf_counter() >= deadline:
-            raise SearchOutOfTime(k, len(victims), _Tried(out, changes))
+        if deadline is not None:
+            now = time.perf_counter()
+            longest_s = longest_s if last is None else max(longest_s, now - last)
+            last = now
+            # not started where the longest victim so far, and choosing among the moves
+            # tried, would end past the deadline (the port resumed after the model ran 2-4 s
+            # past a 60 s limit on 200 nodes: its choice among the moves tried took 5 s)
+            if now + longest_s + CHOOSE_S_PER_MOVE * len(out) >= deadline:
+                raise SearchOutOfTime(k, len(victims), _Tried(out, changes))
         p, s = state.locations[name]
         d = state.demands[name]
         mkey = (name, p, s, online_key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from squeeze_gen import SqueezeSpec, drbd_cluster, mixed_cluster
@@ -136,15 +136,34 @@ def brute_force(
     return 0, None
 
 
-def _case(seed: int) -> tuple[Cluster, float]:
+def _drawn(
+    seed: int,
+    sizes: tuple[tuple[int, int], tuple[int, int]],
+    fills: tuple[float, ...],
+    factors: tuple[float, ...],
+    build: Callable[[SqueezeSpec, random.Random], Cluster],
+) -> tuple[Cluster, float]:
+    """A small cluster and a squeeze factor drawn from `seed`, in one fixed order of draws (the
+    recorded seeds' cases depend on it): nodes, instances, fill, what `build` draws, factor."""
     rng = random.Random(seed)
+    (least_nodes, most_nodes), (least_instances, most_instances) = sizes
     spec = SqueezeSpec(
-        nodes=rng.randint(4, 6),
-        instances=rng.randint(3, 5),
+        nodes=rng.randint(least_nodes, most_nodes),
+        instances=rng.randint(least_instances, most_instances),
         seed=seed,
-        max_fill=rng.choice((0.3, 0.5, 0.7)),
+        max_fill=rng.choice(fills),
     )
-    return mixed_cluster(spec), rng.choice((1.0, 2.0, 3.0))
+    return build(spec, rng), rng.choice(factors)
+
+
+def _case(seed: int) -> tuple[Cluster, float]:
+    return _drawn(
+        seed,
+        ((4, 6), (3, 5)),
+        (0.3, 0.5, 0.7),
+        (1.0, 2.0, 3.0),
+        lambda spec, _: mixed_cluster(spec),
+    )
 
 
 # Seeds whose brute force takes under 3 s here: shrinks freeing 1-4 nodes and clusters where
@@ -183,14 +202,13 @@ def test_the_cases_cover_none_and_several_sizes() -> None:
 
 
 def _drbd_case(seed: int) -> tuple[Cluster, float]:
-    rng = random.Random(seed)
-    spec = SqueezeSpec(
-        nodes=rng.randint(4, 5),
-        instances=rng.randint(2, 4),
-        seed=seed,
-        max_fill=rng.choice((0.3, 0.5)),
+    return _drawn(
+        seed,
+        ((4, 5), (2, 4)),
+        (0.3, 0.5),
+        (1.0, 2.0),
+        lambda spec, rng: drbd_cluster(spec, rng.randint(1, 3)),
     )
-    return drbd_cluster(spec, rng.randint(1, 3)), rng.choice((1.0, 2.0))
 
 
 @pytest.mark.parametrize("seed", range(12))

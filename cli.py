@@ -1,6 +1,6 @@
 """exalloc: exact answers to Ganeti's capacity questions and Bareon's disk layouts.
 
-Where Ganeti's htools (hail, hsqueeze, hbal, hspace) decide greedily and Bareon's allocator
+Where Ganeti's htools (hail, hsqueeze, hbal, hspace, hroller) decide greedily and Bareon's allocator
 rounds a linear relaxation, exalloc solves each question exactly as a MIP (HiGHS or OR-Tools
 CP-SAT), says how good the answer is (optimal, or the gap to a proven bound), checks it with an
 independent checker, and shows what the greedy tool would have done.

@@ -62,11 +62,22 @@ class ExactReport(ProgramOutput):
     job_sets: tuple[JobSet, ...] = ()
 
 
-def _group(cluster: Cluster, name: str | None) -> str | None:
-    """The group hbal balances: -G's, or the only one (None: several and no -G)."""
-    if name is not None:
-        return cluster.group(name).uuid
-    return cluster.groups[0].uuid if len(cluster.groups) == 1 else None
+def _group(cluster: Cluster, name: str | None) -> tuple[str | None, str]:
+    """The group hbal balances, as its `selectGroup` chooses it: -G's (by name or uuid), or
+    the only group holding nodes (an empty group beside it does not count); else None and
+    hbal's error lines (its stderr before `Error: Aborting.`)."""
+    if name is None:
+        with_nodes = [
+            g for g in cluster.groups if any(n.group_uuid == g.uuid for n in cluster.nodes)
+        ]
+        if len(with_nodes) == 1:
+            return with_nodes[0].uuid, ""
+        return None, "Found multiple node groups:\n" + "".join(f"  {g.name}\n" for g in with_nodes)
+    named = [g for g in cluster.groups if name in (g.name, g.uuid)]  # Container.findByName
+    if len(named) == 1:
+        return named[0].uuid, ""
+    listed = "".join(f"  {g.name}\n" for g in cluster.groups)
+    return None, f"Node group {name} not found. Node group list is:\n{listed}"
 
 
 def _placements(problem: BalanceProblem, steps: tuple[Step, ...]) -> tuple[list, ClusterState]:
@@ -132,7 +143,7 @@ def run_exact(
     """The exact answer for the group, checked, in hbal's format; with -S the files hbal
     writes (`loaded`, the cluster as read, is FILE.original; the group after the exact steps
     FILE.balanced), with -C FILE hbal's script of the exact job sets, and -X's job sets."""
-    from model.backends.text import dump_text
+    from model.backends.text import dump_text, printf_g, show_list
     from model.balance import BalanceProblem, BalanceRules
     from model.check import check_balance
     from model.errors import CheckFailedError
@@ -140,6 +151,7 @@ def run_exact(
         format_cmds,
         movable_instances,
         naming_of,
+        optimal_score,
         scope_of,
         solution_line,
         split_jobs,
@@ -151,28 +163,42 @@ def run_exact(
         lookup_names,
         placement_job_sets,
     )
+    from model.htools.hinfo import bad_items
     from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance import answer
 
-    files: dict[str, str] = {}
-    saved = ""
-    save = getattr(args, "save", None)
-    if save:  # hbal writes FILE.original before it selects the group
-        files[f"{save}.original"] = dump_text(loaded or cluster)
-        saved = f"The cluster state before balancing has been written to file '{save}.original'\n"
-    uuid = _group(cluster, args.group)
-    if uuid is None:
-        names = ", ".join(g.name for g in cluster.groups)
-        text = f"Found multiple node groups: [{names}]\nError: Aborting.\n"
-        return ExactReport("", saved + text, 1, {"error": "Found multiple node groups"}, files)
+    # hbal's checks in hbal's order, each before anything is written (hbal.hs main): unknown
+    # --select-instances / --exclude-instances names (mergeData), a wrong -O name
+    # (setNodeStatus), an empty cluster (checkCluster), then FILE.original and the group
+    known = [i.name for i in cluster.instances]
+    selected, wrong_sel = lookup_names(known, list(args.select_instances))
+    excluded, wrong_ex = lookup_names(known, list(args.exclude_instances))
+    if wrong_sel or wrong_ex:
+        shown = show_list([*wrong_sel, *wrong_ex])
+        message = f"failed to load data, aborting: Unknown instance(s): {shown}"
+        return ExactReport("", f"Error: {message}\n", 1, {"error": message})
     # -O (a unique prefix of a name will do), --max-cpu, --min-disk as hbal applies them
     # (CLI.setNodeStatus)
     state = node_states(cluster)
     offline, wrong = lookup_names(list(state.nodes), list(getattr(args, "offline", ()) or ()))
     if wrong:
         message = f"wrong node name(s) set as offline: {', '.join(wrong)}"
-        return ExactReport("", saved + f"Error: {message}\n", 1, {"error": message}, files)
+        return ExactReport("", f"Error: {message}\n\n", 1, {"error": message})  # hbal's \n\n
+    if not cluster.instances:  # nothing to balance, nothing written: hbal's exit 0
+        return ExactReport("Cluster is empty, exiting.\n", "", 0, _empty_json())
+    loaded_line = f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances\n"
+    files: dict[str, str] = {}
+    saved = ""
+    save = getattr(args, "save", None)
+    if save:  # hbal writes FILE.original before it selects the group
+        files[f"{save}.original"] = dump_text(loaded or cluster)
+        saved = f"The cluster state before balancing has been written to file '{save}.original'\n"
+    uuid, why = _group(cluster, args.group)
+    if uuid is None:
+        text = saved + why + "Error: Aborting.\n"
+        message = why.splitlines()[0].rstrip(":")
+        return ExactReport(loaded_line, text, 1, {"error": message}, files=files)
     state = with_node_status(
         state, offline, getattr(args, "max_cpu", None), getattr(args, "min_disk", 0.0) or 0.0
     )
@@ -182,8 +208,8 @@ def run_exact(
         restricted_migration=args.restricted_migration,
         evac_mode=args.evac_mode,
         ignore_soft_errors=args.ignore_soft_errors,
-        select_instances=frozenset(args.select_instances) or None,
-        exclude_instances=frozenset(args.exclude_instances),
+        select_instances=frozenset(selected) or None,  # the full names lookupName found
+        exclude_instances=frozenset(excluded),
         # hbal's stopping rules: its answer's length is K without -l
         min_gain=getattr(args, "min_gain", BalanceRules.min_gain),
         min_gain_limit=getattr(args, "min_gain_limit", BalanceRules.min_gain_limit),
@@ -214,31 +240,59 @@ def run_exact(
     scope = scope_of(state, uuid, pool)
     naming = naming_of(state, scope)
     group_name = next(g.name for g in cluster.groups if g.uuid == uuid)
+    verbose = getattr(args, "verbose", 1)
+    bad_nodes, bad_insts = bad_items(state, scope.nodes)
     lines = [
-        f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances",
+        loaded_line.rstrip("\n"),
+        f"Group size {len(scope.nodes)} nodes, {len(scope.instances)} instances",
         f"Selected node group: {group_name}",
-        f"Initial score: {ans.score_before:.8f}",
-        "Trying to minimize the CV...",
     ]
-    lines += [solution_line(plc, pos, naming) for pos, plc in enumerate(placements, 1)]
-    if placements:
-        lines.append(f"Cluster score improved from {ans.score_before:.8f} to {ans.score:.8f}")
+    if verbose >= 1:
+        lines.append(
+            f"Initial check done: {len(bad_nodes)} bad nodes, {len(bad_insts)} bad instances."
+        )
+    if bad_nodes:
+        lines.append(
+            "Cluster is not N+1 happy, continuing but no guarantee that the cluster will end "
+            "N+1 happy."
+        )
+    lines.append(f"Initial score: {ans.score_before:.8f}")
+    opt_cv = optimal_score(state, scope)
+    # hbal's early exit: nothing to gain over N+1's optimum, no -C commands, no FILE.balanced
+    well_balanced = not placements and ans.score_before - opt_cv < rules.min_score
+    if well_balanced:
+        lines.append(
+            f"Cluster is already well balanced (initial score {printf_g(ans.score_before)},\n"
+            f"optimum score due to N+1 reservations {printf_g(opt_cv)},\n"
+            f"minimum score {printf_g(rules.min_score)}).\nNothing to do, exiting"
+        )
     else:
-        lines.append("No solution found")
-    lines.append(f"Solution length={len(placements)}")
+        lines.append("Trying to minimize the CV...")
+        lines += [solution_line(plc, pos, naming) for pos, plc in enumerate(placements, 1)]
+        if placements:
+            lines.append(f"Cluster score improved from {ans.score_before:.8f} to {ans.score:.8f}")
+        else:
+            lines.append("No solution found")
+        if verbose >= 1:
+            lines.append(f"Solution length={len(placements)}")
     job_sets = split_jobs(placements)
     sets = job_sets[:1] if args.first_job_group else job_sets
-    if args.print_commands is not None and placements:
+    if args.print_commands is not None and not well_balanced:  # as hbal: even for no step
         cmds = format_cmds(
             [[step_commands(state, placements[k], naming) for k in js] for js in sets]
         )
-        if args.print_commands in ("", "-"):
-            lines.append("Commands to run to reach the above solution:")
-            lines.append(cmds.rstrip("\n"))
+        if args.print_commands in ("", "-"):  # hbal's saveBalanceCommands on stdout
+            lines.append("")
+            lines.append(
+                "First set of jobs:"
+                if args.first_job_group
+                else "Commands to run to reach the above solution:"
+            )
+            lines += [f"  {line}" for line in cmds.splitlines() if line != "  check"]
         else:  # -CFILE: hbal's script
             files[args.print_commands] = SH_TEMPLATE + cmds
             lines.append(f"The commands have been written to file '{args.print_commands}'")
-    if save:
+    if save and not well_balanced:
         files[f"{save}.balanced"] = dump_text(
             balanced_snapshot(loaded or cluster, final, scope, reported_memory=False)
         )
@@ -259,6 +313,26 @@ def run_exact(
     plan = tuple(placement_job_sets(state, placements, sets)) if placements else ()
     text = "\n".join(lines) + "\n"
     return ExactReport(text, saved + notes + proof + "\n", 0, data, (), files, plan)
+
+
+def _empty_json() -> dict[str, Any]:
+    """--json for a cluster without instances (hbal's "Cluster is empty"): nothing to move,
+    trivially optimal, in the shape of every other answer."""
+    return {
+        "score_before": 0.0,
+        "score_after": 0.0,
+        "bound": 0.0,
+        "gap": 0.0,
+        "status": "optimal",
+        "objective": "score",
+        "max_steps": 0,
+        "build_s": 0.0,
+        "solve_s": 0.0,
+        "notes": ["the cluster is empty"],
+        "steps": [],
+        "jobsets": [],
+        "timing": {},
+    }
 
 
 def _json(ans: BalanceAnswer, placements: list, job_sets: list, k: int) -> dict[str, Any]:

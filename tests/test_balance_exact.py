@@ -258,7 +258,8 @@ def test_the_program_prints_hbals_table_for_checked_steps() -> None:
     report = run_exact(args, state.cluster)
     lines = report.stdout.splitlines()
     assert "Solution length=1" in lines
-    assert re.match(r"\s+1\. \S+ +\S+ +=> +\S+ +\d+\.\d{8} a=", lines[4])
+    first_step = lines[lines.index("Trying to minimize the CV...") + 1]
+    assert re.match(r"\s+1\. \S+ +\S+ +=> +\S+ +\d+\.\d{8} a=", first_step)
     assert "exact (score, K=1): optimal" in report.stderr
     data = report.to_json()
     assert set(data) >= {"score_before", "score_after", "bound", "gap", "status", "steps"}

@@ -100,12 +100,13 @@ def instance_map(cluster: Cluster) -> str:
 
 
 def coefficients(state: ClusterState) -> str:
-    """`Metrics.printStats "  "`: every metric's value and weight (none without nodes:
-    `compClusterStatistics` of no node is no statistic)."""
+    """`Metrics.printStats "  "`: every metric's value and weight; none without an online
+    node (`compClusterStatistics` zips the online nodes' columns, and the transpose of no
+    node is no column: every node offline, e.g. by `-O`, prints the header alone)."""
+    if all(st.offline for st in state.nodes.values()):
+        return table(["Field", "Value", "Weight"], [], [False, True, True], prefix="  ")
     values = cluster_metrics(state)
     rows = [[m.name, printf_fixed(values[m.name], 8), f"x{m.weight:.2f}"] for m in METRICS]
-    if not state.nodes:
-        rows = []
     return table(["Field", "Value", "Weight"], rows, [False, True, True], prefix="  ")
 
 

@@ -94,7 +94,7 @@ class NodeList:
             names = st.primaries if field == "plist" else st.secondaries
             return _show_ints(self._indices(reversed(names)))
         if field == "peermap":
-            peers = sorted((self.node_index[p], mem) for p, mem in st.peers)
+            peers = [(self.node_index[p], mem) for p, mem in st.peer_map]
             return "[" + ",".join(f"({p},{mem})" for p, mem in peers) + "]"
         return UNKNOWN_FIELD
 

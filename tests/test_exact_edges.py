@@ -1,0 +1,88 @@
+"""The exact `space`, `balance` and `roll` on the edges an operator meets first (an empty
+cluster, an empty group beside a full one, -G naming no group, names that match nothing, a
+wrong -O with -S), each against the real htools program on the same input: the same exit
+code, the same error line, the same files written (or none), and where both answer an
+answer no worse than theirs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, check=False)
+
+
+def _with_empty_group(text: str) -> str:
+    """The snapshot with one more node group that holds no node (a group an operator has
+    just created, or emptied)."""
+    sections = text.split("\n\n")
+    sections[0] += "\ngroup-empty|fake-uuid-empty|preferred||"
+    return "\n\n".join(sections)
+
+
+def _both(ganeti, tmp_path: Path, real: str, ours: list[str], args: list[str]):  # noqa: ANN001, ANN202
+    """The real program and exalloc's exact mode, each in a folder of its own (what each
+    wrote is what is left there besides the input)."""
+    out = {}
+    for side, command in (("real", [str(getattr(ganeti, real))]), ("ours", ["exalloc", *ours])):
+        where = tmp_path / side
+        where.mkdir()
+        for name in ("c.data",):
+            (where / name).write_text((tmp_path / name).read_text())
+        run = _run([*command, *args], where)
+        written = sorted(p.name for p in where.iterdir() if p.name != "c.data")
+        out[side] = (run, written)
+    return out["real"], out["ours"]
+
+
+def _error_line(stderr: str) -> str:
+    return next((ln for ln in stderr.splitlines() if ln.startswith("Error")), "")
+
+
+BALANCE_CASES = [
+    # (snapshot, transform, args)
+    ("hbal-excl-tags.data", _with_empty_group, []),
+    ("hbal-evac.data", _with_empty_group, []),
+    ("hbal-excl-tags.data", _with_empty_group, ["-G", "no-such-group"]),
+    ("hbal-excl-tags.data", _with_empty_group, ["-G", "no-such-group", "-S", "saved"]),
+    ("hbal-excl-tags.data", _with_empty_group, ["-G", "group-empty"]),
+    ("hbal-excl-tags.data", None, ["-G", "fake-uuid-01"]),
+    ("hbal-excl-tags.data", None, ["--select-instances", "no-such,dns1"]),
+    ("hbal-excl-tags.data", None, ["--exclude-instances", "no-such"]),
+    ("hbal-excl-tags.data", None, ["-O", "no-such-node", "-S", "saved"]),
+    ("empty-cluster.data", None, ["-S", "saved"]),
+    ("hspace-groups-two.data", None, ["-S", "saved"]),
+]
+
+
+@pytest.mark.parametrize(("name", "transform", "args"), BALANCE_CASES)
+def test_balance_edges_as_hbal(ganeti, tmp_path: Path, name, transform, args) -> None:  # noqa: ANN001
+    """hbal's verdict on each edge (its exit code, its error line, its files), and where it
+    answers, the exact score no worse than its own; before, the exact mode refused a cluster
+    with an empty group ('Found multiple node groups'), died on -G naming no group (exit 70,
+    KeyError), ignored instance names that match nothing, wrote FILE.original before
+    refusing a wrong -O and answered an empty cluster with a search."""
+    text = (ganeti.data_dir / name).read_text()
+    (tmp_path / "c.data").write_text(transform(text) if transform else text)
+    (real, real_files), (ours, our_files) = _both(
+        ganeti, tmp_path, "hbal", ["balance"], ["-t", "c.data", *args]
+    )
+    assert ours.returncode == real.returncode, ours.stderr
+    assert _error_line(ours.stderr) == _error_line(real.stderr)
+    assert our_files == real_files
+    assert "Traceback" not in ours.stderr
+    if real.returncode == 0:
+        real_lines, our_lines = real.stdout.splitlines(), ours.stdout.splitlines()
+        assert our_lines[0] == real_lines[0]  # "Loaded ..." or "Cluster is empty, exiting."
+        picked = [ln for ln in real_lines if ln.startswith("Selected node group")]
+        assert picked == [ln for ln in our_lines if ln.startswith("Selected node group")]
+        finals = [ln.split()[-1] for ln in real_lines if ln.startswith("Cluster score improved")]
+        initial = [ln.split()[-1] for ln in real_lines if ln.startswith("Initial score")]
+        theirs = float((finals or initial or ["0"])[0])
+        mine = [ln.split()[-1] for ln in our_lines if ln.startswith("Cluster score improved")]
+        mine = mine or [ln.split()[-1] for ln in our_lines if ln.startswith("Initial score")]
+        assert float((mine or ["0"])[0]) <= theirs + 1e-9

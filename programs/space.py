@@ -283,7 +283,14 @@ def _display(args: argparse.Namespace):  # noqa: ANN202
         args.print_nodes,
         args.save,
         merged_twice=args.greedy and args.ialloc_src is not None,
+        first_node_index=1 if _simulated(args) else 0,
     )
+
+
+def _simulated(args: argparse.Namespace) -> bool:
+    """The cluster is --simulate's (loadExternalData prefers RAPI and LUXI to it, and it to
+    a file or a request)."""
+    return bool(args.simulate) and args.master is None and args.luxi is None
 
 
 def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202

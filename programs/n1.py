@@ -407,7 +407,17 @@ def greedy_report(args: Any) -> HcheckReport:
     from model.space import with_node_status
     from programs.balance import _load
 
-    loaded, warning = _load(args)  # the backend, then --ignore-dynu or -U's loads
+    try:
+        loaded, warning = _load(args)  # the backend, then --ignore-dynu or -U's loads
+    except InputError as e:  # a request htools refuses, in hcheck's words (exitErr)
+        if not hasattr(e, "htools_message"):
+            raise
+        return HcheckReport("", f"Error: {e.htools_message}\n", 1, {"error": str(e)})
+    if args.ialloc_src is not None:  # htools' -I merges the request twice
+        from model.htools.loader import merged_twice, request_warnings
+
+        warning = request_warnings(loaded) if args.verbose != 0 else ""
+        loaded = merged_twice(loaded)
     known = [i.name for i in loaded.instances]
     selected, wrong_sel = lookup_names(known, args.select_instances)
     excluded, wrong_ex = lookup_names(known, args.exclude_instances)

@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> SpaceReport:
 
         merged = replace(cluster, instances=cluster.instances * 2)
     warning = ""
-    if args.verbose > 0:  # each merge says what it finds inconsistent
+    if args.verbose != 0:  # each merge says what it finds inconsistent (-q -q: -1 warns)
         merges = (cluster,) if merged is cluster else (cluster, merged)
         warning = "".join(loading_warning(c) for c in merges)
     names = [n.name for n in cluster.nodes]

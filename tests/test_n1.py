@@ -396,3 +396,22 @@ def test_hchecks_loader_options_need_greedy(ganeti, capsys, flags: tuple[str, ..
     assert cli.main(["n1", "-t", str(path), *flags]) == 1
     err = capsys.readouterr().err
     assert "read with --greedy only" in err and flags[0] in err
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    "options", [(), ("--machine-readable",), ("-v", "--no-simulation"), ("-q", "-q")], ids=" ".join
+)
+def test_greedy_reads_requests_as_hcheck(ganeti, capsys, options: tuple[str, ...]) -> None:
+    """`-I REQUEST`: htools merges the request's cluster twice (every instance on its nodes
+    twice: hcheck's verdicts, its score and its rebalancing follow), each merge warning of
+    inconsistent data; a request htools refuses gets hcheck's words. Every Ganeti request."""
+    requests = sorted(ganeti.data_dir.glob("hail-*.json"))
+    assert len(requests) > 15
+    for request in requests:
+        real = subprocess.run(
+            ["hcheck", "-I", str(request), *options], capture_output=True, text=True, timeout=120
+        )
+        code = cli.main(["n1", "--greedy", "-I", str(request), *options])
+        out = capsys.readouterr()
+        assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr), request

@@ -178,3 +178,26 @@ def test_peers_snapshot_is_hinfos(ganeti, capsys, tmp_path, options: tuple[str, 
         [str(ganeti.hinfo), "-t", str(path), *options], capture_output=True, text=True, timeout=60
     )
     assert run_info(capsys, path, *options) == (real.returncode, real.stdout, real.stderr)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    "options", [(), ("-v", "-v", "-v", "-p", "--print-instances"), ("-q", "-q")], ids=" ".join
+)
+def test_requests_read_as_hinfo(ganeti, capsys, options: tuple[str, ...]) -> None:
+    """`-I REQUEST`: hinfo merges the request's cluster twice (every instance on its nodes
+    twice: the scores and node list; the instance list once: the counts and the instance
+    map), each merge warning of inconsistent data; a refused request in hinfo's words. Every
+    Ganeti request."""
+    requests = sorted(ganeti.data_dir.glob("hail-*.json"))
+    assert len(requests) > 15
+    for request in requests:
+        real = subprocess.run(
+            [str(ganeti.hinfo), "-I", str(request), *options],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        code = cli.main(["info", "-I", str(request), *options])
+        out = capsys.readouterr()
+        assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr), request

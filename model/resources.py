@@ -339,6 +339,9 @@ class NodeState:
     util_load: Utilisation = ZERO_UTIL
     util_load_forth: Utilisation = ZERO_UTIL
     tags: tuple[str, ...] = field(default=(), compare=False)
+    #: `peers` as htools' PeerMap list holds them (only printed: the node list's `peermap`):
+    #: largest memory first, an added or updated entry before the others of its memory
+    peer_map: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     # --- derived quantities (Node.hs) -------------------------------------------------
 
@@ -495,6 +498,17 @@ def _new_instance_spindles(state: NodeState, current: float, d: InstanceDemand, 
     return current + sign * _spindle_use_delta(d)
 
 
+def peer_map_add(
+    peer_map: tuple[tuple[str, int], ...], primary: str, mem: int
+) -> tuple[tuple[str, int], ...]:
+    """PeerMap.add: the entry of `primary` (if any) removed, then (primary, mem) inserted
+    before the first entry whose memory is not larger (`insertBy` on reversed memory)."""
+    rest = [e for e in peer_map if e[0] != primary]
+    at = next((j for j, (_, m) in enumerate(rest) if m <= mem), len(rest))
+    rest.insert(at, (primary, mem))
+    return tuple(rest)
+
+
 def _new_free_spindles(state: NodeState, current: int, d: InstanceDemand, sign: int) -> int:
     """calcNewFreeSpindles: only under exclusive storage; unknown spindles force a failure."""
     if not state.exclusive_storage:
@@ -596,6 +610,8 @@ def loaded_states(
         loading[node.name] = _Loading(_initial_fields(node, group.ipolicy, rules))
     demands: dict[str, InstanceDemand] = {}
     peers: dict[str, dict[str, int]] = {name: {} for name in loading}
+    # Node.buildPeers: PeerMap.accumArray (+) over sList, newest first, adds the oldest first
+    ordered: dict[str, tuple[tuple[str, int], ...]] = {name: () for name in loading}
     for inst in cluster.instances:
         d = demand_of(inst, rules)
         demands[inst.name] = d
@@ -607,6 +623,7 @@ def loaded_states(
             if not d.forthcoming:
                 table = peers[s.name]
                 table[inst.primary] = table.get(inst.primary, 0) + d.secondary_memory_mib
+                ordered[s.name] = peer_map_add(ordered[s.name], inst.primary, table[inst.primary])
     states: dict[str, NodeState] = {}
     for name, st in loading.items():
         i_mem = sum(demands[i].memory_mib for i in st.primaries if demands[i].uses_memory)
@@ -616,6 +633,7 @@ def loaded_states(
             instance_memory_mib=i_mem,
             missing_memory_mib=x_mem,
             peers=tuple(sorted(peers[name].items())),
+            peer_map=ordered[name],
             reserved_memory_mib=r_mem,
             fail_n1=st.reported_free_memory_mib < r_mem,
         )
@@ -975,6 +993,7 @@ def apply_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeSt
         secondaries=state.secondaries + (d.name,),
         free_disk_mib=state.free_disk_mib - d.disk_mib,
         peers=tuple(sorted(peers.items())),
+        peer_map=peer_map_add(state.peer_map, primary, peers[primary]),
         reserved_memory_mib=new_rmem,
         fail_n1=state.unallocated_memory_mib <= new_rmem,
         util_load=state.util_load + dsk_util,
@@ -1050,8 +1069,10 @@ def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeS
     new_peer = old_peer - d.secondary_memory_mib
     if new_peer > 0:
         peers[primary] = new_peer
+        peer_map = peer_map_add(state.peer_map, primary, new_peer)
     else:
         peers.pop(primary, None)
+        peer_map = tuple(e for e in state.peer_map if e[0] != primary)
     old_rmem = state.reserved_memory_mib
     new_rmem = old_rmem if old_peer < old_rmem else max(peers.values(), default=0)
     return _evolve(
@@ -1060,6 +1081,7 @@ def remove_secondary(state: NodeState, d: InstanceDemand, primary: str) -> NodeS
         secondaries=_without(state.secondaries, d.name),
         free_disk_mib=state.free_disk_mib + (d.disk_mib if d.uses_local_storage else 0),
         peers=tuple(sorted(peers.items())),
+        peer_map=peer_map,
         reserved_memory_mib=new_rmem,
         fail_n1=state.unallocated_memory_mib <= new_rmem,
         util_load=state.util_load - dsk_util,

@@ -284,6 +284,8 @@ def run(args: argparse.Namespace) -> BalanceReport | Any:
         return _execute(args, exact.job_sets, exact)  # the exact steps, as hbal -X runs its own
     result = hbal(cluster, options_of(args), loaded)
     write_files(result.files)
+    if result.merge_failed:  # mergeData's error comes before checkData's warning
+        warning = ""
     report = BalanceReport(result.stdout, warning + result.stderr, result.exit_code, _json(result))
     if not args.exec_jobs or result.exit_code or result.final is None:
         return report

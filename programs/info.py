@@ -332,11 +332,17 @@ class HinfoReport:
 def run(args: Any) -> InfoReport | HinfoReport:
     """`exalloc info`: hinfo's output from -t, -m, -L or -I (`-O` nodes set offline), or,
     with --summary, exalloc's view; `-S FILE` first freezes the cluster into FILE."""
+    from model.errors import InputError
     from model.htools.hinfo import HinfoOptions, hinfo, set_node_status
     from programs.sources import htools_cluster, save_snapshot
 
     refuse_arguments(args)
-    cluster, label, warning = htools_cluster(args)
+    try:
+        cluster, label, warning = htools_cluster(args)
+    except InputError as e:  # a request htools refuses: hinfo's words (not exalloc's views)
+        if args.summary or args.json or not hasattr(e, "htools_message"):
+            raise
+        return HinfoReport("", f"Error: {e.htools_message}\n", 1)
     if args.ignore_dynu:
         cluster = cluster.without_dynamic_util()
     if args.save:
@@ -345,5 +351,11 @@ def run(args: Any) -> InfoReport | HinfoReport:
         return summarise(set_node_status(cluster, args.offline), label)
     fields = None if args.print_nodes is None else parse_fields(args.print_nodes)
     options = HinfoOptions(args.verbose, fields, args.print_instances, tuple(args.offline))
-    out = hinfo(cluster, options)  # hinfo's own error for a wrong -O name, as it prints it
+    twice = args.ialloc_src is not None  # htools' -I merges the request twice
+    if twice:
+        from model.htools.loader import request_warnings
+
+        warning = request_warnings(cluster) if args.verbose != 0 else ""
+    # hinfo's own error for a wrong -O name, as it prints it
+    out = hinfo(cluster, options, merged_twice=twice)
     return HinfoReport(out.stdout, warning + out.stderr, out.exit_code)

@@ -79,11 +79,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "hcheck's own report, byte for byte: htools' greedy global N+1 and, when the "
         "cluster needs rebalancing, hbal's search (model/htools/hcheck.py)",
     )
+    from programs.space_options import yes_no
+
     parser.add_argument(
         "--machine-readable",
         dest="machine_readable",
-        action="store_true",
-        help="hcheck's HCHECK_* shell variables (without --greedy: the exact verdicts)",
+        nargs="?",
+        const=True,
+        default=False,
+        type=yes_no,
+        metavar="CHOICE",
+        help="hcheck's HCHECK_* shell variables, =yes or =no (without --greedy: the exact "
+        "verdicts)",
     )
     parser.add_argument(
         "--no-simulation",
@@ -139,6 +146,51 @@ def _hbal_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--evac-mode", dest="evac_mode", action="store_true",
         help="--greedy: only move instances off offline or drained nodes",
+    )  # fmt: skip
+    _loader_options(parser)
+
+
+#: hcheck's options read at load (`loadExternalData`, `setNodeStatus`), --greedy only
+GREEDY_LOADER_OPTIONS = {
+    "max_cpu": "--max-cpu",
+    "min_disk": "--min-disk",
+    "exclusion_tags": "--exclusion-tags",
+    "select_instances": "--select-instances",
+    "exclude_instances": "--exclude-instances",
+    "dynu_file": "--dynu-file",
+}
+
+
+def _loader_options(parser: argparse.ArgumentParser) -> None:
+    """hcheck's loader options, as hbal's (programs/balance.py): the nodes' vCPU ratio and
+    disk reserve, exclusion tag prefixes, the instances the simulation may move, -U's loads."""
+    from programs.balance import _names
+    from programs.options import number_type
+    from programs.space_options import max_cpu_ratio
+
+    parser.add_argument(
+        "--max-cpu", dest="max_cpu", type=max_cpu_ratio, metavar="RATIO",
+        help="--greedy: the vCPU ratio every node may reach",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-disk", dest="min_disk", type=number_type(0, strict=False), default=0.0,
+        metavar="RATIO", help="--greedy: the free disk ratio every node keeps",
+    )  # fmt: skip
+    parser.add_argument(
+        "--exclusion-tags", dest="exclusion_tags", type=_names, metavar="TAG,...",
+        help="--greedy: instance tag prefixes that must not share a node",
+    )  # fmt: skip
+    parser.add_argument(
+        "--select-instances", dest="select_instances", type=_names, default=(),
+        metavar="INSTS", help="--greedy: only these instances move in the simulation",
+    )  # fmt: skip
+    parser.add_argument(
+        "--exclude-instances", dest="exclude_instances", type=_names, default=(),
+        metavar="INSTS", help="--greedy: these instances do not move in the simulation",
+    )  # fmt: skip
+    parser.add_argument(
+        "-U", "--dynu-file", dest="dynu_file", metavar="FILE",
+        help="--greedy: instances' dynamic utilisation: NAME CPU MEM DSK NET per line",
     )  # fmt: skip
 
 
@@ -306,7 +358,9 @@ class HcheckReport:
         return self.data
 
 
-def _hcheck_options(args: Any) -> HcheckOptions:
+def _hcheck_options(
+    args: Any, selected: Sequence[str] = (), excluded: Sequence[str] = ()
+) -> HcheckOptions:
     from model.htools.hbal import BalanceOptions
     from model.htools.hcheck import HcheckOptions
 
@@ -319,6 +373,8 @@ def _hcheck_options(args: Any) -> HcheckOptions:
         min_gain_limit=args.min_gain_limit,
     )
     return HcheckOptions(
+        selected=tuple(selected),
+        excluded=tuple(excluded),
         verbose=args.verbose,
         machine_readable=args.machine_readable,
         no_simulation=args.no_simulation,
@@ -344,18 +400,38 @@ def _stats_json(output: HcheckOutput) -> dict[str, Any]:
 def greedy_report(args: Any) -> HcheckReport:
     """`exalloc n1 --greedy`: hcheck 3.0.2 (model/htools/hcheck.py), its loader's warning
     first."""
+    from model.backends.text import show_list
+    from model.htools.hbal_program import lookup_names, with_exclusion_tags
     from model.htools.hcheck import hcheck
     from model.htools.hinfo import set_node_status, wrong_offline_names
-    from programs.sources import htools_cluster
+    from model.space import with_node_status
+    from programs.balance import _load
 
-    cluster, _, warning = htools_cluster(args)
-    if args.ignore_dynu:
-        cluster = cluster.without_dynamic_util()
+    try:
+        loaded, warning = _load(args)  # the backend, then --ignore-dynu or -U's loads
+    except InputError as e:  # a request htools refuses, in hcheck's words (exitErr)
+        if not hasattr(e, "htools_message"):
+            raise
+        return HcheckReport("", f"Error: {e.htools_message}\n", 1, {"error": str(e)})
+    if args.ialloc_src is not None:  # htools' -I merges the request twice
+        from model.htools.loader import merged_twice, request_warnings
+
+        warning = request_warnings(loaded) if args.verbose != 0 else ""
+        loaded = merged_twice(loaded)
+    known = [i.name for i in loaded.instances]
+    selected, wrong_sel = lookup_names(known, args.select_instances)
+    excluded, wrong_ex = lookup_names(known, args.exclude_instances)
+    if wrong_sel or wrong_ex:  # mergeData's error, before checkData's warning
+        wrong = f"Unknown instance(s): {show_list([*wrong_sel, *wrong_ex])}"
+        text = f"Error: failed to load data, aborting: {wrong}\n"
+        return HcheckReport("", text, 1, {"error": wrong})
+    cluster = with_exclusion_tags(loaded, args.exclusion_tags or ())
     wrong = wrong_offline_names(cluster, args.offline)
     if wrong is not None:  # after the loader's warning, as hcheck prints it
         return HcheckReport("", f"{warning}Error: {wrong}\n\n", 1, {"error": wrong})
     state = node_states(set_node_status(cluster, args.offline))
-    output = hcheck(state, _hcheck_options(args))
+    state = with_node_status(state, (), args.max_cpu, args.min_disk)
+    output = hcheck(state, _hcheck_options(args, selected, excluded))
     return HcheckReport(output.stdout, warning, output.exit_code, _stats_json(output))
 
 
@@ -378,6 +454,9 @@ def run(args: Any) -> N1ProgramReport | HcheckReport:
     refuse_arguments(args)
     if args.greedy:
         return greedy_report(args)
+    given = [flag for dest, flag in GREEDY_LOADER_OPTIONS.items() if getattr(args, dest)]
+    if given:
+        raise InputError(f"{', '.join(given)}: hcheck's options, read with --greedy only")
     if args.text_data is None and args.master is None and args.luxi is None:
         from programs.sources import htools_cluster
 

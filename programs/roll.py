@@ -219,12 +219,20 @@ def run(args: argparse.Namespace) -> RollReport:
     if all(getattr(args, k) is None for k in ("text_data", "master", "luxi", "ialloc_src")):
         message = "failed to load data, aborting: No backend selected! Exiting."
         return RollReport("", f"Error: {message}\n", 1, json={"error": message})
-    cluster, source = _load(args)
+    try:
+        cluster, source = _load(args)
+    except InputError as e:  # a request htools refuses: with --greedy, in hroller's words
+        if not args.greedy or not hasattr(e, "htools_message"):
+            raise
+        return RollReport("", f"Error: {e.htools_message}\n", 1, json={"error": str(e)})
     options = roller_options(args)
-    from model.htools.loader import loading_warning
+    from model.htools.loader import loading_warning, request_warnings
 
-    # htools' loader warns first (not for -I: exalloc reads a request once, htools twice)
-    warning = loading_warning(cluster) if args.verbose > 0 and args.ialloc_src is None else ""
+    # htools' loader warns first, unless -q left the verbosity at 0 exactly (`-q -q` warns
+    # again); -I's two merges warn one after the other
+    warning = ""
+    if args.verbose != 0:
+        warning = (request_warnings if args.ialloc_src is not None else loading_warning)(cluster)
     saved: dict[str, str] = {}
 
     def save() -> str:

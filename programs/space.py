@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> SpaceReport:
 
         merged = replace(cluster, instances=cluster.instances * 2)
     warning = ""
-    if args.verbose > 0:  # each merge says what it finds inconsistent
+    if args.verbose != 0:  # each merge says what it finds inconsistent (-q -q: -1 warns)
         merges = (cluster,) if merged is cluster else (cluster, merged)
         warning = "".join(loading_warning(c) for c in merges)
     names = [n.name for n in cluster.nodes]
@@ -283,7 +283,14 @@ def _display(args: argparse.Namespace):  # noqa: ANN202
         args.print_nodes,
         args.save,
         merged_twice=args.greedy and args.ialloc_src is not None,
+        first_node_index=1 if _simulated(args) else 0,
     )
+
+
+def _simulated(args: argparse.Namespace) -> bool:
+    """The cluster is --simulate's (loadExternalData prefers RAPI and LUXI to it, and it to
+    a file or a request)."""
+    return bool(args.simulate) and args.master is None and args.luxi is None
 
 
 def greedy(cluster, state, template: str, su: int, args: argparse.Namespace):  # noqa: ANN001, ANN202

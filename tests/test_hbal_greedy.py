@@ -329,3 +329,48 @@ def test_dynu_file_as_hbal_reads_it(ganeti: Ganeti, tmp_path, capsys, loads: str
         ganeti, tmp_path, capsys, lambda p: ["-t", path, "-U", str(util), "--print-instances"]
     )
     assert ours == real
+
+
+#: A group reduced from benchmarks/greedy_diff.py's finds (nodes with free spindles, no
+#: exclusive storage; nodeC backs a small drbd instance of nodeA loaded before a larger one of
+#: nodeB; nodeA reports 1,536 MiB less free memory than its instances leave, a loader warning)
+PEERS_SNAPSHOT = """\
+default|uuid-g|preferred||
+
+nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeC|32768|1024|31744|512000|512000|8|N|uuid-g|1||N|1|1|1.0
+
+inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst3|1024|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
+inst4|512|1024|1|running|Y|nodeA|nodeC|drbd||1|-|N
+inst5|2048|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
+
+
+|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
+"""
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("-ppeermap,name", "-v"),  # PeerMap's order before and after the moves
+        ("--exclude-instances", "nosuch"),  # mergeData's error, before checkData's warning
+        ("--select-instances", "inst1,nosuch", "-v", "-v"),
+    ],
+    ids=" ".join,
+)
+def test_peers_snapshot_equals_hbal(ganeti: Ganeti, tmp_path, capsys, flags) -> None:  # noqa: ANN001
+    """Reduced differences with the real hbal: the node list's `peermap` in PeerMap's order
+    (largest first, not by node index); FILE.balanced's free spindles 0 on the nodes a move
+    touched (calcNewFreeSpindles without exclusive storage); no loader warning before an
+    unknown instance's error."""
+    path = tmp_path / "peers.data"
+    path.write_text(PEERS_SNAPSHOT)
+
+    def args_of(prefix: str) -> list[str]:
+        return ["-t", str(path), *flags, "-S", f"{prefix}/saved", f"-C{prefix}/cmds.sh"]
+
+    real, ours = _run_both(ganeti, tmp_path, capsys, args_of)
+    assert ours == real

@@ -138,3 +138,69 @@ def test_iallocator_input_as_hspace(ganeti, tmp_path: Path, request_file: str, f
     real, port = run_both(path, flags, tmp_path, option="-I")
     assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
     assert port.files == real.files
+
+
+#: --simulate clusters: Simu.parseData numbers their nodes from 1, which -pidx, the peermap
+#: field and -v -v -v -v's "Allocatable nodes" show (a reduced find of
+#: benchmarks/greedy_diff.py: the port numbered them from 0); drbd pairs and single nodes
+SIMULATED = [
+    [
+        "--simulate=preferred,3,500G,64g,8",
+        "--simulate=p,2,1T,32g,4",
+        "--disk-template=drbd",
+        "--standard-alloc=102400,8192,4",
+        "--tiered-alloc=204800,16384,4",
+        "-l",
+        "3",
+        "-pidx,peermap,plist,slist,name",
+        *("-v",) * 4,
+    ],
+    ["--simulate=p,1,50G,128g,4", *("-v",) * 4, "--standard-alloc=102400,8192,4", "-p+idx"],
+]
+
+
+@pytest.mark.parametrize("flags", SIMULATED, ids=lambda f: f[0])
+def test_simulated_cluster_as_hspace(ganeti, tmp_path: Path, flags) -> None:  # noqa: ANN001
+    import subprocess
+
+    from shelltests import exalloc_scripts
+
+    exalloc = str(exalloc_scripts()["exalloc"])
+    runs = []
+    for name, argv in (("real", [str(ganeti.hspace)]), ("port", [exalloc, "space", "--greedy"])):
+        where = tmp_path / name
+        where.mkdir()
+        proc = subprocess.run([*argv, *flags], capture_output=True, text=True, cwd=where)
+        runs.append((proc.returncode, proc.stdout, proc.stderr))
+    assert runs[1] == runs[0]
+    assert "Allocatable nodes: " in runs[0][2]
+
+
+#: a node reporting 1,536 MiB less free memory than its instances leave: the loader warns
+INCONSISTENT = """\
+default|uuid-g|preferred||
+
+nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+
+inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst4|512|1024|1|running|Y|nodeA|nodeB|drbd||1|-|N
+
+
+|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
+"""
+
+
+@pytest.mark.parametrize("quiet", [["-q"], ["-q", "-q"], ["-q", "-q", "-v"]], ids=" ".join)
+def test_loader_warning_as_hspace(ganeti, tmp_path: Path, quiet) -> None:  # noqa: ANN001
+    """htools warns unless the verbosity is exactly 0: one -q (or -q -q -v) silences it,
+    -q -q (-1) does not (a reduced find of benchmarks/greedy_diff.py: the port was silent
+    below 1)."""
+    path = tmp_path / "inconsistent.data"
+    path.write_text(INCONSISTENT)
+    flags = [*quiet, "--standard-alloc=10240,1024,1", "--tiered-alloc=10240,1024,1"]
+    real, port = run_both(path, flags, tmp_path)
+    assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
+    verbosity = 1 + quiet.count("-v") - quiet.count("-q")
+    assert ("Warning: cluster has inconsistent data" in real.stderr) == (verbosity != 0)

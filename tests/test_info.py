@@ -136,3 +136,68 @@ def test_invalid_file_one_line_error(ganeti, capsys) -> None:
 def test_missing_file(tmp_path, capsys) -> None:
     code, _, err = run_info(capsys, tmp_path / "nope.data")
     assert code == 1 and "Traceback" not in err
+
+
+#: A group reduced from benchmarks/greedy_diff.py's finds (nodes with free spindles, no
+#: exclusive storage; nodeC backs a small drbd instance of nodeA loaded before a larger one of
+#: nodeB; nodeA reports 1,536 MiB less free memory than its instances leave, a loader warning)
+PEERS_SNAPSHOT = """\
+default|uuid-g|preferred||
+
+nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeC|32768|1024|31744|512000|512000|8|N|uuid-g|1||N|1|1|1.0
+
+inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst3|1024|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
+inst4|512|1024|1|running|Y|nodeA|nodeC|drbd||1|-|N
+inst5|2048|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
+
+
+|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
+"""
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("-ppeermap,fmem,name",),  # PeerMap's order: largest memory first
+        ("-v", "-O", "nodeA", "-O", "nodeB", "-O", "nodeC"),  # no online node: no metric
+        ("-v", "-v", "-p", "--print-instances", "-O", "nodeC"),
+    ],
+    ids=" ".join,
+)
+def test_peers_snapshot_is_hinfos(ganeti, capsys, tmp_path, options: tuple[str, ...]) -> None:
+    """Reduced differences with the real hinfo: `peermap` as htools' PeerMap list holds it,
+    and with every node offline the coefficients table is its header alone."""
+    path = tmp_path / "peers.data"
+    path.write_text(PEERS_SNAPSHOT)
+    real = subprocess.run(
+        [str(ganeti.hinfo), "-t", str(path), *options], capture_output=True, text=True, timeout=60
+    )
+    assert run_info(capsys, path, *options) == (real.returncode, real.stdout, real.stderr)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    "options", [(), ("-v", "-v", "-v", "-p", "--print-instances"), ("-q", "-q")], ids=" ".join
+)
+def test_requests_read_as_hinfo(ganeti, capsys, options: tuple[str, ...]) -> None:
+    """`-I REQUEST`: hinfo merges the request's cluster twice (every instance on its nodes
+    twice: the scores and node list; the instance list once: the counts and the instance
+    map), each merge warning of inconsistent data; a refused request in hinfo's words. Every
+    Ganeti request."""
+    requests = sorted(ganeti.data_dir.glob("hail-*.json"))
+    assert len(requests) > 15
+    for request in requests:
+        real = subprocess.run(
+            [str(ganeti.hinfo), "-I", str(request), *options],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        code = cli.main(["info", "-I", str(request), *options])
+        out = capsys.readouterr()
+        assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr), request

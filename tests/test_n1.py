@@ -259,7 +259,9 @@ def test_migratable_templates_are_htools_movable_ones() -> None:
 
 #: hcheck's option sets the comparison runs on every snapshot: its report (with hbal's
 #: simulation when the cluster needs rebalancing), its shell variables, no simulation, no
-#: capacity checks, quiet, -O.
+#: capacity checks, quiet, -O; its loader's options (the vCPU ratio, the disk reserve,
+#: exclusion tags, the instances the simulation moves: an unknown name is mergeData's error)
+#: and --machine-readable=yes|no.
 HCHECK_OPTIONS = (
     (),
     ("--machine-readable",),
@@ -267,6 +269,10 @@ HCHECK_OPTIONS = (
     ("--no-capacity-checks", "--machine-readable"),
     ("-q",),
     ("-O", "node-01-001", "-l", "2"),
+    ("--max-cpu", "1", "-v"),
+    ("--min-disk", "0.5", "--exclusion-tags", "service", "--machine-readable=yes"),
+    ("--exclude-instances", "new-0", "--machine-readable=no", "-v"),
+    ("--select-instances", "inst01", "--exclusion-tags", "service,other"),
 )
 
 #: Snapshots hcheck does not answer: exalloc's one-line error names the file and line where
@@ -376,3 +382,36 @@ def test_shared_packings_admit_exactly_what_each_node_admits_alone(seed: int) ->
                     bare, largest_room_first=largest
                 )
     assert asked
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--max-cpu", "2"), ("--exclusion-tags", "svc"), ("--select-instances", "a", "-U", "f")],
+    ids=" ".join,
+)
+def test_hchecks_loader_options_need_greedy(ganeti, capsys, flags: tuple[str, ...]) -> None:
+    """hcheck's loader options shape the greedy report only: the exact check refuses them
+    (exit 1, one line naming them) rather than answer as if they were not given."""
+    path = ganeti.data_dir / "n1-failure.data"
+    assert cli.main(["n1", "-t", str(path), *flags]) == 1
+    err = capsys.readouterr().err
+    assert "read with --greedy only" in err and flags[0] in err
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    "options", [(), ("--machine-readable",), ("-v", "--no-simulation"), ("-q", "-q")], ids=" ".join
+)
+def test_greedy_reads_requests_as_hcheck(ganeti, capsys, options: tuple[str, ...]) -> None:
+    """`-I REQUEST`: htools merges the request's cluster twice (every instance on its nodes
+    twice: hcheck's verdicts, its score and its rebalancing follow), each merge warning of
+    inconsistent data; a request htools refuses gets hcheck's words. Every Ganeti request."""
+    requests = sorted(ganeti.data_dir.glob("hail-*.json"))
+    assert len(requests) > 15
+    for request in requests:
+        real = subprocess.run(
+            ["hcheck", "-I", str(request), *options], capture_output=True, text=True, timeout=120
+        )
+        code = cli.main(["n1", "--greedy", "-I", str(request), *options])
+        out = capsys.readouterr()
+        assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr), request

@@ -85,6 +85,9 @@ class HbalRun:
     initial: Table | None = None
     final: Table | None = None
     job_sets: tuple[tuple[int, ...], ...] = ()  # indices into final.placements
+    #: mergeData refused the run (an unknown --select/--exclude-instances name): hbal stops
+    #: before checkData, so the loader's warning on inconsistent data is not printed
+    merge_failed: bool = False
 
 
 class _Out:
@@ -122,14 +125,20 @@ def balanced_snapshot(
     3.0.2 no add or remove changes it (Text.serializeNode writes it as read), unlike free
     disk, so hinfo scores hbal's FILE.balanced from the old free memory. Without it the free
     memory follows the moves (`ClusterState.snapshot`), and the file scores in hinfo what the
-    balance claims (the exact mode's -S)."""
+    balance claims (the exact mode's -S). Node.fSpindles is written as the moves left it too:
+    on a node without exclusive storage, calcNewFreeSpindles makes it 0 once a (not
+    forthcoming) instance is added to or removed from the node, so hbal writes 0 there."""
     snap = state.snapshot()
     nodes = set(scope.nodes)
     insts = set(scope.instances)
     return replace(
         cluster,
         nodes=tuple(
-            replace(n, free_memory_mib=state.nodes[n.name].reported_free_memory_mib)
+            replace(
+                n,
+                free_memory_mib=state.nodes[n.name].reported_free_memory_mib,
+                free_spindles=state.nodes[n.name].free_spindles,
+            )
             if reported_memory
             else n
             for n in snap.nodes
@@ -156,7 +165,9 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     excluded, wrong_ex = lookup_names(known, options.excluded)
     if wrong_sel or wrong_ex:  # mergeData's error, before anything is printed
         shown = show_list([*wrong_sel, *wrong_ex])
-        return o.fail(f"failed to load data, aborting: Unknown instance(s): {shown}")
+        return o.fail(
+            f"failed to load data, aborting: Unknown instance(s): {shown}", merge_failed=True
+        )
     if v > 1:
         tags = (loaded or cluster).cluster_tags  # as read, without --exclusion-tags' prefixes
         o.out.append("Loaded cluster tags: " + ",".join(tags) + "\n")

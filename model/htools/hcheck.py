@@ -60,6 +60,8 @@ class HcheckOptions:
     balance: BalanceOptions = field(default_factory=BalanceOptions)
     max_rounds: int = -1
     min_score: float = 1e-9
+    selected: tuple[str, ...] = ()  # --select-instances (resolved names): only these move
+    excluded: tuple[str, ...] = ()  # --exclude-instances: these do not
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def _all_groups(
 def _rebalanced(state: ClusterState, options: HcheckOptions) -> ClusterState:
     """`maybeSimulateRebalance`: each group whose score is at least its optimal score plus
     `-e` balanced by hbal's search, one after the other."""
-    movable = movable_instances(state)
+    movable = movable_instances(state, options.selected, options.excluded)
     for uuid, _ in group_members(state):
         scope = scope_of(state, uuid, movable)
         start = initial_table(state, scope)

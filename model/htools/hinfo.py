@@ -100,12 +100,13 @@ def instance_map(cluster: Cluster) -> str:
 
 
 def coefficients(state: ClusterState) -> str:
-    """`Metrics.printStats "  "`: every metric's value and weight (none without nodes:
-    `compClusterStatistics` of no node is no statistic)."""
+    """`Metrics.printStats "  "`: every metric's value and weight; none without an online
+    node (`compClusterStatistics` zips the online nodes' columns, and the transpose of no
+    node is no column: every node offline, e.g. by `-O`, prints the header alone)."""
+    if all(st.offline for st in state.nodes.values()):
+        return table(["Field", "Value", "Weight"], [], [False, True, True], prefix="  ")
     values = cluster_metrics(state)
     rows = [[m.name, printf_fixed(values[m.name], 8), f"x{m.weight:.2f}"] for m in METRICS]
-    if not state.nodes:
-        rows = []
     return table(["Field", "Value", "Weight"], rows, [False, True, True], prefix="  ")
 
 
@@ -127,8 +128,11 @@ class HinfoOutput:
     exit_code: int = 0
 
 
-def hinfo(cluster: Cluster, options: HinfoOptions) -> HinfoOutput:
-    """`Hinfo.main` after loading (the loader's warning is the caller's: it comes first)."""
+def hinfo(cluster: Cluster, options: HinfoOptions, *, merged_twice: bool = False) -> HinfoOutput:
+    """`Hinfo.main` after loading (the loader's warning is the caller's: it comes first).
+    `merged_twice`: a request's cluster (-I), which htools merges twice: every instance on its
+    nodes twice (the state, its scores and node list), the instance list once (the counts,
+    the instance map)."""
     v = options.verbose
     out = [f"Loaded cluster tags: {','.join(cluster.cluster_tags)}\n"]
     err = []
@@ -138,7 +142,12 @@ def hinfo(cluster: Cluster, options: HinfoOptions) -> HinfoOutput:
     if wrong is not None:  # exitErr of printf "...\n": the line and an empty one
         return HinfoOutput("".join(out), f"Error: {wrong}\n\n", 1)
     cluster = set_node_status(cluster, options.offline)
-    state = node_states(cluster)
+    if merged_twice:
+        from model.htools.loader import merged_twice as doubled
+
+        state = node_states(doubled(cluster))
+    else:
+        state = node_states(cluster)
     # commonInfo
     if not cluster.instances and v > 1:
         out.append("Cluster is empty.\n")

@@ -422,6 +422,9 @@ class Display:
     # the cluster was merged twice (-I: every instance on its nodes twice, the instance list
     # once, docs/htools-facts.md §5): -S writes each existing instance once
     merged_twice: bool = False
+    # the index of the first node: 1 in a --simulate cluster (Simu.parseData numbers its
+    # nodes from 1), 0 as every other loader reads one; shown by -pidx, peermap and -v -v -v -v
+    first_node_index: int = 0
 
 
 def _node_list(
@@ -430,7 +433,9 @@ def _node_list(
     """maybePrintNodes: the node list on stderr, new instances indexed after the known ones."""
     if display.print_nodes is None:
         return
-    nodes = NodeList(cluster, [i.name for i in placed], indexed=True)
+    nodes = NodeList(
+        cluster, [i.name for i in placed], indexed=True, first_node=display.first_node_index
+    )
     text = nodes.text(state, parse_fields(display.print_nodes))
     out.stderr.append(f"\n{msg} status:\n{text}\n")
 
@@ -524,7 +529,7 @@ def hspace_text(
     if display.verbose > 3 and setup_info.bad_groups:
         out.stderr.append(f"Bad groups: {show_list(list(setup_info.bad_groups))}\n")
     if display.verbose > 3:
-        index = {n.name: i for i, n in enumerate(cluster.nodes)}
+        index = {n.name: i for i, n in enumerate(cluster.nodes, display.first_node_index)}
         out.stderr.append(f"Allocatable nodes: {_show_alloc_nodes(setup_info.targets, index)}\n")
     if tier_spec is None:
         return out.fail("Empty list of specs received from the cluster")

@@ -75,6 +75,21 @@ def loading_warning(cluster: Cluster) -> str:
     return inconsistent_data_warning(update_missing(cluster))
 
 
+def merged_twice(cluster: Cluster) -> Cluster:
+    """A request's cluster as htools' `-I` leaves it: `IAlloc.parseData` merges it with
+    `mergeData` and `ExtLoader` merges what it returns once more, so every instance is on its
+    nodes twice (docs/htools-facts.md §5)."""
+    from dataclasses import replace
+
+    return replace(cluster, instances=cluster.instances * 2)
+
+
+def request_warnings(cluster: Cluster) -> str:
+    """What `-I REQUEST` prints on stderr at the default verbosity: each merge's warning, the
+    second on the doubled cluster."""
+    return loading_warning(cluster) + loading_warning(merged_twice(cluster))
+
+
 def suffix_note(cluster: Cluster) -> str | None:
     """hinfo's and hbal's note at `-v -v` (without its newline), None when no suffix is common."""
     suffix = cluster_suffix(cluster)

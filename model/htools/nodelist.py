@@ -53,13 +53,19 @@ class NodeList:
     htools strips from names (computed once, at load)."""
 
     def __init__(
-        self, cluster: Cluster, requested: Sequence[str] = (), *, indexed: bool = False
+        self,
+        cluster: Cluster,
+        requested: Sequence[str] = (),
+        *,
+        indexed: bool = False,
+        first_node: int = 0,
     ) -> None:
         """`requested`: the new instances placed, in request order, added after the known
         ones (even one named as a known one); `indexed`: they have the indices after the
         known ones (a multi-allocate's, which htools numbers as they are placed:
-        `updateIl`), else -1 (an allocate's)."""
-        self.node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
+        `updateIl`), else -1 (an allocate's); `first_node`: the first node's index (1 for
+        hspace --simulate's nodes, numbered from 1 by Simu.parseData)."""
+        self.node_index = {n.name: i for i, n in enumerate(cluster.nodes, first_node)}
         self.instance_index = {i.name: k for k, i in enumerate(cluster.instances)}
         first = len(cluster.instances)
         self.new_index = {n: (first + k if indexed else NEW_INDEX) for k, n in enumerate(requested)}
@@ -94,7 +100,7 @@ class NodeList:
             names = st.primaries if field == "plist" else st.secondaries
             return _show_ints(self._indices(reversed(names)))
         if field == "peermap":
-            peers = sorted((self.node_index[p], mem) for p, mem in st.peers)
+            peers = [(self.node_index[p], mem) for p, mem in st.peer_map]
             return "[" + ",".join(f"({p},{mem})" for p, mem in peers) + "]"
         return UNKNOWN_FIELD
 

@@ -136,3 +136,36 @@ def test_a_spec_without_memory_is_refused_in_one_line(ganeti, tmp_path: Path, sp
     assert ours.returncode == 1
     assert ours.stderr.count("\n") == 1 and "memory is 0 MiB" in ours.stderr, ours.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.data"]
+
+
+MIGRATION_SNAPSHOT = """group-01|fake-uuid-01|preferred||
+
+node-a|8192|0|7168|100000|90000|8|M|fake-uuid-01|1
+node-b|8192|0|{free}|100000|90000|8|N|fake-uuid-01|1
+node-c|8192|0|8192|100000|100000|8|N|fake-uuid-01|1
+
+i1|1024|1024|1|running|Y|node-a|node-b|drbd||1
+big|6143|1024|1|running|Y|node-b||plain||1
+
+
+|128,1,1024,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|diskless,plain,drbd|4.0|32.0
+group-01|128,1,1024,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|diskless,plain,drbd|4.0|32.0
+"""
+
+
+def test_roll_memory_aware_says_why_an_equal_size_does_not_fit(tmp_path: Path) -> None:
+    """--memory-aware on a node whose drbd instance (1,024 MiB) would migrate onto a
+    secondary with exactly 1,024 MiB free: htools' add refuses it (Node.addPriEx: a new free
+    memory <= 0 is FailMem), so the node can never reboot. The error said 'needs 1024 MiB on
+    node-b, which has 1024 MiB unallocated', which reads as a contradiction; it now says the
+    rule. One more MiB free and the same cluster has its rounds."""
+    (tmp_path / "c.data").write_text(MIGRATION_SNAPSHOT.format(free=1024))
+    refused = _run(["exalloc", "roll", "-t", "c.data", "--memory-aware"], tmp_path)
+    assert refused.returncode == 1
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "i1 needs 1024 MiB on node-b, which has 1024 MiB unallocated" in line
+    assert "only where memory stays free after it" in line
+    (tmp_path / "c.data").write_text(MIGRATION_SNAPSHOT.format(free=1025))
+    answered = _run(["exalloc", "roll", "-t", "c.data", "--memory-aware"], tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert "'Node Reboot Groups'" in answered.stdout

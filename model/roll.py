@@ -701,10 +701,18 @@ def unreachable(problem: RollProblem, node: str) -> tuple[str, str]:
     for mg in problem.migrations.get(node, ()):
         room = problem.rooms[mg.secondary]
         if mg.memory_mib > room.memory_mib or room.disk_mib < 0:
+            # the room is one below the unallocated memory: htools' adds keep some free
+            # (Node.addPriEx refuses a new free memory <= 0), so an equal size does not fit
+            exact_fit = mg.memory_mib == room.memory_mib + 1
             return migrate, (
                 f"node {node} can never reboot: its instance {mg.name} needs "
                 f"{mg.memory_mib} MiB on {mg.secondary}, which has {room.memory_mib + 1} MiB "
                 "unallocated"
+                + (
+                    ", and htools moves an instance only where memory stays free after it"
+                    if exact_fit
+                    else ""
+                )
             )
     if any(i.kind == PRIMARY for i in problem.items.get(node, ())):
         what = "Not enough capacity to move non-redundant instances"

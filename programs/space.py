@@ -366,6 +366,16 @@ def _exact(cluster, state, template: str, su: int, args: argparse.Namespace, beg
         bad_groups=args.verbose > 3,
     )
     tspecs, ispec = _specs(cluster, args)
+    for what, spec, given in (
+        ("tiered", tspecs[0] if tspecs else None, "--tiered-alloc or the policy's max spec"),
+        ("standard", ispec, "--standard-alloc or the cluster's std spec"),
+    ):
+        if spec is not None and spec.memory_mib <= 0:  # the counts divide by it
+            raise InputError(
+                f"the {what} spec's memory is {spec.memory_mib} MiB ({given}): a new "
+                "instance must take memory to be counted (hspace 3.0.2 dies here: "
+                "'divide by zero')"
+            )
     run = phases(
         loaded, tspecs, ispec, options, args.solver_options, began=began,
         move_existing=args.move_existing, max_moves=args.max_moves,

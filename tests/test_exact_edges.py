@@ -86,3 +86,86 @@ def test_balance_edges_as_hbal(ganeti, tmp_path: Path, name, transform, args) ->
         mine = [ln.split()[-1] for ln in our_lines if ln.startswith("Cluster score improved")]
         mine = mine or [ln.split()[-1] for ln in our_lines if ln.startswith("Initial score")]
         assert float((mine or ["0"])[0]) <= theirs + 1e-9
+
+
+def _tspec_count(stdout: str) -> tuple[int, list[str]]:
+    """HTS_TSPEC's tiers (`MEM,DSK,CPU,SPN=COUNT ...`): the instances handed out, and the
+    tiers as printed."""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("HTS_TSPEC="))
+    tiers = line.split("=", 1)[1].strip("'").split()
+    return sum(int(t.rsplit("=", 1)[1]) for t in tiers), tiers
+
+
+@pytest.mark.parametrize("spec", ["1047552,1048576,4", "1047552,99999999,4"])
+def test_a_tier_spec_far_above_the_policy_shrinks_into_it(ganeti, tmp_path: Path, spec) -> None:  # noqa: ANN001
+    """`--tiered-alloc` with 1 TiB (or 95 TiB) of memory where the policy's max is 128 GiB:
+    hspace shrinks it 64 MiB at a time into the policy and hands out 4 instances on
+    hspace-tiered.data; the exact ladder's walk took one unit a step and gave up after 4,096
+    (14,336 were needed), answering 0. Never fewer than hspace's, the first tier at the size
+    hspace's walk reaches (the same grid of 64 MiB units from the spec)."""
+    data = ganeti.data_dir / "hspace-tiered.data"
+    words = ["-t", str(data), "--tiered-alloc", spec, "--machine-readable"]
+    real = _run([str(ganeti.hspace), *words], tmp_path)
+    ours = _run(["exalloc", "space", *words, "--time-limit", "60"], tmp_path)
+    assert real.returncode == ours.returncode == 0, ours.stderr
+    (theirs, real_tiers), (mine, our_tiers) = _tspec_count(real.stdout), _tspec_count(ours.stdout)
+    assert theirs > 0
+    assert mine >= theirs
+    assert our_tiers[0].split(",")[0] == real_tiers[0].split(",")[0]  # the first tier's memory
+
+
+def _zero_memory_policy(text: str) -> str:
+    """hspace-tiered.data with a policy whose min spec is all zeros (memory 0 allowed)."""
+    old = "|129024,4,1047552,1,1,1|129024,4,1047552,1,1,1;131072"
+    assert old in text
+    return text.replace(old, "|129024,4,1047552,1,1,1|0,0,0,1,1,0;131072")
+
+
+@pytest.mark.parametrize("spec", [["--standard-alloc", "1024,0,1"], ["--tiered-alloc", "1024,0,1"]])
+def test_a_spec_without_memory_is_refused_in_one_line(ganeti, tmp_path: Path, spec) -> None:  # noqa: ANN001
+    """A new instance of 0 MiB memory (DISK,RAM,CPU = 1024,0,1) under a policy that allows
+    it: hspace dies ('hspace: divide by zero', exit 1); exalloc's exact mode died too, exit
+    70 with ZeroDivisionError (formulations/space.py); now one line naming the spec, exit 1,
+    nothing written."""
+    (tmp_path / "c.data").write_text(
+        _zero_memory_policy((ganeti.data_dir / "hspace-tiered.data").read_text())
+    )
+    real = _run([str(ganeti.hspace), "-t", "c.data", *spec], tmp_path)
+    assert real.returncode == 1 and "divide by zero" in real.stderr
+    ours = _run(["exalloc", "space", "-t", "c.data", *spec, "-S", "saved"], tmp_path)
+    assert ours.returncode == 1
+    assert ours.stderr.count("\n") == 1 and "memory is 0 MiB" in ours.stderr, ours.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.data"]
+
+
+MIGRATION_SNAPSHOT = """group-01|fake-uuid-01|preferred||
+
+node-a|8192|0|7168|100000|90000|8|M|fake-uuid-01|1
+node-b|8192|0|{free}|100000|90000|8|N|fake-uuid-01|1
+node-c|8192|0|8192|100000|100000|8|N|fake-uuid-01|1
+
+i1|1024|1024|1|running|Y|node-a|node-b|drbd||1
+big|6143|1024|1|running|Y|node-b||plain||1
+
+
+|128,1,1024,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|diskless,plain,drbd|4.0|32.0
+group-01|128,1,1024,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|diskless,plain,drbd|4.0|32.0
+"""
+
+
+def test_roll_memory_aware_says_why_an_equal_size_does_not_fit(tmp_path: Path) -> None:
+    """--memory-aware on a node whose drbd instance (1,024 MiB) would migrate onto a
+    secondary with exactly 1,024 MiB free: htools' add refuses it (Node.addPriEx: a new free
+    memory <= 0 is FailMem), so the node can never reboot. The error said 'needs 1024 MiB on
+    node-b, which has 1024 MiB unallocated', which reads as a contradiction; it now says the
+    rule. One more MiB free and the same cluster has its rounds."""
+    (tmp_path / "c.data").write_text(MIGRATION_SNAPSHOT.format(free=1024))
+    refused = _run(["exalloc", "roll", "-t", "c.data", "--memory-aware"], tmp_path)
+    assert refused.returncode == 1
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "i1 needs 1024 MiB on node-b, which has 1024 MiB unallocated" in line
+    assert "only where memory stays free after it" in line
+    (tmp_path / "c.data").write_text(MIGRATION_SNAPSHOT.format(free=1025))
+    answered = _run(["exalloc", "roll", "-t", "c.data", "--memory-aware"], tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert "'Node Reboot Groups'" in answered.stdout

@@ -771,29 +771,30 @@ def _walk(
     current = spec
     problem = base
     fits, blocking = _probe(problem)
+    over: dict[str, int] = {}  # above the policy's max: the nearest max below, per field
     if not any(r.primary_ok for r in problem.rooms):
-        blocking = _over_policy(problem)  # the tier spec above the policy's max: shrink into it
+        over = _over_limits(problem)  # the tier spec above the policy's max: shrink into it
+        blocking = [f for f in POLICY_FIELDS if f in over]
     for _ in range(steps):
         if deadline is not None and time.perf_counter() > deadline:
             return None  # the time limit holds for the walk too: 4,096 steps with an N+1
             # solve each took 9 min on Ganeti's hbal-evac.data (issue 40, item 4)
         shrunk = None
-        if only is not None:
-            shrunk = _shrunk(current, only, 1)
-        else:
-            for field_name in blocking:
-                shrunk = _shrunk(current, field_name, 1)
-                if shrunk is not None:
-                    break
+        for field_name in [only] if only is not None else blocking:
+            shrunk = _shrunk(current, field_name, _units_into(current, field_name, over))
+            if shrunk is not None:
+                break
         if shrunk is None:
             return None
         current = shrunk
         problem = _light(base, current)
         if not any(r.primary_ok for r in problem.rooms):
-            blocking = _over_policy(problem)
+            over = _over_limits(problem)
+            blocking = [f for f in POLICY_FIELDS if f in over]
             if not blocking:  # below every policy's min (or its templates): smaller is no use
                 return None
             continue  # above a max: hspace's tryAlloc fails on the policy and shrinks that field
+        over = {}
         fits, blocking = _probe(problem)
         if fits:
             if not base.global_n1 or _n1_admits_one(pose(current), solver, deadline, decided):
@@ -809,17 +810,35 @@ def _walk(
     return None
 
 
-def _over_policy(problem: SpaceProblem) -> list[str]:
-    """The fields (hspace's order) in which the problem's spec is above the max of a min/max
-    pair whose min it meets, in some candidate's policy that allows its template: shrinking
-    those can bring it into the policy (a tier spec above the max: `--tiered-alloc` larger
-    than the policy, which hspace shrinks into it); empty when no policy admits a smaller
-    instance either."""
+#: The spec's fields in hspace's order, as `_over_limits` reads them against a policy's max.
+POLICY_FIELDS = ("memory_mib", "disk_mib", "vcpus", "spindles")
+
+
+def _units_into(spec: Spec, field_name: str, over: Mapping[str, int]) -> int:
+    """How many shrink units hspace's one-unit walk takes along `field_name` before the
+    field reaches `over[field_name]`, the nearest policy max below it (1 when the field is
+    not above a max): every spec on the way is above that max in the same pairs, refused
+    by the policy alike, so the walk can take them at once. One unit at a time, a
+    `--tiered-alloc` of 1 TiB memory over a 128 GiB max needed 14,336 units, more than the
+    walk's 4,096 steps, and the ladder ended with 0 instances where hspace hands out 4 on
+    Ganeti's hspace-tiered.data (tests/test_exact_edges.py)."""
+    if field_name not in over or field_name == "spindles":  # spindle use is not the spec's
+        return 1
+    unit = SHRINK[field_name]
+    return max(1, -(-(getattr(spec, field_name) - over[field_name]) // unit))
+
+
+def _over_limits(problem: SpaceProblem) -> dict[str, int]:
+    """The fields in which the problem's spec is above the max of a min/max pair whose min it
+    meets, in some candidate's policy that allows its template, each with the nearest such
+    max below its value: shrinking those can bring it into the policy (a tier spec above the
+    max: `--tiered-alloc` larger than the policy, which hspace shrinks into it); empty when
+    no policy admits a smaller instance either."""
     from model.policy import spec_shortfall
 
     d, state = problem.demand, problem.state
-    fields = ("memory_mib", "disk_mib", "vcpus", "spindles")
-    over: set[str] = set()
+    fields = POLICY_FIELDS
+    over: dict[str, int] = {}
     seen: set[tuple[str, bool]] = set()
     for r in problem.rooms:
         excl = state.nodes[r.name].exclusive_storage
@@ -836,8 +855,10 @@ def _over_policy(problem: SpaceProblem) -> list[str]:
             values = (d.memory_mib, max(d.disk_sizes_mib, default=0), d.vcpus, d.spindle_use)
             if excl:
                 values = (*values[:3], d.disk_spindles or 0)
-            over.update(f for f, v, m in zip(fields, values, limits, strict=True) if v > m)
-    return [f for f in fields if f in over]
+            for f, v, m in zip(fields, values, limits, strict=True):
+                if v > m:
+                    over[f] = max(over.get(f, m), m)
+    return over
 
 
 def _largest_admitted(

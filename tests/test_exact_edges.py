@@ -169,3 +169,35 @@ def test_roll_memory_aware_says_why_an_equal_size_does_not_fit(tmp_path: Path) -
     answered = _run(["exalloc", "roll", "-t", "c.data", "--memory-aware"], tmp_path)
     assert answered.returncode == 0, answered.stderr
     assert "'Node Reboot Groups'" in answered.stdout
+
+
+@pytest.mark.parametrize(
+    "option", [["-e", "nan"], ["-e", "abc"], ["--min-disk", "nan"], ["-g", "inf"]]
+)
+def test_balance_number_options_refused_as_hbal(ganeti, tmp_path: Path, option) -> None:  # noqa: ANN001
+    """hbal reads -e, -g, --min-gain-limit and --min-disk with Haskell's `reads`: 'nan',
+    'inf' and 'abc' are 'cannot parse string', exit 1; exalloc took Python's float (argparse:
+    exit 2 for 'abc'; 'nan' accepted: -e nan answered 0 steps 'optimal', --min-disk nan died
+    with exit 70)."""
+    data = str(ganeti.data_dir / "hbal-evac.data")
+    real = _run([str(ganeti.hbal), "-t", data, *option], tmp_path)
+    assert real.returncode == 1
+    for mode in ([], ["--greedy"]):
+        ours = _run(["exalloc", "balance", *mode, "-t", data, *option], tmp_path)
+        assert ours.returncode == 1
+        assert ours.stderr == real.stderr
+
+
+@pytest.mark.parametrize(
+    "option", [["-e", "NaN"], ["--min-disk", "NaN"], ["--min-disk", "Infinity"]]
+)
+def test_balance_nan_is_refused_in_one_line(ganeti, tmp_path: Path, option) -> None:  # noqa: ANN001
+    """Haskell reads 'NaN' and 'Infinity' (hbal takes them); no comparison with NaN means
+    anything and a free-disk ratio of Infinity leaves no capacity, so exalloc refuses them in
+    hbal's form, exit 1, one line after the header (--min-disk NaN was exit 70)."""
+    data = str(ganeti.data_dir / "hbal-evac.data")
+    ours = _run(["exalloc", "balance", "-t", data, *option], tmp_path)
+    assert ours.returncode == 1
+    lines = ours.stderr.splitlines()
+    assert lines[0] == "Error while parsing command line arguments:" and len(lines) == 2
+    assert "exalloc needs" in lines[1]

@@ -193,6 +193,19 @@ def capacity_checks_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _static_kvm_mib(text: str) -> int:
+    """oStaticKvmNodeMemory: `tryRead "static node memory"` (Haskell's `reads`, its message: a
+    bad value is htools' 'Error while parsing command line arguments', exit 1). Imports only
+    when the option is given (exalloc-hail's start-up, tests/test_cli.py)."""
+    from model.backends.text import read_int
+    from programs.parser import HtoolsValueError
+
+    try:
+        return read_int(text, "static node memory")
+    except ValueError as e:
+        raise HtoolsValueError(str(e)) from None
+
+
 def static_kvm_option(
     parser: argparse.ArgumentParser,
     text: str = "node memory assumed on kvm nodes (default 4096, as htools)",
@@ -200,7 +213,7 @@ def static_kvm_option(
     parser.add_argument(
         "--static-kvm-node-memory",
         dest="static_kvm_node_memory",
-        type=int,
+        type=_static_kvm_mib,
         default=4096,
         metavar="MIB",
         help=text,

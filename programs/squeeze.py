@@ -211,6 +211,10 @@ def run(args: Any) -> SqueezeReport | Executed:
 
     check_luxi(args)  # hsqueeze finds out after its plan; nothing is read or solved here
     cluster, source = cluster_of(args)
+    if args.verbose != 0:  # loadExternalData's warning on inconsistent data, first
+        from model.htools.loader import loading_warning
+
+        sys.stderr.write(loading_warning(cluster))
     request = SqueezeRequest(args.minimal_resources, args.target_resources, args.move)
     state = node_states(cluster)
     with about(source.label):
@@ -235,7 +239,7 @@ def run(args: Any) -> SqueezeReport | Executed:
         after[args.save + ".squeezed"] = dump_text(squeezed_cluster(state, off, on, result.moves))
     if not getattr(args, "exec_jobs", False):
         write_files({**before, **after})
-        _say_saved(args.save, ("original", "squeezed"))
+        _say_saved(args.save, ("original", "squeezed"), result.mode)
         return report
     write_files(before)
     _say_saved(args.save, ("original",))
@@ -249,13 +253,23 @@ def run(args: Any) -> SqueezeReport | Executed:
         json_out=args.json,
     )
     write_files(after)
-    _say_saved(args.save, ("squeezed",))
+    _say_saved(args.save, ("squeezed",), result.mode)
     return Executed(report, outcomes, printed=not args.json)
 
 
-def _say_saved(save: str | None, which: tuple[str, ...]) -> None:
+#: hsqueeze's words for FILE.squeezed, by the plan's mode (Hsqueeze.main's three branches)
+SQUEEZED_SAID = {
+    "online": "after hsqueeze expansion",
+    "none": "after hsqueeze doing nothing",
+}
+
+
+def _say_saved(save: str | None, which: tuple[str, ...], mode: str = "offline") -> None:
     """htools' lines on stderr for the -S files written."""
-    said = {"original": "before hsqueeze run", "squeezed": "after hsqueeze run"}
+    said = {
+        "original": "before hsqueeze run",
+        "squeezed": SQUEEZED_SAID.get(mode, "after hsqueeze run"),
+    }
     for kind in which if save else ():
         print(
             f"The cluster state {said[kind]} has been written to file '{save}.{kind}'",

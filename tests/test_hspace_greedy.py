@@ -204,3 +204,17 @@ def test_loader_warning_as_hspace(ganeti, tmp_path: Path, quiet) -> None:  # noq
     assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
     verbosity = 1 + quiet.count("-v") - quiet.count("-q")
     assert ("Warning: cluster has inconsistent data" in real.stderr) == (verbosity != 0)
+
+
+@pytest.mark.parametrize("template", ["drbd", "plain"])
+def test_no_allocatable_node_as_hspace(ganeti, tmp_path: Path, template: str) -> None:  # noqa: ANN001
+    """Every node offline: -v -v -v -v shows the empty AllocNodes as hspace does, `Right []`
+    for drbd's pairs and `Left []` for one node (the port said `Left []` for both: a reduced
+    find of benchmarks/greedy_diff.py)."""
+    path = tmp_path / "inconsistent.data"
+    path.write_text(INCONSISTENT)
+    flags = ["-O", "nodeA", "-O", "nodeB", f"--disk-template={template}", *("-v",) * 4]
+    flags += ["--standard-alloc=10240,1024,1", "--tiered-alloc=10240,1024,1"]
+    real, port = run_both(path, flags, tmp_path)
+    assert (port.code, port.stdout, port.stderr) == (real.code, real.stdout, real.stderr)
+    assert "Allocatable nodes: " in real.stderr

@@ -201,3 +201,26 @@ def test_requests_read_as_hinfo(ganeti, capsys, options: tuple[str, ...]) -> Non
         code = cli.main(["info", "-I", str(request), *options])
         out = capsys.readouterr()
         assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr), request
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize(
+    ("real", "ours"),
+    [("hinfo", ["info"]), ("hbal", ["balance", "--greedy"]), ("hroller", ["roll", "--greedy"])],
+    ids=lambda x: x if isinstance(x, str) else " ".join(x),
+)
+@pytest.mark.parametrize("value", ["x", "1.5", "0x10"])
+def test_static_kvm_value_as_htools(ganeti, capsys, real: str, ours: list[str], value) -> None:
+    """--static-kvm-node-memory read as htools reads it (`tryRead "static node memory"`: a bad
+    value is its 'Error while parsing command line arguments', exit 1, not a usage error)."""
+    path = ganeti.data_dir / "n1-failure.data"
+    argv = ["-t", str(path), f"--static-kvm-node-memory={value}"]
+    want = subprocess.run(
+        [str(getattr(ganeti, real)), *argv], capture_output=True, text=True, timeout=60
+    )
+    try:
+        code = cli.main([*ours, *argv])
+    except SystemExit as e:  # the parser's exit
+        code = e.code
+    out = capsys.readouterr()
+    assert (code, out.out, out.err) == (want.returncode, want.stdout, want.stderr)

@@ -538,3 +538,53 @@ def test_drbd_squeeze_on_cpsat_equals_highs(seed: int) -> None:
         assert auto.checker["ok"] and highs.checker["ok"]
         if any(i.disk_template == "drbd" for i in cluster.instances):
             assert auto.solver == "cpsat"
+
+
+#: a node reporting 1,536 MiB less free memory than its instances leave: the loader warns
+#: (reduced from benchmarks/greedy_diff.py's snapshots; nothing to power down here)
+INCONSISTENT = """\
+default|uuid-g|preferred||
+
+nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
+nodeC|32768|1024|31744|512000|512000|8|N|uuid-g|1||N|1|1|1.0
+
+inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
+inst3|1024|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
+
+
+|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
+"""
+
+
+@pytest.mark.parametrize(
+    "name", ["inconsistent", "hsqueeze-overutilized.data", "hsqueeze-underutilized.data"]
+)
+def test_stderr_is_hsqueezes(ganeti, tmp_path, name: str) -> None:  # noqa: ANN001
+    """stderr as hsqueeze's: the loader's warning on inconsistent data first, and -S's lines
+    in its words for each branch (FILE.squeezed 'after hsqueeze doing nothing' when nothing
+    is powered down, 'after hsqueeze expansion' when nodes are powered on)."""
+    from shelltests import exalloc_scripts
+
+    if name == "inconsistent":
+        path = tmp_path / "inconsistent.data"
+        path.write_text(INCONSISTENT)
+    else:
+        path = ganeti.data_dir / name
+    runs = []
+    for prog, argv in (
+        ("real", [str(ganeti.hsqueeze)]),
+        ("port", [str(exalloc_scripts()["exalloc"]), "squeeze"]),
+    ):
+        where = tmp_path / prog
+        where.mkdir()
+        proc = subprocess.run(
+            [*argv, "-t", str(path), "-S", "saved", "-v"],
+            capture_output=True,
+            text=True,
+            cwd=where,
+            timeout=120,
+        )
+        runs.append((proc.returncode, proc.stderr))
+    assert runs[1] == runs[0]

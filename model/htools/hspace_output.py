@@ -383,9 +383,10 @@ def print_stats(prefix: str, states: Sequence[NodeState]) -> str:
     return "".join(prefix + " " + " ".join(r) + "\n" for r in table)
 
 
-def _show_alloc_nodes(targets, index: Mapping[str, int]) -> str:
-    """`show` of AllocNodes (node indices)."""
-    if targets and isinstance(targets[0], tuple):
+def _show_alloc_nodes(targets, index: Mapping[str, int], pairs: bool) -> str:
+    """`show` of AllocNodes (node indices): Right for a template on two nodes (drbd), Left
+    for one, also when no node is left (`Right []` for drbd)."""
+    if pairs:
         items = ",".join(
             f"({index[p]},[{','.join(str(index[s]) for s in ss if s != p)}])" for p, ss in targets
         )
@@ -530,7 +531,9 @@ def hspace_text(
         out.stderr.append(f"Bad groups: {show_list(list(setup_info.bad_groups))}\n")
     if display.verbose > 3:
         index = {n.name: i for i, n in enumerate(cluster.nodes, display.first_node_index)}
-        out.stderr.append(f"Allocatable nodes: {_show_alloc_nodes(setup_info.targets, index)}\n")
+        pairs = required_nodes(setup_info.template) == 2
+        shown = _show_alloc_nodes(setup_info.targets, index, pairs)
+        out.stderr.append(f"Allocatable nodes: {shown}\n")
     if tier_spec is None:
         return out.fail("Empty list of specs received from the cluster")
     template = setup_info.template

@@ -6,6 +6,7 @@ answer no worse than theirs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -201,3 +202,19 @@ def test_balance_nan_is_refused_in_one_line(ganeti, tmp_path: Path, option) -> N
     lines = ours.stderr.splitlines()
     assert lines[0] == "Error while parsing command line arguments:" and len(lines) == 2
     assert "exalloc needs" in lines[1]
+
+
+def test_balance_on_ganetis_recorded_rapi_answers(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """`exalloc balance -m file://RAPI` on Ganeti's recorded RAPI answers (test/data/htools/
+    rapi): the exact mode died with exit 70 (Pyomo's 'trivial Boolean (True)' for an
+    `emptiest` row whose arrival indicator is the constant 0); now it answers, no worse than
+    the real hbal on the same cluster (`exalloc info -m` writes it as hscan does)."""
+    rapi = f"file://{ganeti.data_dir / 'rapi'}"
+    saved = _run(["exalloc", "info", "-m", rapi, "-S", "snap"], tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    real = _run([str(ganeti.hbal), "-t", "snap"], tmp_path)
+    theirs = float(re.search(r"Cluster score improved from \S+ to (\S+)", real.stdout).group(1))
+    ours = _run(["exalloc", "balance", "-m", rapi, "--time-limit", "60"], tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    mine = float(re.search(r"Cluster score improved from \S+ to (\S+)", ours.stdout).group(1))
+    assert mine <= theirs + 1e-9

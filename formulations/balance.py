@@ -510,7 +510,10 @@ def define_emptiest(m: pyo.ConcreteModel, data: BalanceData, sec: dict) -> None:
     for n, need, e in rows:
         room = node[n].unallocated_mib - 1 + sum(leaving[n])
         big = need + abs(node[n].unallocated_mib) + 1
-        m.emptiest.add(need * e <= room + big * (1 - e))
+        row = need * e <= room + big * (1 - e)
+        if row is True:  # e a constant 0 (no such arrival can happen) and no variable left:
+            continue  # nothing to state (Pyomo refuses a trivial row; seen on Ganeti's RAPI data)
+        m.emptiest.add(row)
 
 
 def define_n1(m: pyo.ConcreteModel, data: BalanceData) -> None:

@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         verbosity_options,
     )
     from programs.parser import standard_options
+    from programs.space_options import htools_double
 
     htools_source_options(p)  # none, or more than one: hbal's own errors
     standard_options(p, "hbal", ())
@@ -95,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-e",
         "--min-score",
         dest="min_score",
-        type=float,
+        type=htools_double("min score"),
         default=1e-9,
         metavar="EPSILON",
         help="stop at this score above the optimum (default 1e-9)",
@@ -110,7 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-disk",
         dest="min_disk",
-        type=float,
+        type=htools_double("min free disk space", finite=True),
         default=0.0,
         metavar="RATIO",
         help="the free disk ratio every node keeps",
@@ -119,7 +120,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-g",
         "--min-gain",
         dest="min_gain",
-        type=float,
+        type=htools_double("min gain"),
         default=0.01,
         metavar="DELTA",
         help="below --min-gain-limit, a move must gain at least DELTA (default 0.01)",
@@ -127,7 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-gain-limit",
         dest="min_gain_limit",
-        type=float,
+        type=htools_double("min gain limit"),
         default=0.1,
         metavar="SCORE",
         help="the score under which --min-gain applies (default 0.1)",

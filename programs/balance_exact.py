@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 def add_exact_arguments(p: argparse.ArgumentParser) -> None:
     """The exact mode's own options (hbal's are programs/balance.py's) and the solver's."""
-    from programs.options import solver_options
+    import math
+
+    from programs.options import number_type, solver_options
 
     exact = p.add_argument_group("exact balancing")
     exact.add_argument(
@@ -41,7 +43,7 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
     exact.add_argument(
         "--target-score",
         dest="target_score",
-        type=float,
+        type=number_type(-math.inf, strict=True),  # finite: the model's row takes no NaN/inf
         metavar="SCORE",
         help="with --fewest-moves: the score to reach instead of hbal's",
     )
@@ -197,7 +199,7 @@ def run_exact(
     uuid, why = _group(cluster, args.group)
     if uuid is None:
         text = saved + why + "Error: Aborting.\n"
-        message = why.splitlines()[0].rstrip(":")
+        message = why.splitlines()[0].split(". Node group list")[0].rstrip(":")
         return ExactReport(loaded_line, text, 1, {"error": message}, files=files)
     state = with_node_status(
         state, offline, getattr(args, "max_cpu", None), getattr(args, "min_disk", 0.0) or 0.0

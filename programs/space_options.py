@@ -29,6 +29,31 @@ def htools_int(name: str):  # noqa: ANN202
     return parse
 
 
+def htools_double(name: str, *, finite: bool = False):  # noqa: ANN202
+    """A Double option as htools reads it (`tryRead name`: Haskell's `reads`, so `1e3`,
+    `0x10`, `(3)`, `Infinity` and `NaN` parse, `nan` and `inf` do not, with htools' message
+    and exit 1). NaN is refused here in one line: no comparison with it means anything
+    (`-e NaN` made the exact balance answer 0 steps, 'optimal'), and with `finite` an
+    infinity too (a free-disk ratio of Infinity has no capacity)."""
+
+    def parse(text: str) -> float:
+        import math
+
+        from model.backends.text import read_double
+        from programs.parser import HtoolsValueError
+
+        try:
+            v = read_double(text, name)
+        except ValueError as e:
+            raise HtoolsValueError(str(e)) from None
+        if math.isnan(v) or (finite and math.isinf(v)):
+            kind = "a finite number" if finite else "a number"
+            raise HtoolsValueError(f"{name}: exalloc needs {kind}, not {text}")
+        return v
+
+    return parse
+
+
 def spec_type(descr: str):  # noqa: ANN201
     """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
     sizes with htools' units; a bad one refused in hspace's words (exit 1)."""

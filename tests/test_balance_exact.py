@@ -235,6 +235,26 @@ def test_fewest_moves_never_longer_than_hbal(seed: int) -> None:
         assert _brute(shorter, len(ans.steps) - 1) > target + 1e-12
 
 
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_target_below_every_plan_within_k_is_infeasible(seed: int) -> None:
+    """--fewest-moves --target-score below the least score of every sequence of two of
+    hbal's moves (enumerated here): no plan reaches it, so the answer is 'infeasible' with no
+    bound (it said 'feasible', bound 2, gap 0: a step count proven for a plan that misses the
+    target); a target at that least score is reached, proven."""
+    state, group = _cluster(seed, 5)
+    problem = _selected(state, group, 2, 5, seed)
+    least = _brute(problem, 2)
+    options = SolverOptions(time_limit=60)
+    missed, _ = answer(
+        problem, max_steps=2, options=options, fewest=True, target_score=least - 0.01
+    )
+    assert missed.status == "infeasible"
+    assert missed.bound is None and missed.gap is None
+    hit, _ = answer(problem, max_steps=2, options=options, fewest=True, target_score=least + 1e-9)
+    assert hit.status == "optimal"
+    assert hit.score <= least + 1e-9
+
+
 def test_the_program_prints_hbals_table_for_checked_steps() -> None:
     """programs/balance_exact.py: hbal's step lines and final score for the exact steps, the
     proof on stderr, --json in issue 37's shape."""

@@ -267,9 +267,9 @@ def balance(
             f"{what} by enumeration: every placement at most {depth} of hbal's steps away "
             f"({tried} steps tried), as the model would not score the group exactly",
         ]
-        if not reached:
+        if not reached:  # every placement within K enumerated: none reaches the target
             notes_e.append("no plan found reaching the target score")
-            return answer(str(Status.FEASIBLE), None, build_s=sw.seconds, solve_s=spent,
+            return answer(str(Status.INFEASIBLE), None, build_s=sw.seconds, solve_s=spent,
                           notes=tuple(notes_e))  # fmt: skip
         bound = best_score if fewest_to is None else float(len(best_steps))
         return answer(str(Status.OPTIMAL), bound, build_s=sw.seconds, solve_s=spent,
@@ -483,8 +483,11 @@ def balance(
         )
     proven = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
     status = Status.OPTIMAL if proven else Status.TIME_LIMIT if timed_out else Status.FEASIBLE
-    if not reached:
+    if not reached:  # the steps printed are the start's, which miss the target: no bound on
+        # a step count that no plan found has, and no 'feasible' (--target-score below reach)
         notes.append("no plan found reaching the target score")
+        status = Status.TIME_LIMIT if timed_out else Status.INFEASIBLE
+        bound = None
     return answer(str(status), bound, rounds=rounds, build_s=sw.seconds, solve_s=solve_s,
                   cuts=cuts, notes=tuple(notes))  # fmt: skip
 

@@ -69,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     print_commands_option(p, "print the commands (or write a script to FILE)", to_file=True)
     p.add_argument(
+        "-E",
         "--evac-mode",
         dest="evac_mode",
         action="store_true",

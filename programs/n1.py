@@ -144,7 +144,7 @@ def _hbal_options(parser: argparse.ArgumentParser) -> None:
         help="--greedy: ignore soft errors in the simulation",
     )  # fmt: skip
     parser.add_argument(
-        "--evac-mode", dest="evac_mode", action="store_true",
+        "-E", "--evac-mode", dest="evac_mode", action="store_true",
         help="--greedy: only move instances off offline or drained nodes",
     )  # fmt: skip
     _loader_options(parser)

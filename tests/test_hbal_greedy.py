@@ -134,6 +134,7 @@ def _run_both(ganeti: Ganeti, tmp_path, capsys, args_of) -> tuple:  # noqa: ANN0
 GANETI_RUNS = (
     ("hbal-evac.data", ("-v", "-v", "-v", "-C", "--print-instances", "-pname,pcnt")),
     ("hbal-evac.data", ("-C", "--first-job-group", "-l", "2")),
+    ("hbal-evac.data", ("-E", "--restricted-migration", "-v", "-v")),  # -E: --evac-mode
     ("hbal-evac.data", ("-X",)),
     ("hbal-migration-1.data", ("-C", "-p", "-v", "-v", "-v", "-v")),
     ("hbal-location-1.data", ("--select-instances", "inst01", "--exclude-instances", "inst02")),

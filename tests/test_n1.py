@@ -273,6 +273,7 @@ HCHECK_OPTIONS = (
     ("--min-disk", "0.5", "--exclusion-tags", "service", "--machine-readable=yes"),
     ("--exclude-instances", "new-0", "--machine-readable=no", "-v"),
     ("--select-instances", "inst01", "--exclusion-tags", "service,other"),
+    ("-E", "-v", "-l", "3"),  # -E: --evac-mode
 )
 
 #: Snapshots hcheck does not answer: exalloc's one-line error names the file and line where

@@ -538,6 +538,9 @@ def balance_data(problem: BalanceProblem, deadline: float | None = None) -> Bala
             for n in online
             if n not in (p, s)
             and not isinstance(add_primary(base.nodes[n], d, strict=not forced), FailMode)
+            # an externally mirrored instance reaches another primary only by `fa`, which
+            # hbal does not offer under --no-instance-moves (or K = 0): no final there
+            and (drbd or FA in steps)
         )
         if drbd and s is not None and s in online:
             # the secondary now as the new primary (swap, (s, x))

@@ -218,3 +218,28 @@ def test_balance_on_ganetis_recorded_rapi_answers(ganeti, tmp_path: Path) -> Non
     assert ours.returncode == 0, ours.stderr
     mine = float(re.search(r"Cluster score improved from \S+ to (\S+)", ours.stdout).group(1))
     assert mine <= theirs + 1e-9
+
+
+def test_no_instance_moves_gives_ext_instances_no_failover(ganeti, tmp_path: Path) -> None:  # noqa: ANN001
+    """--no-instance-moves ('secondary replacements only'): hbal offers an externally
+    mirrored instance no move at all, but the exact model kept its `fa` finals, so its plan
+    failed the checker ('hbal offers no fa:node-007 for it here') and the command ended with
+    exit 1 on generated groups with ext instances. Now no such final: the answer passes the
+    checker and is no worse than the real hbal --no-instance-moves."""
+    made = _run(
+        ["exalloc", "generate", "--out", "gen", "--count", "2", "--nodes", "6-12", "--seed", "3",
+         "--requests", "none"],
+        tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    snap = str(tmp_path / "gen" / "snap-0001.data")
+    assert "|ext|" in Path(snap).read_text()
+    real = _run([str(ganeti.hbal), "-t", snap, "--no-instance-moves"], tmp_path)
+    theirs = float(re.search(r"Cluster score improved from \S+ to (\S+)", real.stdout).group(1))
+    ours = _run(
+        ["exalloc", "balance", "-t", snap, "--no-instance-moves", "--time-limit", "30"], tmp_path
+    )
+    assert ours.returncode == 0, ours.stderr
+    mine = float(re.search(r"Cluster score improved from \S+ to (\S+)", ours.stdout).group(1))
+    assert mine <= theirs + 1e-9
+    assert " a=f" not in ours.stdout  # no failover of any kind: replacements only

@@ -45,7 +45,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ignore_dynu_option,
         json_option,
         max_length_option,
-        number_type,
         offline_option,
         print_commands_option,
         print_nodes_option,
@@ -53,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         verbosity_options,
     )
     from programs.parser import standard_options
-    from programs.space_options import htools_double
+    from programs.space_options import htools_double, htools_int, max_cpu_ratio
 
     htools_source_options(p)  # none, or more than one: hbal's own errors
     standard_options(p, "hbal", ())
@@ -90,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--reason", dest="reason", metavar="REASON", help="the reason for -X's jobs")
     p.add_argument("-G", "--group", dest="group", metavar="GROUP", help="the group to balance")
-    max_length_option(p, "at most N moves")
+    max_length_option(p, "at most N moves", htools_int("max solution length"))
     verbosity_options(p)
     offline_option(p)
     p.add_argument(
@@ -105,7 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-cpu",
         dest="max_cpu",
-        type=number_type(0, strict=True),
+        type=max_cpu_ratio,
         metavar="RATIO",
         help="the vCPU ratio every node may reach",
     )

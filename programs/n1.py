@@ -116,19 +116,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _hbal_options(parser: argparse.ArgumentParser) -> None:
     """hcheck's options for its rebalancing simulation (hbal's, `fromCLIOptions`)."""
+    from programs.space_options import htools_double, htools_int
+
     max_length_option(
-        parser, "--greedy: at most N moves per group in the simulation (default: no limit)"
+        parser,
+        "--greedy: at most N moves per group in the simulation (default: no limit)",
+        htools_int("max solution length"),
     )
     parser.add_argument(
-        "-e", "--min-score", dest="min_score", type=float, default=1e-9, metavar="EPSILON",
+        "-e", "--min-score", dest="min_score", type=htools_double("min score"), default=1e-9,
+        metavar="EPSILON",
         help="--greedy: stop the simulation at the group's optimal score plus EPSILON",
     )  # fmt: skip
     parser.add_argument(
-        "-g", "--min-gain", dest="min_gain", type=float, default=0.01, metavar="DELTA",
+        "-g", "--min-gain", dest="min_gain", type=htools_double("min gain"), default=0.01,
+        metavar="DELTA",
         help="--greedy: the least gain of a move (hbal's)",
     )  # fmt: skip
     parser.add_argument(
-        "--min-gain-limit", dest="min_gain_limit", type=float, default=0.1, metavar="SCORE",
+        "--min-gain-limit", dest="min_gain_limit", type=htools_double("min gain limit"),
+        default=0.1, metavar="SCORE",
         help="--greedy: below this score, moves must gain --min-gain",
     )  # fmt: skip
     parser.add_argument(
@@ -165,15 +172,15 @@ def _loader_options(parser: argparse.ArgumentParser) -> None:
     """hcheck's loader options, as hbal's (programs/balance.py): the nodes' vCPU ratio and
     disk reserve, exclusion tag prefixes, the instances the simulation may move, -U's loads."""
     from programs.balance import _names
-    from programs.options import number_type
-    from programs.space_options import max_cpu_ratio
+    from programs.space_options import htools_double, max_cpu_ratio
 
     parser.add_argument(
         "--max-cpu", dest="max_cpu", type=max_cpu_ratio, metavar="RATIO",
         help="--greedy: the vCPU ratio every node may reach",
     )  # fmt: skip
     parser.add_argument(
-        "--min-disk", dest="min_disk", type=number_type(0, strict=False), default=0.0,
+        "--min-disk", dest="min_disk", type=htools_double("min free disk space", finite=True),
+        default=0.0,
         metavar="RATIO", help="--greedy: the free disk ratio every node keeps",
     )  # fmt: skip
     parser.add_argument(

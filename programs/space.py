@@ -41,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     from programs.parser import standard_options
     from programs.space_options import (
+        htools_double,
         htools_int,
         max_cpu_ratio,
         spec_type,
@@ -109,7 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-disk",
         dest="min_disk",
-        type=number_type(0, strict=False),
+        type=htools_double("min free disk space", finite=True),
         default=0.0,
         metavar="RATIO",
         help="disk each node keeps free (0..1)",

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from conftest import Ganeti, sampled
+from greedy_snapshots import PEERS_SNAPSHOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -330,27 +331,6 @@ def test_dynu_file_as_hbal_reads_it(ganeti: Ganeti, tmp_path, capsys, loads: str
         ganeti, tmp_path, capsys, lambda p: ["-t", path, "-U", str(util), "--print-instances"]
     )
     assert ours == real
-
-
-#: A group reduced from benchmarks/greedy_diff.py's finds (nodes with free spindles, no
-#: exclusive storage; nodeC backs a small drbd instance of nodeA loaded before a larger one of
-#: nodeB; nodeA reports 1,536 MiB less free memory than its instances leave, a loader warning)
-PEERS_SNAPSHOT = """\
-default|uuid-g|preferred||
-
-nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
-nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
-nodeC|32768|1024|31744|512000|512000|8|N|uuid-g|1||N|1|1|1.0
-
-inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
-inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
-inst3|1024|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
-inst4|512|1024|1|running|Y|nodeA|nodeC|drbd||1|-|N
-inst5|2048|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
-
-
-|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
-"""
 
 
 @pytest.mark.parametrize(

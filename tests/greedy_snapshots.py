@@ -19,3 +19,10 @@ inst5|2048|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
 
 |1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
 """
+
+
+def without(snapshot: str, names: tuple[str, ...]) -> str:
+    """The snapshot with the lines of the named nodes or instances left out."""
+    return "".join(
+        line for line in snapshot.splitlines(keepends=True) if line.split("|")[0] not in names
+    )

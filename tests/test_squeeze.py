@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import sampled
+from greedy_snapshots import PEERS_SNAPSHOT, without
 from squeeze_gen import SqueezeSpec, ext_cluster, mixed_cluster
 from test_squeeze_brute import brute_force
 
@@ -542,20 +543,7 @@ def test_drbd_squeeze_on_cpsat_equals_highs(seed: int) -> None:
 
 #: a node reporting 1,536 MiB less free memory than its instances leave: the loader warns
 #: (reduced from benchmarks/greedy_diff.py's snapshots; nothing to power down here)
-INCONSISTENT = """\
-default|uuid-g|preferred||
-
-nodeA|32768|1024|17408|512000|307200|8|N|uuid-g|1||N|1|1|1.0
-nodeB|32768|1024|30720|512000|307200|8|N|uuid-g|1||N|1|1|1.0
-nodeC|32768|1024|31744|512000|512000|8|N|uuid-g|1||N|1|1|1.0
-
-inst1|8192|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
-inst2|4096|102400|2|running|Y|nodeA|nodeB|drbd||1|-|N
-inst3|1024|1024|1|running|Y|nodeB|nodeC|drbd||1|-|N
-
-
-|1024,1,10240,1,1,1|128,1,1024,1,1,1;32768,8,1048576,16,8,12|plain,drbd|4.0|32.0
-"""
+INCONSISTENT = without(PEERS_SNAPSHOT, ("inst4", "inst5"))
 
 
 @pytest.mark.parametrize(

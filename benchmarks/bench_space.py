@@ -36,7 +36,8 @@ from model.cluster import Cluster  # noqa: E402
 from model.space import Spec, default_options  # noqa: E402
 from model.state import node_states  # noqa: E402
 from solvers.options import SolverOptions  # noqa: E402
-from solvers.strategies.space import standard, tiered  # noqa: E402
+from solvers.strategies.space import standard  # noqa: E402
+from solvers.strategies.space_tiered import tiered  # noqa: E402
 
 STANDARD = Spec(4096, 51200, 2, 1)
 TIER = Spec(16384, 204800, 4, 1)

@@ -28,16 +28,10 @@ if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py ad
 PRIORITIES = ("low", "normal", "high")
 
 
-def _names(text: str) -> tuple[str, ...]:
-    """A comma-separated list as htools splits it (`sepSplit ','`)."""
-    from model.backends.text import sep_split
-
-    return tuple(sep_split(",", text))
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """hbal 3.0.2's options (backends, -S, -C, -X shared with the other programs), exalloc's
     `--greedy` and `--json`."""
+    from programs.hbal_options import hbal_loader_options, hbal_search_options
     from programs.options import (
         exec_option,
         greedy_option,
@@ -52,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         verbosity_options,
     )
     from programs.parser import standard_options
-    from programs.space_options import htools_double, htools_int, max_cpu_ratio
+    from programs.space_options import htools_int
 
     htools_source_options(p)  # none, or more than one: hbal's own errors
     standard_options(p, "hbal", ())
@@ -67,13 +61,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="print the instance map before and after",
     )
     print_commands_option(p, "print the commands (or write a script to FILE)", to_file=True)
-    p.add_argument(
-        "-E",
-        "--evac-mode",
-        dest="evac_mode",
-        action="store_true",
-        help="only move instances off offline nodes",
-    )
     p.add_argument(
         "--restricted-migration",
         dest="restricted_migration",
@@ -92,96 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     max_length_option(p, "at most N moves", htools_int("max solution length"))
     verbosity_options(p)
     offline_option(p)
-    p.add_argument(
-        "-e",
-        "--min-score",
-        dest="min_score",
-        type=htools_double("min score"),
-        default=1e-9,
-        metavar="EPSILON",
-        help="stop at this score above the optimum (default 1e-9)",
-    )
-    p.add_argument(
-        "--max-cpu",
-        dest="max_cpu",
-        type=max_cpu_ratio,
-        metavar="RATIO",
-        help="the vCPU ratio every node may reach",
-    )
-    p.add_argument(
-        "--min-disk",
-        dest="min_disk",
-        type=htools_double("min free disk space", finite=True),
-        default=0.0,
-        metavar="RATIO",
-        help="the free disk ratio every node keeps",
-    )
-    p.add_argument(
-        "-g",
-        "--min-gain",
-        dest="min_gain",
-        type=htools_double("min gain"),
-        default=0.01,
-        metavar="DELTA",
-        help="below --min-gain-limit, a move must gain at least DELTA (default 0.01)",
-    )
-    p.add_argument(
-        "--min-gain-limit",
-        dest="min_gain_limit",
-        type=htools_double("min gain limit"),
-        default=0.1,
-        metavar="SCORE",
-        help="the score under which --min-gain applies (default 0.1)",
-    )
-    p.add_argument(
-        "--no-disk-moves",
-        dest="disk_moves",
-        action="store_false",
-        help="failovers only",
-    )
-    p.add_argument(
-        "--select-instances",
-        dest="select_instances",
-        type=_names,
-        default=(),
-        metavar="INSTS",
-        help="only these instances move",
-    )
-    p.add_argument(
-        "--no-instance-moves",
-        dest="instance_moves",
-        action="store_false",
-        help="secondary replacements only",
-    )
-    p.add_argument(
-        "--ignore-soft-errors",
-        dest="ignore_soft_errors",
-        action="store_true",
-        help="moves may break soft limits (N+1, cpu, disk, spindles, tags)",
-    )
-    p.add_argument(
-        "-U",
-        "--dynu-file",
-        dest="dynu_file",
-        metavar="FILE",
-        help="instances' dynamic utilisation: NAME CPU MEM DSK NET per line",
-    )
+    hbal_search_options(p)
+    hbal_loader_options(p)
     ignore_dynu_option(p)
-    p.add_argument(
-        "--exclusion-tags",
-        dest="exclusion_tags",
-        type=_names,
-        metavar="TAG,...",
-        help="instance tag prefixes that must not share a node (besides htools:iextags:)",
-    )
-    p.add_argument(
-        "--exclude-instances",
-        dest="exclude_instances",
-        type=_names,
-        default=(),
-        metavar="INSTS",
-        help="these instances do not move",
-    )
     save_option(p, "write FILE.original (as read) and FILE.balanced (the group after balancing)")
     p.add_argument(
         "--priority",

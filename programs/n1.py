@@ -116,45 +116,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _hbal_options(parser: argparse.ArgumentParser) -> None:
     """hcheck's options for its rebalancing simulation (hbal's, `fromCLIOptions`)."""
-    from programs.space_options import htools_double, htools_int
+    from programs.hbal_options import hbal_loader_options, hbal_search_options
+    from programs.space_options import htools_int
 
     max_length_option(
         parser,
         "--greedy: at most N moves per group in the simulation (default: no limit)",
         htools_int("max solution length"),
     )
-    parser.add_argument(
-        "-e", "--min-score", dest="min_score", type=htools_double("min score"), default=1e-9,
-        metavar="EPSILON",
-        help="--greedy: stop the simulation at the group's optimal score plus EPSILON",
-    )  # fmt: skip
-    parser.add_argument(
-        "-g", "--min-gain", dest="min_gain", type=htools_double("min gain"), default=0.01,
-        metavar="DELTA",
-        help="--greedy: the least gain of a move (hbal's)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--min-gain-limit", dest="min_gain_limit", type=htools_double("min gain limit"),
-        default=0.1, metavar="SCORE",
-        help="--greedy: below this score, moves must gain --min-gain",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-disk-moves", dest="disk_moves", action="store_false",
-        help="--greedy: no moves that copy disks in the simulation",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-instance-moves", dest="instance_moves", action="store_false",
-        help="--greedy: only secondary changes in the simulation",
-    )  # fmt: skip
-    parser.add_argument(
-        "--ignore-soft-errors", dest="ignore_soft_errors", action="store_true",
-        help="--greedy: ignore soft errors in the simulation",
-    )  # fmt: skip
-    parser.add_argument(
-        "-E", "--evac-mode", dest="evac_mode", action="store_true",
-        help="--greedy: only move instances off offline or drained nodes",
-    )  # fmt: skip
-    _loader_options(parser)
+    hbal_search_options(parser, "--greedy: ")
+    hbal_loader_options(parser, "--greedy: ")
 
 
 #: hcheck's options read at load (`loadExternalData`, `setNodeStatus`), --greedy only
@@ -166,39 +137,6 @@ GREEDY_LOADER_OPTIONS = {
     "exclude_instances": "--exclude-instances",
     "dynu_file": "--dynu-file",
 }
-
-
-def _loader_options(parser: argparse.ArgumentParser) -> None:
-    """hcheck's loader options, as hbal's (programs/balance.py): the nodes' vCPU ratio and
-    disk reserve, exclusion tag prefixes, the instances the simulation may move, -U's loads."""
-    from programs.balance import _names
-    from programs.space_options import htools_double, max_cpu_ratio
-
-    parser.add_argument(
-        "--max-cpu", dest="max_cpu", type=max_cpu_ratio, metavar="RATIO",
-        help="--greedy: the vCPU ratio every node may reach",
-    )  # fmt: skip
-    parser.add_argument(
-        "--min-disk", dest="min_disk", type=htools_double("min free disk space", finite=True),
-        default=0.0,
-        metavar="RATIO", help="--greedy: the free disk ratio every node keeps",
-    )  # fmt: skip
-    parser.add_argument(
-        "--exclusion-tags", dest="exclusion_tags", type=_names, metavar="TAG,...",
-        help="--greedy: instance tag prefixes that must not share a node",
-    )  # fmt: skip
-    parser.add_argument(
-        "--select-instances", dest="select_instances", type=_names, default=(),
-        metavar="INSTS", help="--greedy: only these instances move in the simulation",
-    )  # fmt: skip
-    parser.add_argument(
-        "--exclude-instances", dest="exclude_instances", type=_names, default=(),
-        metavar="INSTS", help="--greedy: these instances do not move in the simulation",
-    )  # fmt: skip
-    parser.add_argument(
-        "-U", "--dynu-file", dest="dynu_file", metavar="FILE",
-        help="--greedy: instances' dynamic utilisation: NAME CPU MEM DSK NET per line",
-    )  # fmt: skip
 
 
 def _node_line(v: NodeVerdict, width: int, verbose: bool) -> list[str]:

@@ -98,7 +98,7 @@ def test_the_tiered_walk_keeps_the_time_limit(ganeti_data, capsys) -> None:  # n
     passed stops at once, before any solve."""
     from model.backends.text import load_text
     from model.space import default_options, space_problem, tier_specs
-    from solvers.strategies import space as strategy
+    from solvers.strategies import space_tiered as strategy
 
     args = ["space", "-t", str(ganeti_data.data_dir / "hbal-evac.data")]
     assert cli.main(args) == 0

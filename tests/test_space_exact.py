@@ -353,7 +353,7 @@ def test_tiered_hands_out_what_hspace_does(data, flags, tspec, ganeti) -> None: 
     """As many tiered instances and as much memory as the real hspace's tiered phase, every
     tier's count proven."""
     from model.space import tier_specs
-    from solvers.strategies.space import tiered
+    from solvers.strategies.space_tiered import tiered
 
     cluster = load_text(ganeti.data_dir / data)
     result = tiered(node_states(cluster), tier_specs(cluster), default_options(cluster, **flags))
@@ -370,7 +370,7 @@ def _unit_walk(spec, base, pose):  # noqa: ANN001, ANN202
     reference): the blocking field's units until the node checks pass, then memory and disk
     in proportion until global N+1 admits one instance; the first spec global N+1 refused
     and the spec admitted."""
-    from solvers.strategies import space as strategy
+    from solvers.strategies import space_tiered as strategy
 
     current, problem, refused = spec, base, None
     _, blocking = strategy._probe(problem)
@@ -395,7 +395,7 @@ def test_tiered_walk_search_finds_the_unit_walks_spec() -> None:
     once per unit: on a 7-node plain cluster (space_cases seed 4, tiered from the policy's
     largest spec) it lands on the spec the unit walk lands on, hundreds of units down."""
     from model.space import space_problem, tier_specs
-    from solvers.strategies import space as strategy
+    from solvers.strategies import space_tiered as strategy
 
     c = sc.case(4)
     state = node_states(c.cluster)
@@ -548,7 +548,7 @@ def test_tiered_under_global_n1_keeps_the_memory_hspace_keeps(htools) -> None:  
     29,696 MiB: 3,008 MiB less handed out than hspace), the same ladder as the real hspace."""
     from model.backends.simu import simulated_cluster
     from model.space import tier_specs
-    from solvers.strategies.space import tiered
+    from solvers.strategies.space_tiered import tiered
 
     groups = ["p,2,1T,64g,16", "a,3,2T,32g,8"]
     cluster = simulated_cluster(groups[::-1])  # hspace's --simulate order, as programs/space.py
@@ -571,7 +571,7 @@ def test_tier_spec_above_the_policy_shrinks_into_it(htools) -> None:  # noqa: AN
     does the same (it stopped at once, 0 instances, where hspace hands out 9)."""
     from model.backends.simu import simulated_cluster
     from model.space import Spec
-    from solvers.strategies.space import tiered
+    from solvers.strategies.space_tiered import tiered
 
     cluster = simulated_cluster(["p,4,2T,96g,24"])
     options = default_options(cluster, disk_template="plain")

@@ -73,6 +73,12 @@ class _StateFailures:
         return known
 
 
+def seconds_left(deadline: float | None, reserve_s: float = 0.0) -> float | None:
+    """What is left of `deadline` after `reserve_s`, never quite zero (a solver given 0 s
+    would read it as no limit); None without a deadline."""
+    return None if deadline is None else max(deadline - reserve_s - time.perf_counter(), 0.01)
+
+
 def until(solver: SolverOptions, deadline: float | None) -> SolverOptions:
     """The options of one N+1 decision: a packing that needs a MIP solves at most until
     `deadline` (the stage's, less what it keeps for the check), not the whole answer's."""

@@ -14,8 +14,10 @@ from typing import Any
 from model.space import SpaceOptions, Spec
 from model.state import ClusterState
 from solvers.options import DEFAULT_OPTIONS, SolverOptions
-from solvers.strategies.space import InputFailures, TieredResult, standard, tiered
+from solvers.strategies.space import standard
 from solvers.strategies.space_moves import moved_standard
+from solvers.strategies.space_n1 import InputFailures
+from solvers.strategies.space_tiered import TieredResult, tiered
 
 #: The share of what is left of the limit the tiered phase (which runs first) may use: the
 #: standard phase keeps at least the other half, and all of it when the ladder ends early.

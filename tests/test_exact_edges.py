@@ -139,6 +139,34 @@ def test_a_spec_without_memory_is_refused_in_one_line(ganeti, tmp_path: Path, sp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.data"]
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--standard-alloc", "1024,0,1"],
+        ["--tiered-alloc", "1024,0,1", "--machine-readable"],
+        ["--standard-alloc", "1024,0,1", "-l", "3", "--disk-template", "drbd"],
+        ["--standard-alloc", "1024,0,1", "--no-capacity-checks"],  # no big step: it places
+    ],
+)
+def test_greedy_dies_of_a_spec_without_memory_as_hspace(ganeti, tmp_path: Path, args) -> None:  # noqa: ANN001
+    """`--greedy` on the same spec is hspace, crash included: what it printed before its
+    big step divided by the spec's 0 MiB, then 'hspace: divide by zero', exit 1, the -S
+    files it wrote by then (exalloc died of ZeroDivisionError, exit 70, nothing printed)."""
+    text = _zero_memory_policy((ganeti.data_dir / "hspace-tiered.data").read_text())
+    runs = {}
+    programs = {"real": [str(ganeti.hspace)], "ours": ["exalloc", "space", "--greedy"]}
+    for who, command in programs.items():
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "c.data").write_text(text)
+        done = _run([*command, "-t", "c.data", *args, "-S", "saved"], tmp_path / who)
+        files = {p.name: p.read_text() for p in (tmp_path / who).iterdir()}
+        runs[who] = (done.returncode, done.stdout, done.stderr, files)
+    assert runs["ours"] == runs["real"]
+    crashed = "--no-capacity-checks" not in args
+    assert runs["real"][0] == (1 if crashed else 0)
+    assert ("hspace: divide by zero" in runs["real"][2]) == crashed
+
+
 MIGRATION_SNAPSHOT = """group-01|fake-uuid-01|preferred||
 
 node-a|8192|0|7168|100000|90000|8|M|fake-uuid-01|1

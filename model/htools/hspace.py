@@ -313,8 +313,30 @@ def iterate_alloc_small_step(
             limit -= 1
 
 
-def guess_bigstep_size(state: ClusterState, inst: NewInst) -> int:
+class DivideByZero(Exception):
+    """GHC's `divide by zero`, hspace's death on a spec of 0 MiB memory where the policy
+    allows it: `guessBigstepSize` divides by the spec's memory. Being lazy, hspace forces
+    the quotient only where the step's limit is compared, after an instance was placed;
+    what it printed until then stays printed, then `hspace: divide by zero`, exit 1."""
+
+    def __init__(self) -> None:
+        super().__init__("divide by zero")
+
+
+class _UnforcedQuotient:
+    """The big step's size when it divides by zero: harmless until compared (as hspace's
+    thunk), then `DivideByZero`."""
+
+    def __eq__(self, other: object) -> bool:
+        raise DivideByZero
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def guess_bigstep_size(state: ClusterState, inst: NewInst) -> int | _UnforcedQuotient:
     """guessBigstepSize: the memory's capacity less one instance per node, at least 20."""
+    if inst.spec.memory_mib == 0:
+        return _UnforcedQuotient()
     total = sum(st.available_memory_mib for st in state.nodes.values())
     guess = total // inst.spec.memory_mib - len(state.nodes)
     return max(20, guess)
@@ -339,6 +361,8 @@ def iterate_alloc(
         big = guess_bigstep_size(state, inst) if huge else 10
         if limit is None:
             step, new_limit = big, None
+        elif isinstance(big, _UnforcedQuotient):
+            step, new_limit = big, big
         else:
             step, new_limit = min(big, limit), max(0, limit - big)
         res = iterate_alloc_small_step(

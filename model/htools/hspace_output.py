@@ -23,7 +23,7 @@ from model.backends.text import (
     show_list,
 )
 from model.cluster import Cluster, Instance
-from model.htools.hspace import FailStats, Phase, Spec, required_nodes
+from model.htools.hspace import DivideByZero, FailStats, Phase, Spec, required_nodes
 from model.htools.metrics import N_METRICS, list_score, list_stats, node_row, stat_value
 from model.htools.nodelist import NodeList, parse_fields
 from model.resources import NodeState
@@ -495,6 +495,14 @@ def run_phase(
     return True
 
 
+def _died(out: Output, crash: Exception) -> Output:
+    """hspace's death by a Haskell exception (EmptyHead, DivideByZero): its message after
+    what it printed, exit 1."""
+    out.stderr.append(f"hspace: {crash}\n")
+    out.exit_code = 1
+    return out
+
+
 def hspace_text(
     cluster: Cluster,
     ini: ClusterState,
@@ -537,7 +545,10 @@ def hspace_text(
     if tier_spec is None:
         return out.fail("Empty list of specs received from the cluster")
     template = setup_info.template
-    trl = tiered()
+    try:
+        trl = tiered()
+    except DivideByZero as e:
+        return _died(out, e)
     if not run_phase(out, display, cluster, trl, tier_spec, template, "tiered"):
         return out
     try:
@@ -546,10 +557,11 @@ def hspace_text(
         )
     except EmptyHead as e:  # hspace's crash, reproduced (issue 495's -l, docs/space.md)
         out.stdout.append(e.printed)
-        out.stderr.append(f"hspace: {e}\n")
-        out.exit_code = 1
-        return out
-    fin = standard()
+        return _died(out, e)
+    try:
+        fin = standard()
+    except DivideByZero as e:
+        return _died(out, e)
     if not run_phase(out, display, cluster, fin, standard_spec, template, "normal"):
         return out
     try:

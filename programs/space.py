@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the program's modules load when it runs, not when cli.py ad
     from model.space import Spec
 
 NO_ARGUMENTS = "This program doesn't take any arguments."
-TEMPLATES = ("diskless", "file", "sharedfile", "plain", "blockdev", "drbd", "rbd", "ext", "gluster")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     from programs.parser import standard_options
     from programs.space_options import (
+        disk_template,
         htools_double,
         htools_int,
         max_cpu_ratio,
@@ -63,7 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="empty simulated groups instead of a cluster, one per SPEC "
         "(policy,count,disk,memory,cpus[,spindles[,exclusive_storage]]), e.g. p,4,8T,64g,16",
     )
-    p.add_argument("--disk-template", dest="disk_template", choices=TEMPLATES, metavar="TEMPLATE")
+    p.add_argument(
+        "--disk-template", dest="disk_template", type=disk_template, metavar="TEMPLATE",
+        help="the new instances' disk template (default: the cluster's first enabled one)",
+    )  # fmt: skip
     p.add_argument(
         "--spindle-use",
         dest="spindle_use",

@@ -54,6 +54,18 @@ def htools_double(name: str, *, finite: bool = False):  # noqa: ANN202
     return parse
 
 
+def disk_template(text: str) -> str:
+    """`--disk-template` as hspace reads it (`diskTemplateFromRaw`): one of Ganeti's template
+    names, exactly; another is refused in hspace's words, exit 1 (argparse's `choices` made it
+    a usage error, exit 2)."""
+    from model.cluster import DISK_TEMPLATES
+    from programs.parser import HtoolsValueError
+
+    if text not in DISK_TEMPLATES:
+        raise HtoolsValueError(f'Invalid string value for type DiskTemplate: "{text}"')
+    return text
+
+
 def spec_type(descr: str):  # noqa: ANN201
     """`--standard-alloc` / `--tiered-alloc` (CLI.parseISpecString): disk,ram,cpu[,spindles],
     sizes with htools' units; a bad one refused in hspace's words (exit 1)."""

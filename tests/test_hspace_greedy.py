@@ -79,6 +79,8 @@ BAD_VALUES = [
     ["--static-kvm-node-memory=x"],
     ["--max-cpu=x", "--standard-alloc=1,2"],
     ["--standard-alloc=1,2", "--max-cpu=x"],
+    ["--disk-template=nosuch"],  # argparse's choices made these a usage error, exit 2
+    ["--disk-template", "DRBD"],
 ]
 
 

@@ -204,21 +204,34 @@ def _main(
     except HtoolsError as err:  # the htools program's own line, as scripts match it
         body = err.message.rstrip("\n")  # a message's own newlines: htools' empty lines
         sys.stderr.write(f"Error: {printable(body)}\n" + "\n" * (len(err.message) - len(body)))
-        return err.exit_code
+        return _error_json(args, body, err.exit_code, started_at, ran_at)
     except UsageError as err:  # as argparse's own: the command's usage line, then the error
         usage = getattr(args, "usage", None)
         sys.stderr.write(usage() if usage else "")
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
-        return err.exit_code
+        return _error_json(args, str(err), err.exit_code, started_at, ran_at)
     except ExallocError as err:  # quoted input (a name, a yaql text) cannot break the line
         print(f"exalloc: error: {printable(str(err))}", file=sys.stderr)
-        return err.exit_code
+        return _error_json(args, str(err), err.exit_code, started_at, ran_at)
     except KeyboardInterrupt:
         print("exalloc: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the last line of defence: a bug, never a traceback
         return _internal_error(err, debug=getattr(args, "debug", False))
     return _print(text, getattr(report, "exit_code", EXIT_OK))
+
+
+def _error_json(
+    args: argparse.Namespace, message: str, code: int, started: float, ran: float
+) -> int:
+    """With --json, a refusal is a JSON object on stdout too (`error`, `exit_code`, `timing`),
+    as the programs' own refusals are: a script reading stdout gets an answer, not nothing."""
+    if getattr(args, "json", False):
+        import json
+
+        doc = _with_timing({"error": message, "exit_code": code}, started, ran)
+        _print(json.dumps(doc, indent=2), code)
+    return code
 
 
 def _with_timing(doc: dict, started_at: float, ran_at: float) -> dict:

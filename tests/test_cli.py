@@ -134,3 +134,23 @@ def test_exalloc_hail_without_one_request_is_hails_error(htools, capsys, argv: l
     out = capsys.readouterr()
     assert (code, out.out, out.err) == (real.returncode, real.stdout, real.stderr)
     assert code == 1
+
+
+@pytest.mark.parametrize("command", ["roll", "space", "balance", "n1", "info", "squeeze"])
+def test_a_refusal_under_json_is_a_json_object_on_stdout(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file the reader refuses: the one-line error on stderr as before, and with --json the
+    same message as a JSON object on stdout with the exit code (stdout was empty, so a script
+    reading --json got nothing to parse)."""
+    bad = tmp_path / "bad.data"
+    bad.write_text("garbage\n")
+    code = cli.main([command, "-t", str(bad), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["exit_code"] == 1 and "Invalid format of the input file" in doc["error"]
+    assert doc["error"] in err and err.count("\n") == 1
+    assert set(doc["timing"]) == {"startup_s", "run_s", "total_s"}
+    assert cli.main([command, "-t", str(bad)]) == 1
+    assert capsys.readouterr().out == ""  # without --json, stdout stays empty

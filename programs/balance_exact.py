@@ -52,7 +52,16 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the real hbal -l K beside it (its port when Ganeti is not installed)",
     )
-    solver_options(p)
+    solver_options(
+        p, time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s; at worst hbal's own answer, gap shown"
+    )
+
+
+#: The exact search is bounded even without --time-limit: hbal answers in seconds, and a
+#: `balance` in a cron job or a script must end too (K = hbal's length can be tens of moves,
+#: a search of hours). What the limit cuts is said (status time_limit, the bound and gap);
+#: the answer is never worse than hbal's own, where the search starts.
+DEFAULT_TIME_LIMIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -162,10 +171,17 @@ def run_exact(
     from model.htools.hbal_program import (
         SH_TEMPLATE,
         balanced_snapshot,
+        group_check,
+        loaded_header,
         lookup_names,
         placement_job_sets,
+        score_text,
+        split_warning,
+        suffix_line,
+        totals,
+        views,
     )
-    from model.htools.hinfo import bad_items
+    from model.htools.nodelist import parse_fields
     from model.space import with_node_status
     from model.state import node_states
     from solvers.strategies.balance import answer
@@ -180,22 +196,29 @@ def run_exact(
         shown = show_list([*wrong_sel, *wrong_ex])
         message = f"failed to load data, aborting: Unknown instance(s): {shown}"
         return ExactReport("", f"Error: {message}\n", 1, {"error": message})
+    verbose = getattr(args, "verbose", 1)
+    header = loaded_header(cluster, loaded) if verbose > 1 else ""
     # -O (a unique prefix of a name will do), --max-cpu, --min-disk as hbal applies them
     # (CLI.setNodeStatus)
     state = node_states(cluster)
     offline, wrong = lookup_names(list(state.nodes), list(getattr(args, "offline", ()) or ()))
     if wrong:
         message = f"wrong node name(s) set as offline: {', '.join(wrong)}"
-        return ExactReport("", f"Error: {message}\n\n", 1, {"error": message})  # hbal's \n\n
+        return ExactReport(header, f"Error: {message}\n\n", 1, {"error": message})  # hbal's \n\n
     if not cluster.instances:  # nothing to balance, nothing written: hbal's exit 0
-        return ExactReport("Cluster is empty, exiting.\n", "", 0, _empty_json())
-    loaded_line = f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances\n"
+        return ExactReport(header + "Cluster is empty, exiting.\n", "", 0, _empty_json())
+    split = split_warning(state) if verbose > 1 else ""
+    loaded_line = (
+        header
+        + f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances\n"
+        + (suffix_line(cluster) if verbose > 1 else "")
+    )
     files: dict[str, str] = {}
-    saved = ""
+    saved = split
     save = getattr(args, "save", None)
     if save:  # hbal writes FILE.original before it selects the group
         files[f"{save}.original"] = dump_text(loaded or cluster)
-        saved = f"The cluster state before balancing has been written to file '{save}.original'\n"
+        saved += f"The cluster state before balancing has been written to file '{save}.original'\n"
     uuid, why = _group(cluster, args.group)
     if uuid is None:
         text = saved + why + "Error: Aborting.\n"
@@ -224,7 +247,7 @@ def run_exact(
         max_steps=max_steps,
         # what the start-up and the reading left of the limit, less the check and the output
         # after it (0.15 s on benchmarks/time_limits.py's 200-node group; issue 40, item 4)
-        options=args.solver_options.left(CHECK_RESERVE_S),
+        options=args.solver_options.limited(DEFAULT_TIME_LIMIT_S).left(CHECK_RESERVE_S),
         fewest=args.fewest_moves,
         target_score=args.target_score,
     )
@@ -242,41 +265,35 @@ def run_exact(
     scope = scope_of(state, uuid, pool)
     naming = naming_of(state, scope)
     group_name = next(g.name for g in cluster.groups if g.uuid == uuid)
-    verbose = getattr(args, "verbose", 1)
-    bad_nodes, bad_insts = bad_items(state, scope.nodes)
-    lines = [
-        loaded_line.rstrip("\n"),
-        f"Group size {len(scope.nodes)} nodes, {len(scope.instances)} instances",
-        f"Selected node group: {group_name}",
+    fields = getattr(args, "print_nodes", None)
+    print_nodes = None if fields is None else tuple(parse_fields(fields))
+    print_instances = getattr(args, "print_instances", False)
+    out = [
+        loaded_line,
+        f"Group size {len(scope.nodes)} nodes, {len(scope.instances)} instances\n",
+        f"Selected node group: {group_name}\n",
+        group_check(state, scope, verbose, rules.ignore_soft_errors),
     ]
-    if verbose >= 1:
-        lines.append(
-            f"Initial check done: {len(bad_nodes)} bad nodes, {len(bad_insts)} bad instances."
-        )
-    if bad_nodes:
-        lines.append(
-            "Cluster is not N+1 happy, continuing but no guarantee that the cluster will end "
-            "N+1 happy."
-        )
-    lines.append(f"Initial score: {ans.score_before:.8f}")
+    saved += views(cluster, state, scope, print_instances, print_nodes, "Initial")
+    out.append(score_text("Initial", state, scope, ans.score_before, verbose))
     opt_cv = optimal_score(state, scope)
     # hbal's early exit: nothing to gain over N+1's optimum, no -C commands, no FILE.balanced
     well_balanced = not placements and ans.score_before - opt_cv < rules.min_score
     if well_balanced:
-        lines.append(
+        out.append(
             f"Cluster is already well balanced (initial score {printf_g(ans.score_before)},\n"
             f"optimum score due to N+1 reservations {printf_g(opt_cv)},\n"
-            f"minimum score {printf_g(rules.min_score)}).\nNothing to do, exiting"
+            f"minimum score {printf_g(rules.min_score)}).\nNothing to do, exiting\n"
         )
     else:
-        lines.append("Trying to minimize the CV...")
-        lines += [solution_line(plc, pos, naming) for pos, plc in enumerate(placements, 1)]
+        out.append("Trying to minimize the CV...\n")
+        out += [solution_line(plc, pos, naming) + "\n" for pos, plc in enumerate(placements, 1)]
         if placements:
-            lines.append(f"Cluster score improved from {ans.score_before:.8f} to {ans.score:.8f}")
+            out.append(score_text("Final", final, scope, ans.score, verbose, ans.score_before))
         else:
-            lines.append("No solution found")
+            out.append("No solution found\n")
         if verbose >= 1:
-            lines.append(f"Solution length={len(placements)}")
+            out.append(f"Solution length={len(placements)}\n")
     job_sets = split_jobs(placements)
     sets = job_sets[:1] if args.first_job_group else job_sets
     if args.print_commands is not None and not well_balanced:  # as hbal: even for no step
@@ -284,21 +301,24 @@ def run_exact(
             [[step_commands(state, placements[k], naming) for k in js] for js in sets]
         )
         if args.print_commands in ("", "-"):  # hbal's saveBalanceCommands on stdout
-            lines.append("")
-            lines.append(
-                "First set of jobs:"
+            out.append(
+                "\nFirst set of jobs:\n"
                 if args.first_job_group
-                else "Commands to run to reach the above solution:"
+                else "\nCommands to run to reach the above solution:\n"
             )
-            lines += [f"  {line}" for line in cmds.splitlines() if line != "  check"]
+            out += [f"  {line}\n" for line in cmds.splitlines() if line != "  check"]
         else:  # -CFILE: hbal's script
             files[args.print_commands] = SH_TEMPLATE + cmds
-            lines.append(f"The commands have been written to file '{args.print_commands}'")
+            out.append(f"The commands have been written to file '{args.print_commands}'\n")
     if save and not well_balanced:
         files[f"{save}.balanced"] = dump_text(
             balanced_snapshot(loaded or cluster, final, scope, reported_memory=False)
         )
         saved += f"The cluster state after balancing has been written to file '{save}.balanced'\n"
+    if not well_balanced:
+        saved += views(cluster, final, scope, print_instances, print_nodes, "Final")
+        if verbose > 3:
+            out.append(totals(state, final, scope))
     objective = "steps" if ans.objective == "steps" else "score"
     proof = (
         f"exact ({objective}, K={k}): {ans.status}"
@@ -313,8 +333,7 @@ def run_exact(
     if args.compare:
         data["hbal"] = _real_hbal(args, k)
     plan = tuple(placement_job_sets(state, placements, sets)) if placements else ()
-    text = "\n".join(lines) + "\n"
-    return ExactReport(text, saved + notes + proof + "\n", 0, data, (), files, plan)
+    return ExactReport("".join(out), saved + notes + proof + "\n", 0, data, (), files, plan)
 
 
 def _empty_json() -> dict[str, Any]:

@@ -169,7 +169,9 @@ def run_across(args: argparse.Namespace, cluster: Cluster, source: str) -> Acros
         frozenset(args.select_instances) or None,
         frozenset(args.exclude_instances),
     )
-    answer = balance_across(problem, options=args.solver_options)
+    from programs.balance_exact import DEFAULT_TIME_LIMIT_S
+
+    answer = balance_across(problem, options=args.solver_options.limited(DEFAULT_TIME_LIMIT_S))
     report = check_across_groups(problem, answer.relocations)
     if not report.ok:
         raise CheckFailedError("balance --across-groups: the answer fails the checker: "

@@ -900,3 +900,58 @@ print(res.status.value, file=sys.stderr)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert done.stderr.strip().splitlines()[-1] == "optimal"
+
+
+def test_ordering_a_plan_stops_at_its_deadline() -> None:
+    """order_steps past its deadline raises OrderOutOfTime instead of answering None: the
+    strategy cuts off finals it is told have no order, so a search stopped by the clock must
+    not read as 'none' (it ran 13 s past a 10 s limit on a crowded 8-node group). Before the
+    deadline the answer is the one without it."""
+    import time
+
+    from model.balance import OrderOutOfTime
+
+    state, group = _cluster(3, 5)
+    problem = BalanceProblem(state, group, 4)
+    names = [n for n in problem.movable if state.demands[n].disk_template == "drbd"][:2]
+    assert len(names) == 2
+    finals = {n: state.locations[n][::-1] for n in names}  # each pair swapped
+    with pytest.raises(OrderOutOfTime):
+        order_steps(problem, finals, deadline=time.perf_counter() - 1)
+    later = time.perf_counter() + 3600
+    assert order_steps(problem, finals, deadline=later) == order_steps(problem, finals)
+
+
+def _crowded_group(nodes: int, fill: float, seed: int) -> str:
+    """A drbd/ext/rbd group whose nodes are filled to up to `fill` of their memory
+    (benchmarks/bench_balance.py's shapes): hbal needs tens of moves on 12 nodes at 0.4."""
+    fills = tuple(round(fill * k / 5, 3) for k in range(1, 6))
+    data = gen.cluster(
+        random.Random(seed), nodes, templates=("drbd", "drbd", "ext", "rbd"), odd=False,
+        tags=False, policies=False, fills=fills,
+    )  # fmt: skip
+    req = gen.allocate(random.Random(seed), data, "drbd")
+    return dump_text(parse_request(gen.dumps(req), "generated").cluster)
+
+
+def test_without_a_time_limit_the_exact_search_ends_at_its_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """K = 30 moves on a crowded 12-node group is a search of hours (80 % gap after 60 s);
+    without --time-limit it ran on, silent. The exact mode's default limit ends it (60 s,
+    shortened here): status time_limit with its bound and gap, a plan no worse than hbal's
+    port's, checked (the CLI refuses an answer the checker fails); --help names the default."""
+    import cli
+    import programs.balance_exact as exact
+
+    path = tmp_path / "crowded.data"
+    path.write_text(_crowded_group(12, 0.4, 0))
+    monkeypatch.setattr(exact, "DEFAULT_TIME_LIMIT_S", 4.0)
+    assert cli.main(["balance", "-t", str(path), "-l", "30", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "time_limit" and doc["gap"] > 0, doc["notes"]
+    assert doc["bound"] <= doc["score_after"] < doc["score_before"]
+    assert doc["max_steps"] == 30 and 0 < len(doc["jobsets"]) <= 30
+    with pytest.raises(SystemExit):
+        cli.main(["balance", "--help"])
+    assert "(default 4 s; at worst hbal's own answer" in " ".join(capsys.readouterr().out.split())

@@ -271,3 +271,43 @@ def test_no_instance_moves_gives_ext_instances_no_failover(ganeti, tmp_path: Pat
     mine = float(re.search(r"Cluster score improved from \S+ to (\S+)", ours.stdout).group(1))
     assert mine <= theirs + 1e-9
     assert " a=f" not in ours.stdout  # no failover of any kind: replacements only
+
+
+#: The lines of hbal's output that carry its plan (the moves, the score they reach, the
+#: final coefficients and totals), which the exact mode may better; every other line is
+#: hbal's frame and must be hbal's.
+PLAN_LINE = re.compile(
+    r"^( *\d+\. |Cluster score improved|Solution length|No solution found|Final coefficients"
+    r"|   [a-z_]+ +-?[\d.]+ +x[\d.]+$|   Field |Final: +mem=)"
+)
+FRAME_CASES = [
+    ("hbal-soft-errors.data", []),  # 'The cluster contains 3 policy-violating nodes.'
+    ("hbal-soft-errors.data", ["--ignore-soft-errors", "-v"]),
+    ("hbal-evac.data", ["-v", "-v"]),  # the cluster's tags and ipolicy
+    ("common-suffix.data", ["-v", "-v"]),  # the stripped suffix
+    ("hbal-split-insts.data", ["-v", "-v", "-G", "group-01"]),  # split instances on stderr
+    ("hbal-excl-tags.data", ["-v", "-v", "-v"]),  # the coefficients' tables
+    ("hbal-evac.data", ["-v", "-v", "-v", "-v", "-v", "-p", "--print-instances"]),
+    ("hbal-excl-tags.data", ["-v", "-v", "-O", "no-such-node"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), FRAME_CASES, ids=[f"{n} {' '.join(a)}" for n, a in FRAME_CASES]
+)
+def test_balance_exact_prints_hbals_frame_at_every_verbosity(ganeti, tmp_path: Path, name, args):  # noqa: ANN001, ANN201
+    """The exact mode prints hbal's output around its own plan: -v -v's tags, ipolicy and
+    suffix lines, the split instances, -v -v -v's coefficients, -v x5's node health, -p and
+    --print-instances, and at every verbosity the policy-violating nodes (all missing
+    before: only the moves, 'Initial score' and 'Cluster score improved' were printed)."""
+    (tmp_path / "c.data").write_text((ganeti.data_dir / name).read_text())
+    (real, _), (ours, _) = _both(ganeti, tmp_path, "hbal", ["balance"], ["-t", "c.data", *args])
+    assert ours.returncode == real.returncode
+
+    def frame(text: str) -> list[str]:
+        return [ln for ln in text.splitlines() if not PLAN_LINE.match(ln)]
+
+    own = re.compile(r"^(note: |exact \()")
+    assert frame(ours.stdout) == frame(real.stdout)
+    assert [ln for ln in ours.stderr.splitlines() if not own.match(ln)] == real.stderr.splitlines()
+    assert len(frame(real.stdout)) >= (2 if real.returncode else 4)  # it holds what it says

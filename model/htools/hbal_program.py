@@ -152,9 +152,6 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     """hbal's main after loading (`cluster`: as `loadExternalData` leaves it; `loaded`: what
     -S writes as FILE.original, by default `cluster`)."""
     from model.backends.text import dump_text
-    from model.htools.hinfo import bad_items, show_ipolicy
-    from model.htools.loader import suffix_note
-    from model.htools.nodelist import NodeList
     from model.space import with_node_status
     from model.state import node_states
 
@@ -169,9 +166,7 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
             f"failed to load data, aborting: Unknown instance(s): {shown}", merge_failed=True
         )
     if v > 1:
-        tags = (loaded or cluster).cluster_tags  # as read, without --exclusion-tags' prefixes
-        o.out.append("Loaded cluster tags: " + ",".join(tags) + "\n")
-        o.out.append("Loaded cluster ipolicy: " + show_ipolicy(cluster.cluster_policy) + "\n")
+        o.out.append(loaded_header(cluster, loaded))
     state = node_states(cluster)
     names = list(state.nodes)
     offline, wrong = lookup_names(names, options.offline)
@@ -182,15 +177,11 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     if not cluster.instances:
         o.out.append("Cluster is empty, exiting.\n")
         return o.run()
-    split = split_instances(state)
-    if split and v > 1:
-        o.err.append("Found instances belonging to multiple node groups:\n")
-        o.err += [f"  {read_name(i)}\n" for i in state.locations if i in split]
-        o.err.append("These instances will not be moved.\n")
+    if v > 1:
+        o.err.append(split_warning(state))
     o.out.append(f"Loaded {len(cluster.nodes)} nodes, {len(cluster.instances)} instances\n")
-    note = suffix_note(cluster)
-    if note and v > 1:
-        o.out.append(note + "\n")
+    if v > 1:
+        o.out.append(suffix_line(cluster))
     if options.save:
         path = f"{options.save}.original"
         o.files[path] = dump_text(loaded or cluster)
@@ -215,50 +206,14 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     # checkGroup
     o.out.append(f"Group size {len(scope.nodes)} nodes, {len(scope.instances)} instances\n")
     o.out.append(f"Selected node group: {group.name}\n")
-    bad_nodes, bad_insts = bad_items(state, scope.nodes)
-    if v >= 1:
-        o.out.append(
-            f"Initial check done: {len(bad_nodes)} bad nodes, {len(bad_insts)} bad instances.\n"
-        )
-    policy_bad = [
-        n for n in scope.nodes if n not in bad_nodes and _policy_unhealthy(state.nodes[n])
-    ]
-    if v > 4:
-        happy = [n for n in scope.nodes if n not in bad_nodes]
-        health = ",".join(f"({show_string(n)},{_policy_health(state.nodes[n])})" for n in happy)
-        o.out.append(f"Bad nodes: {show_list(bad_nodes)}\n")
-        o.out.append(f"N+1 happy nodes: {show_list(happy)}\n")
-        o.out.append(f"Node policy status: [{health}]\n")
-    if bad_nodes:
-        o.out.append(
-            "Cluster is not N+1 happy, continuing but no guarantee that the cluster will end "
-            "N+1 happy.\n"
-        )
-    if policy_bad:
-        o.out.append(f"The cluster contains {len(policy_bad)} policy-violating nodes.\n")
-        o.out.append(
-            "Continuing, ignoring soft errors.\n"
-            if options.search.ignore_soft_errors
-            else "Continuing, but the set of moves might be too restricted; consider using the "
-            "--ignore-soft-errors option.\n"
-        )
-    listing = NodeList(cluster)
-    if options.print_instances:
-        o.err.append("\nInitial instance map:\n" + instance_map(state, scope))
-    if options.print_nodes is not None:
-        o.err.append(
-            "\nInitial cluster status:\n"
-            + listing.text(state, options.print_nodes, scope.nodes)
-            + "\n"
-        )
+    o.out.append(group_check(state, scope, v, options.search.ignore_soft_errors))
+    o.err.append(
+        views(cluster, state, scope, options.print_instances, options.print_nodes, "Initial")
+    )
     start = initial_table(state, scope)
     ini_cv = start.score
     opt_cv = optimal_score(state, scope)
-    if v > 2:
-        o.out.append(f"Initial coefficients: overall {printf_fixed(ini_cv, 8)}\n")
-        o.out.append(print_stats(state, scope))
-    else:
-        o.out.append(f"Initial score: {printf_fixed(ini_cv, 8)}\n")
+    o.out.append(score_text("Initial", state, scope, ini_cv, v))
     if ini_cv - opt_cv < options.min_score:
         o.out.append(
             f"Cluster is already well balanced (initial score {printf_g(ini_cv)},\n"
@@ -276,14 +231,8 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
     fin = final.state
     if not final.placements:
         o.out.append("No solution found\n")
-    elif v > 2:
-        o.out.append(f"Final coefficients:   overall {printf_fixed(final.score, 8)}\n")
-        o.out.append(print_stats(fin, scope))
     else:
-        o.out.append(
-            f"Cluster score improved from {printf_fixed(ini_cv, 8)} to "
-            f"{printf_fixed(final.score, 8)}\n"
-        )
+        o.out.append(score_text("Final", fin, scope, final.score, v, ini_cv))
     if v >= 1:
         o.out.append(f"Solution length={len(final.placements)}\n")
     sets = split_jobs(final.placements)
@@ -309,19 +258,128 @@ def hbal(cluster: Cluster, options: HbalOptions, loaded: Cluster | None = None) 
         path = f"{options.save}.balanced"
         o.files[path] = dump_text(balanced_snapshot(loaded or cluster, fin, scope))
         o.err.append(f"The cluster state after balancing has been written to file '{path}'\n")
-    if options.print_instances:
-        o.err.append("\nFinal instance map:\n" + instance_map(fin, scope))
-    if options.print_nodes is not None:
-        o.err.append(
-            "\nFinal cluster status:\n" + listing.text(fin, options.print_nodes, scope.nodes) + "\n"
-        )
-    if v > 3:  # printStats: totalResources' free memory and disk
-        for label, st in (("Original:", state), ("Final:   ", fin)):
-            mem = sum(st.nodes[n].unallocated_memory_mib for n in scope.nodes)
-            dsk = sum(st.nodes[n].free_disk_mib for n in scope.nodes)
-            o.out.append(f"{label} mem={mem} disk={dsk}\n")
+    o.err.append(views(cluster, fin, scope, options.print_instances, options.print_nodes, "Final"))
+    if v > 3:
+        o.out.append(totals(state, fin, scope))
     job_sets = tuple(tuple(js) for js in sets)
     return o.run(scope=scope, initial=start, final=final, job_sets=job_sets)
+
+
+# --- the parts of hbal's output that the exact mode prints too (programs/balance_exact.py) ---
+
+
+def loaded_header(cluster: Cluster, loaded: Cluster | None) -> str:
+    """-v -v: the cluster's tags as read (without --exclusion-tags' prefixes) and its ipolicy."""
+    from model.htools.hinfo import show_ipolicy
+
+    tags = (loaded or cluster).cluster_tags
+    return (
+        "Loaded cluster tags: " + ",".join(tags) + "\n"
+        "Loaded cluster ipolicy: " + show_ipolicy(cluster.cluster_policy) + "\n"
+    )
+
+
+def split_warning(state: ClusterState) -> str:
+    """-v -v, on stderr: the instances split between groups, which hbal does not move."""
+    split = split_instances(state)
+    if not split:
+        return ""
+    names = "".join(f"  {read_name(i)}\n" for i in state.locations if i in split)
+    return (
+        "Found instances belonging to multiple node groups:\n"
+        + names
+        + "These instances will not be moved.\n"
+    )
+
+
+def suffix_line(cluster: Cluster) -> str:
+    """-v -v: the common name suffix the output strips."""
+    from model.htools.loader import suffix_note
+
+    note = suffix_note(cluster)
+    return note + "\n" if note else ""
+
+
+def group_check(state: ClusterState, scope: Scope, v: int, ignore_soft_errors: bool) -> str:
+    """`checkGroup`: the bad nodes and instances, N+1 happiness, the policy-violating nodes."""
+    from model.htools.hinfo import bad_items
+
+    out = []
+    bad_nodes, bad_insts = bad_items(state, scope.nodes)
+    if v >= 1:
+        out.append(
+            f"Initial check done: {len(bad_nodes)} bad nodes, {len(bad_insts)} bad instances.\n"
+        )
+    policy_bad = [
+        n for n in scope.nodes if n not in bad_nodes and _policy_unhealthy(state.nodes[n])
+    ]
+    if v > 4:
+        happy = [n for n in scope.nodes if n not in bad_nodes]
+        health = ",".join(f"({show_string(n)},{_policy_health(state.nodes[n])})" for n in happy)
+        out.append(f"Bad nodes: {show_list(bad_nodes)}\n")
+        out.append(f"N+1 happy nodes: {show_list(happy)}\n")
+        out.append(f"Node policy status: [{health}]\n")
+    if bad_nodes:
+        out.append(
+            "Cluster is not N+1 happy, continuing but no guarantee that the cluster will end "
+            "N+1 happy.\n"
+        )
+    if policy_bad:
+        out.append(f"The cluster contains {len(policy_bad)} policy-violating nodes.\n")
+        out.append(
+            "Continuing, ignoring soft errors.\n"
+            if ignore_soft_errors
+            else "Continuing, but the set of moves might be too restricted; consider using the "
+            "--ignore-soft-errors option.\n"
+        )
+    return "".join(out)
+
+
+def views(
+    cluster: Cluster,
+    state: ClusterState,
+    scope: Scope,
+    print_instances: bool,
+    print_nodes: tuple[str, ...] | None,
+    when: str,
+) -> str:
+    """--print-instances and -p, on stderr: the instance map and node list, "Initial" or
+    "Final"."""
+    from model.htools.nodelist import NodeList
+
+    out = ""
+    if print_instances:
+        out += f"\n{when} instance map:\n" + instance_map(state, scope)
+    if print_nodes is not None:
+        listing = NodeList(cluster).text(state, print_nodes, scope.nodes)
+        out += f"\n{when} cluster status:\n{listing}\n"
+    return out
+
+
+def score_text(
+    when: str, state: ClusterState, scope: Scope, score: float, v: int, initial: float = 0.0
+) -> str:
+    """The initial or final score: with -v -v -v the coefficients' table, else one line."""
+    if v > 2:
+        label = (
+            "Initial coefficients: overall"
+            if when == "Initial"
+            else "Final coefficients:   overall"
+        )
+        return f"{label} {printf_fixed(score, 8)}\n" + print_stats(state, scope)
+    if when == "Initial":
+        return f"Initial score: {printf_fixed(score, 8)}\n"
+    return f"Cluster score improved from {printf_fixed(initial, 8)} to {printf_fixed(score, 8)}\n"
+
+
+def totals(state: ClusterState, fin: ClusterState, scope: Scope) -> str:
+    """-v -v -v -v (`printStats`): the group's free memory and disk before and after."""
+    out = []
+    for label, st in (("Original:", state), ("Final:   ", fin)):
+        mem = sum(st.nodes[n].unallocated_memory_mib for n in scope.nodes)
+        dsk = sum(st.nodes[n].free_disk_mib for n in scope.nodes)
+        out.append(f"{label} mem={mem} disk={dsk}\n")
+    return "".join(out)
 
 
 def _policy_health(st: NodeState) -> str:

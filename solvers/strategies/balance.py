@@ -31,6 +31,7 @@ from model.balance import (
     BalanceData,
     BalanceProblem,
     DataOutOfTime,
+    OrderOutOfTime,
     Step,
     _sd_values,
     balance_data,
@@ -351,7 +352,7 @@ def balance(
             f"relaxation less {MODEL_SOLVE_S:g} s for the solver); the best plan stands, "
             "with the bound so far"
         )
-        return answer(proven_by(floor), floor, build_s=sw.seconds, solve_s=lean_s,
+        return answer(cut_short(floor), floor, build_s=sw.seconds, solve_s=lean_s,
                       rounds=lean_rounds, notes=(*notes_pre, why))  # fmt: skip
     spec = form.BalanceModelSpec(fewest_steps_to=fewest_to)
     rounds, cuts = lean_rounds, 0
@@ -397,6 +398,7 @@ def balance(
                 f"solver takes about {HIGHS_LOAD_PER_BUILD:g} times that, more than the "
                 f"{limit:.1f} s left less {MODEL_SOLVE_S:g} s for the solver"
             )
+            timed_out = True
             break
         with sw:
             session = open_session(
@@ -416,10 +418,14 @@ def balance(
         while rounds < MAX_ROUNDS:
             limit = left()
             if limit is not None and limit <= 0.05:
+                timed_out = True
                 break
             rounds += 1
             res = session.solve(time_limit=limit, build_s=sw.seconds)
             solve_s += res.solve_s
+            # cut by the limit (a solve's FEASIBLE may also be --gap's, with time left)
+            after = left()
+            timed_out = res.status != Status.OPTIMAL and after is not None and after <= 0.05
             # the model holds only the finals the planes left: below the threshold its
             # bound is the least score's, above it the threshold is
             res_bound = res.bound if cap is None or res.bound is None else min(res.bound, cap)
@@ -439,7 +445,12 @@ def balance(
                 break
             finals = form.solution(m, data)
             key = tuple(sorted(finals.items()))
-            steps = order_steps(problem, finals)
+            try:
+                steps = order_steps(problem, finals, deadline=deadline)
+            except OrderOutOfTime:
+                notes.append("time limit: reached ordering the model's plan's steps")
+                timed_out = True
+                break
             if steps is None:
                 cut = tuple(
                     (n, p, s) for n, (p, s) in sorted(finals.items())
@@ -472,6 +483,7 @@ def balance(
         value = best_score if fewest_to is None else float(len(best_steps))
         done = reached and bound is not None and value - bound <= SCORE_GAP * max(abs(value), 1)
         if not rebuild or done or (left() is not None and left() <= 0.05):
+            timed_out = timed_out or (rebuild and not done)  # a rebuild the limit left out
             break
     value = best_score if fewest_to is None else float(len(best_steps))
     if floor is not None and (bound is None or floor > bound):
@@ -580,6 +592,7 @@ def _lean_phase(
                    if exact else "the LP's and the lowest reduced costs: no bound") + ")"
             )  # fmt: skip
     session.set_start(*lean.start_of(model, start_plan))
+    ordering = ""
     while mip and mip_rounds < LEAN_MIP_ROUNDS and (left() is None or left() > 0.05):
         rest = left()
         share = LEAN_MIP_SHARE * budget
@@ -608,7 +621,11 @@ def _lean_phase(
             break  # its planes are in: the relaxation's optimum again
         seen.add(key)
         session.set_start(*lean.start_of(model, finals))
-        steps = order_steps(problem, finals)
+        try:
+            steps = order_steps(problem, finals, deadline=until)
+        except OrderOutOfTime:
+            ordering = "; its share ran out ordering a plan's steps"
+            break
         if steps is None:
             session.add_rows(lean.nogood_row(model, data, finals, moved))
             continue
@@ -631,7 +648,7 @@ def _lean_phase(
         f"lean relaxation: bound {'-' if bound is None else f'{bound:.6f}'} after {lp_rounds} "
         f"LP and {mip_rounds} MIP round(s){'' if mip else ' (too large for the MIP)'}{priced}, "
         f"{len(model.model.cost)} columns, "
-        f"{time.perf_counter() - began:.1f} s"
+        f"{time.perf_counter() - began:.1f} s{ordering}"
     )
     return LeanOutcome(bound, tuple(plans), rounds, solve_s, note)
 

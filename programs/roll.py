@@ -129,8 +129,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="nodes sharing a secondary may reboot together when its unallocated memory "
         "takes every instance migrating to it (docs/roll.md)",
     )
-    solver_options(p)
+    solver_options(
+        p, time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s; at worst hroller's rounds, bound shown"
+    )
     json_option(p)
+
+
+#: The exact plan is bounded even without --time-limit: hroller answers in seconds, and the
+#: fewest rounds can be a colouring proof of hours (2,000 random nodes, docs/roll.md "Why
+#: 2,000 nodes at random stay unproven"); a maintenance script must get its rounds. The cut
+#: is said (status feasible, the bound), and the plan is never longer than hroller's.
+DEFAULT_TIME_LIMIT_S = 60.0
 
 
 def roller_options(args: argparse.Namespace) -> RollerOptions:
@@ -281,7 +290,8 @@ def _exact(
     known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
     # the plan has what the start-up, the reading and hroller's prelude left of the limit,
     # less the checker's replay and the output after it (issue 40, item 4)
-    options = args.solver_options.left(CHECK_S_PER_INSTANCE * len(cluster.instances))
+    limited = args.solver_options.limited(DEFAULT_TIME_LIMIT_S)
+    options = limited.left(CHECK_S_PER_INSTANCE * len(cluster.instances))
     planned = time.perf_counter()
     result = plan(problem, options, known=[known] if known else [])
     checked = time.perf_counter()

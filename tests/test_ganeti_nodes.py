@@ -153,6 +153,11 @@ def squeeze(*words: str) -> tuple[subprocess.CompletedProcess, subprocess.Comple
 EXPAND = ("--minimal-resources=200", "--target-resources=210")  # 200 x 128 MiB fits no node
 
 
+def _loader_warning(line: str) -> bool:
+    """A line of htools' warning on inconsistent data (`checkData`): its heading or an item."""
+    return line == "Warning: cluster has inconsistent data:" or line.startswith("  - node ")
+
+
 def test_squeeze_powers_the_empty_node_off_and_on(cluster, capture):
     """The plan is known: node2 holds nothing and is not the master, so shrink powers it off
     (tag `htools:standby:auto`, offline, OOB power-off); a minimal probe no node can host then
@@ -180,7 +185,10 @@ def test_squeeze_powers_the_empty_node_off_and_on(cluster, capture):
         refused = run(str(BIN / "exalloc"), "squeeze", "-L", "-X", *EXPAND)
         assert refused.returncode == 1
         assert "not all jobs of 'Powering on nodes' completed successfully" in refused.stderr
-        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        # one line of exalloc's own; before it, htools' loader warning when the node's
+        # reported memory or disk moved under the instances (the host's, beside other work)
+        own = [ln for ln in refused.stderr.splitlines() if ln and not _loader_warning(ln)]
+        assert len(own) == 1 and own[0].startswith("exalloc: error: "), refused.stderr
         job = refused.stderr.split("job ")[-1].split()[0]
         info = run("gnt-job", "info", job)
         assert "needs to be turned on before its offline status can be reset" in info.stdout

@@ -618,3 +618,36 @@ def test_search_colours_the_cores_the_strategy_colours(seed: int) -> None:
             check_plan(cluster, start.considered_names, rules, done, start.offline)
     fewer = tabu_rounds(problem, len(result.clique) - 1, 2000, seed=seed)
     assert fewer.rounds is None and fewer.best > 0 and fewer.moves == 2000
+
+
+def test_without_a_time_limit_the_plan_has_the_default_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fewest rounds can be a colouring proof of hours (docs/roll.md, 2,000 nodes at
+    random); without --time-limit the exact plan had no deadline and ran on. It now has
+    60 s from the start (programs/roll.py DEFAULT_TIME_LIMIT_S, as --time-limit 60), less
+    the check's reserve; a --time-limit given wins; --help names the default."""
+    import programs.roll as program
+    import solvers.strategies.roll as strategy
+
+    seen: list[SolverOptions] = []
+    real = strategy.plan
+
+    def spy(problem, options, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.append(options)
+        return real(problem, options, **kw)
+
+    monkeypatch.setattr(strategy, "plan", spy)
+    path = tmp_path / "c.data"
+    path.write_text(dump_text(generate(RollSpec(nodes=8, instances=16, seed=2))))
+    assert cli.main(["roll", "-t", str(path)]) == 0
+    assert cli.main(["roll", "-t", str(path), "--time-limit", "5"]) == 0
+    default, given = seen
+    assert default.started_at is not None and given.started_at is not None
+    limit = program.DEFAULT_TIME_LIMIT_S
+    assert limit - 1 < default.deadline() - default.started_at <= limit
+    assert 4 < given.deadline() - given.started_at <= 5
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["roll", "--help"])
+    assert "(default 60 s; at worst hroller's rounds" in " ".join(capsys.readouterr().out.split())

@@ -31,7 +31,7 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
     """The exact mode's own options (hbal's are programs/balance.py's) and the solver's."""
     import math
 
-    from programs.options import number_type, solver_options
+    from programs.options import SEARCH_TIME_LIMIT_S, number_type, solver_options
 
     exact = p.add_argument_group("exact balancing")
     exact.add_argument(
@@ -53,15 +53,8 @@ def add_exact_arguments(p: argparse.ArgumentParser) -> None:
         help="run the real hbal -l K beside it (its port when Ganeti is not installed)",
     )
     solver_options(
-        p, time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s; at worst hbal's own answer, gap shown"
+        p, time_limit_default=f"{SEARCH_TIME_LIMIT_S:g} s; at worst hbal's own answer, gap shown"
     )
-
-
-#: The exact search is bounded even without --time-limit: hbal answers in seconds, and a
-#: `balance` in a cron job or a script must end too (K = hbal's length can be tens of moves,
-#: a search of hours). What the limit cuts is said (status time_limit, the bound and gap);
-#: the answer is never worse than hbal's own, where the search starts.
-DEFAULT_TIME_LIMIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -184,6 +177,7 @@ def run_exact(
     from model.htools.nodelist import parse_fields
     from model.space import with_node_status
     from model.state import node_states
+    from programs import options as shared
     from solvers.strategies.balance import answer
 
     # hbal's checks in hbal's order, each before anything is written (hbal.hs main): unknown
@@ -247,7 +241,7 @@ def run_exact(
         max_steps=max_steps,
         # what the start-up and the reading left of the limit, less the check and the output
         # after it (0.15 s on benchmarks/time_limits.py's 200-node group; issue 40, item 4)
-        options=args.solver_options.limited(DEFAULT_TIME_LIMIT_S).left(CHECK_RESERVE_S),
+        options=args.solver_options.limited(shared.SEARCH_TIME_LIMIT_S).left(CHECK_RESERVE_S),
         fewest=args.fewest_moves,
         target_score=args.target_score,
     )

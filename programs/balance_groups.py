@@ -169,9 +169,9 @@ def run_across(args: argparse.Namespace, cluster: Cluster, source: str) -> Acros
         frozenset(args.select_instances) or None,
         frozenset(args.exclude_instances),
     )
-    from programs.balance_exact import DEFAULT_TIME_LIMIT_S
+    from programs.options import SEARCH_TIME_LIMIT_S
 
-    answer = balance_across(problem, options=args.solver_options.limited(DEFAULT_TIME_LIMIT_S))
+    answer = balance_across(problem, options=args.solver_options.limited(SEARCH_TIME_LIMIT_S))
     report = check_across_groups(problem, answer.relocations)
     if not report.ok:
         raise CheckFailedError("balance --across-groups: the answer fails the checker: "

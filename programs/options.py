@@ -67,6 +67,14 @@ SOLVER_DEFAULTS = {
 }
 
 
+#: The exact searches of hbal's and hroller's questions (`balance`, `roll`) end even without
+#: --time-limit: htools answers them in seconds, and a script or a cron job must get its plan,
+#: while K moves or the fewest rounds can be a proof of hours. What the limit cuts is said
+#: (status, bound, gap); the plan is never worse than the htools one the search starts from.
+#: (hail's own 60 s, as Ganeti waits, is service.hail_client's.)
+SEARCH_TIME_LIMIT_S = 60.0
+
+
 def solver_options(
     parser: argparse.ArgumentParser, *, shown: bool = True, time_limit_default: str = ""
 ) -> None:

@@ -36,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """hroller 3.0.2's options (the backends and `--static-kvm-node-memory` shared with the
     other programs), exalloc's `--greedy`, `--memory-aware`, `--json` and solver options."""
     from programs.options import (
+        SEARCH_TIME_LIMIT_S,
         greedy_option,
         json_option,
         live_source_options,
@@ -130,16 +131,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "takes every instance migrating to it (docs/roll.md)",
     )
     solver_options(
-        p, time_limit_default=f"{DEFAULT_TIME_LIMIT_S:g} s; at worst hroller's rounds, bound shown"
+        p, time_limit_default=f"{SEARCH_TIME_LIMIT_S:g} s; at worst hroller's rounds, bound shown"
     )
     json_option(p)
-
-
-#: The exact plan is bounded even without --time-limit: hroller answers in seconds, and the
-#: fewest rounds can be a colouring proof of hours (2,000 random nodes, docs/roll.md "Why
-#: 2,000 nodes at random stay unproven"); a maintenance script must get its rounds. The cut
-#: is said (status feasible, the bound), and the plan is never longer than hroller's.
-DEFAULT_TIME_LIMIT_S = 60.0
 
 
 def roller_options(args: argparse.Namespace) -> RollerOptions:
@@ -290,7 +284,9 @@ def _exact(
     known = [[v for v in r if v in keep] for r in greedy.rounds] if ok else []
     # the plan has what the start-up, the reading and hroller's prelude left of the limit,
     # less the checker's replay and the output after it (issue 40, item 4)
-    limited = args.solver_options.limited(DEFAULT_TIME_LIMIT_S)
+    from programs import options as shared
+
+    limited = args.solver_options.limited(shared.SEARCH_TIME_LIMIT_S)
     options = limited.left(CHECK_S_PER_INSTANCE * len(cluster.instances))
     planned = time.perf_counter()
     result = plan(problem, options, known=[known] if known else [])

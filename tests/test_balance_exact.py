@@ -943,11 +943,11 @@ def test_without_a_time_limit_the_exact_search_ends_at_its_default(
     shortened here): status time_limit with its bound and gap, a plan no worse than hbal's
     port's, checked (the CLI refuses an answer the checker fails); --help names the default."""
     import cli
-    import programs.balance_exact as exact
+    import programs.options as options
 
     path = tmp_path / "crowded.data"
     path.write_text(_crowded_group(12, 0.4, 0))
-    monkeypatch.setattr(exact, "DEFAULT_TIME_LIMIT_S", 4.0)
+    monkeypatch.setattr(options, "SEARCH_TIME_LIMIT_S", 4.0)
     assert cli.main(["balance", "-t", str(path), "-l", "30", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "time_limit" and doc["gap"] > 0, doc["notes"]

@@ -625,9 +625,9 @@ def test_without_a_time_limit_the_plan_has_the_default_one(
 ) -> None:
     """The fewest rounds can be a colouring proof of hours (docs/roll.md, 2,000 nodes at
     random); without --time-limit the exact plan had no deadline and ran on. It now has
-    60 s from the start (programs/roll.py DEFAULT_TIME_LIMIT_S, as --time-limit 60), less
+    60 s from the start (programs/options.py SEARCH_TIME_LIMIT_S, as --time-limit 60), less
     the check's reserve; a --time-limit given wins; --help names the default."""
-    import programs.roll as program
+    import programs.options as options
     import solvers.strategies.roll as strategy
 
     seen: list[SolverOptions] = []
@@ -644,7 +644,7 @@ def test_without_a_time_limit_the_plan_has_the_default_one(
     assert cli.main(["roll", "-t", str(path), "--time-limit", "5"]) == 0
     default, given = seen
     assert default.started_at is not None and given.started_at is not None
-    limit = program.DEFAULT_TIME_LIMIT_S
+    limit = options.SEARCH_TIME_LIMIT_S
     assert limit - 1 < default.deadline() - default.started_at <= limit
     assert 4 < given.deadline() - given.started_at <= 5
     capsys.readouterr()
